@@ -1,0 +1,37 @@
+# Two set-up commands, both working on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+LOGSCOPE := $(VENV)/bin/logscope
+DEMO_LOG := examples/slurm-crash.out
+
+.PHONY: demo test lint install install-test clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,lab]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed
+	@mkdir -p reports
+	$(LOGSCOPE) analyze $(DEMO_LOG) || test $$? -eq 1
+	$(LOGSCOPE) analyze $(DEMO_LOG) --format json > reports/demo-analysis.json || test $$? -eq 1
+	@echo "wrote reports/demo-analysis.json"
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check logscope tests bench
+	$(VENV)/bin/ruff format --check logscope tests bench
+	$(VENV)/bin/mypy
+
+test: $(VENV)/.installed-test lint
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

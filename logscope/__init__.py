@@ -1,0 +1,32 @@
+"""logscope: log forensics for large distributed training jobs."""
+
+from __future__ import annotations
+
+from .engine import Engine, analyze, default_library
+from .errors import InputError, LogscopeError, PatternError
+from .model import Analysis, Culprit, Event, Incident, Job, Line, Outcome
+from .patterns import Library, Signature, builtin_dirs, check_samples, load_library
+from .render.document import document
+
+__all__ = [
+    "Analysis",
+    "Culprit",
+    "Engine",
+    "Event",
+    "Incident",
+    "InputError",
+    "Job",
+    "Library",
+    "Line",
+    "LogscopeError",
+    "Outcome",
+    "PatternError",
+    "Signature",
+    "analyze",
+    "builtin_dirs",
+    "check_samples",
+    "default_library",
+    "document",
+    "load_library",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,122 @@
+"""Command line: a thin shell over the library (`logscope.analyze`, `logscope.load_library`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from .engine import analyze as run_analysis
+from .engine import default_library
+from .errors import LogscopeError
+from .model import Analysis
+from .patterns import builtin_dirs, check_samples, load_library
+from .render import Format
+from .render import json as json_render
+from .render import terminal
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Log forensics for distributed training jobs: root cause, culprit rank, outcome.",
+)
+patterns_app = typer.Typer(no_args_is_help=True, help="List and check failure signatures.")
+app.add_typer(patterns_app, name="patterns")
+
+EXIT_HEALTHY, EXIT_INCIDENTS, EXIT_ERROR = 0, 1, 2
+
+PatternDirs = Annotated[
+    list[Path] | None,
+    typer.Option("--patterns", help="Extra signature directory (repeatable); same id overrides."),
+]
+
+
+def _fail(err: LogscopeError | str) -> NoReturn:
+    typer.echo(f"logscope: error: {err}", err=True)
+    raise typer.Exit(EXIT_ERROR)
+
+
+def _color() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def exit_code(analysis: Analysis) -> int:
+    return EXIT_HEALTHY if analysis.verdict is None else EXIT_INCIDENTS
+
+
+@app.command()
+def analyze(
+    paths: Annotated[list[str], typer.Argument(help="Log files, globs, directories, or - for stdin.")],
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
+    patterns: PatternDirs = None,
+) -> None:
+    """Explain why a training job died or hung.
+
+    Exit status: 0 healthy run, 1 incidents found, 2 usage or input error.
+
+    Example: logscope analyze slurm-1234.out main_log.txt.gz --format json
+    """
+    warnings: list[str] = []
+    try:
+        library = default_library(patterns or [])
+        analysis = run_analysis(paths, library, warn=warnings)
+    except LogscopeError as err:
+        _fail(err)
+    for w in warnings:
+        typer.echo(f"logscope: warning: {w}", err=True)
+    if fmt is Format.json:
+        json_render.render(analysis, sys.stdout)
+    else:
+        terminal.render(analysis, sys.stdout, color=_color())
+    raise typer.Exit(exit_code(analysis))
+
+
+@patterns_app.command("list")
+def patterns_list(patterns: PatternDirs = None) -> None:
+    """List every signature: id, kind, category, severity, role and title.
+
+    Example: logscope patterns list --patterns ./my-patterns
+    """
+    try:
+        library = default_library(patterns or [])
+    except LogscopeError as err:
+        _fail(err)
+    for s in library.signatures:
+        typer.echo(
+            f"{s.id:<40} {s.kind:<16} {s.category or '-':<18} {s.severity or '-':<8} "
+            f"{s.role or '-':<8} {s.title}"
+        )
+
+
+@patterns_app.command("test")
+def patterns_test(
+    dirs: Annotated[list[Path] | None, typer.Argument(help="Directories to check.")] = None,
+) -> None:
+    """Check that every sample matches its signature and no counter-sample does.
+
+    User libraries are checked together with the built-in one, so a sample that a built-in
+    signature wins over is reported. Exit status 1 when a check fails.
+
+    Example: logscope patterns test ./my-patterns
+    """
+    try:
+        library = load_library([*builtin_dirs(), *(dirs or [])])
+    except LogscopeError as err:
+        _fail(err)
+    only = None
+    if dirs:
+        only = [s for s in library.sources if any(Path(s).parent == Path(d) for d in dirs)]
+    problems = check_samples(library, only)
+    for p in problems:
+        typer.echo(str(p))
+    checked = [s for s in library.signatures if only is None or s.source in only]
+    typer.echo(f"{len(checked)} signatures checked, {len(problems)} problems")
+    raise typer.Exit(1 if problems else 0)
+
+
+def main() -> None:
+    app()

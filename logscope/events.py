@@ -1,0 +1,300 @@
+"""Lines to events: the literal prefilter, signature matches, and multi-line blocks per stream.
+
+Python does work only on candidate lines: a block of raw bytes is scanned by one RE2 alternation
+of every signature's trigger (inside pyarrow, no per-line Python), and only the lines it finds
+are decoded and matched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .clusters import Clusters
+from .lines import decode, parse_line
+from .model import Event, Line
+from .patterns import Library
+
+# torchrun's ChildFailedError block (FORMATS.md §3.1): the field lines are parsed here, as a
+# block, because a `rank : 3` line means nothing without the `exitcode` line below it.
+BLOCK_TRIGGERS = (
+    "Root Cause",
+    "Failures:",
+    "<NO_OTHER_FAILURES>",
+    "exitcode",
+    "local_rank:",
+    "error_file:",
+    "traceback :",
+    "time      :",
+    "host      :",
+    "  time:",
+    "  rank:",
+    "  msg:",
+    "]:",
+    "=====",
+)
+_BLOCK_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
+_BLOCK_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
+_BLOCK_RANK = re.compile(r"(-?\d+)(?: \(local_rank: (\d+)\))?")
+_BLOCK_EXIT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?(?:\s+\((SIG\w+)\))?")
+_BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
+
+FAILURE_ENTRY = "torchrun.failure_entry"
+"""Synthetic signature id of one entry of a ChildFailedError block."""
+
+# Exit codes of workers killed by a signal, as torchelastic reports them (negative signal).
+EXIT_SIGNALS: dict[int, tuple[str, str]] = {
+    -9: ("SIGKILL", "process_killed"),
+    -11: ("SIGSEGV", "segfault"),
+    -7: ("SIGBUS", "segfault"),
+    -6: ("SIGABRT", "process_killed"),
+    -15: ("SIGTERM", "process_killed"),
+    -2: ("SIGINT", "cancelled"),
+    137: ("SIGKILL", "process_killed"),
+    139: ("SIGSEGV", "segfault"),
+}
+
+_DATE_CMD = re.compile(
+    r"(?P<rest>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d)(?: [A-Z]{2,5}| [+-]\d{4})? (?P<year>\d{4})"
+)
+_TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H:%M:%S", "%Y-%m-%d %H:%M:%S")
+
+# Error-looking messages that are not errors of the job, so are never "unrecognized".
+_NOT_AN_ERROR = re.compile(
+    r"^\s*(?:raise\b|File \"|\^+$|~+$|During handling of the above exception"
+    r"|The above exception was the direct cause)|error_file:|errors\.html"
+)
+_LOOKS_LIKE_ERROR = re.compile(
+    r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed)?|killed|panic|segmentation)\b"
+)
+
+
+def _re2_escape(literal: str) -> str:
+    return re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", literal)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefilter:
+    """Finds the lines of a block that contain any trigger, with one RE2 scan."""
+
+    pattern: str
+
+    @classmethod
+    def for_library(cls, library: Library) -> Prefilter:
+        literals = sorted(set(library.triggers) | set(BLOCK_TRIGGERS), key=len, reverse=True)
+        return cls("(?:" + "|".join(_re2_escape(t) for t in literals) + ")[^\n]*")
+
+    def candidates(self, block: bytes) -> Iterator[tuple[int, int]]:
+        """(start, end) byte offsets of each candidate line, in order; end excludes the newline."""
+        if not block:
+            return
+        # Splitting at every match yields the text between matches: a match starts where the
+        # piece before it ends, and runs to the end of its line.
+        pieces = pc.split_pattern_regex(pa.array([block], pa.large_binary()), self.pattern)
+        lengths = pc.binary_length(pieces.flatten()).to_pylist()
+        pos = 0
+        for piece_len in lengths[:-1]:
+            pos += piece_len
+            start = block.rfind(b"\n", 0, pos) + 1
+            end = block.find(b"\n", pos)
+            if end < 0:
+                end = len(block)
+            yield start, end
+            pos = end
+
+
+def parse_time(value: str) -> datetime | None:
+    """A time captured by a signature: ISO, torchrun's `2024-03-12_02:29:19`, or `date`'s."""
+    m = _DATE_CMD.match(value)
+    if m:
+        # `date` prints a zone name (CET, UTC) that strptime cannot map; the clock is local
+        value = f"{m['rest']} {m['year']}"
+        try:
+            return datetime.strptime(value, "%a %b %d %H:%M:%S %Y")
+        except ValueError:
+            return None
+    for fmt in _TIME_FORMATS:
+        try:
+            return datetime.strptime(value[:19], fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def looks_like_error(message: str) -> bool:
+    return bool(_LOOKS_LIKE_ERROR.search(message)) and not _NOT_AN_ERROR.search(message)
+
+
+def who(line: Line) -> tuple[int | None, str | None, int | None, int | None]:
+    """The stream a line belongs to: (srun task, host, local rank, global rank)."""
+    return (line.task, line.host, line.local_rank, line.rank)
+
+
+@dataclass(slots=True)
+class _Block:
+    section: str = ""
+    entries: list[dict[str, str]] = field(default_factory=list)
+    current: dict[str, str] | None = None
+    exit_lines: dict[int, Line] = field(default_factory=dict)
+    """The physical `exitcode :` line of each entry, by the entry's position."""
+    last_lineno: int = 0
+
+
+@dataclass(slots=True)
+class Extractor:
+    """Turns decoded candidate lines into events; keeps per-stream state across blocks."""
+
+    library: Library
+    unrecognized: Clusters = field(default_factory=Clusters)
+    _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
+    _prefilter: Prefilter | None = None
+
+    def __post_init__(self) -> None:
+        self._prefilter = Prefilter.for_library(self.library)
+
+    def lines(self, block: bytes, first_lineno: int, path: str, year: int | None) -> Iterator[Line]:
+        """Decode the candidate lines of a block."""
+        lineno = first_lineno
+        pos = 0
+        assert self._prefilter is not None
+        for start, end in self._prefilter.candidates(block):
+            lineno += block.count(b"\n", pos, start)
+            pos = start
+            yield from parse_line(decode(block[start:end]), path, lineno, year)
+
+    def feed(self, line: Line) -> list[Event]:
+        """Events of one decoded line (none for most)."""
+        out: list[Event] = []
+        block_events = self._block_line(line)
+        if block_events is not None:
+            return block_events
+        hit = self.library.match(line.raw, line.text)
+        if hit is None:
+            if looks_like_error(line.text):
+                self.unrecognized.add(line)
+            return out
+        sig, fields = hit
+        time = line.time
+        exact = time is not None
+        if "time" in fields:
+            t = parse_time(fields["time"])
+            if t is not None:
+                time, exact = t, True
+        out.append(
+            Event(
+                signature=sig.id,
+                kind=sig.kind,
+                line=line,
+                fields=fields,
+                category=sig.category,
+                severity=sig.severity,
+                role=sig.role,
+                time=time,
+                time_exact=exact,
+            )
+        )
+        if sig.id == "torchrun.child_failed":
+            self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
+        return out
+
+    def _block_line(self, line: Line) -> list[Event] | None:
+        """Consume a line of an open ChildFailedError block; None if it is not one."""
+        key = (line.path, line.task, line.host)
+        blk = self._blocks.get(key)
+        if blk is None:
+            return None
+        if line.lineno - blk.last_lineno > 4:
+            # the block's lines are consecutive; a gap means it ended without its border
+            return self._close(key, line) or None
+        text = line.text
+        blk.last_lineno = line.lineno
+        if text.startswith("Root Cause"):
+            blk.section = "root"
+            return []
+        if text.startswith(("Failures:", "Other Failures:")):
+            blk.section = "other"
+            return []
+        m = _BLOCK_ENTRY.match(text)
+        if m:
+            blk.current = {"index": m.group(1), "section": blk.section}
+            blk.entries.append(blk.current)
+            return []
+        m = _BLOCK_FIELD.match(text)
+        if m and blk.current is not None:
+            blk.current[m.group(1)] = m.group(2).strip()
+            blk.current.setdefault("lineno", str(line.lineno))
+            if m.group(1) == "exitcode":
+                blk.exit_lines[len(blk.entries) - 1] = line
+            return []
+        if text.startswith("=====") and blk.section == "root" and blk.current is not None:
+            return self._close(key, line)
+        if (
+            text.startswith(("-----", "=====", "<NO_OTHER_FAILURES>"))
+            or text.endswith(" FAILED")
+            or not text.strip()
+        ):
+            return []
+        return self._close(key, line) or None
+
+    def _close(self, key: tuple[str, int | None, str | None], line: Line) -> list[Event]:
+        blk = self._blocks.pop(key)
+        return [
+            self._entry_event(e, blk.exit_lines[i])
+            for i, e in enumerate(blk.entries)
+            if i in blk.exit_lines
+        ]
+
+    def _entry_event(self, entry: dict[str, str], line: Line) -> Event:
+        """One failure of the block, anchored at its physical `exitcode :` line."""
+        fields: dict[str, str] = {"root": "1" if entry.get("section") == "root" else "0"}
+        m = _BLOCK_RANK.match(entry.get("rank", ""))
+        if m:
+            fields["rank"] = m.group(1)
+            if m.group(2):
+                fields["local_rank"] = m.group(2)
+        m = _BLOCK_EXIT.match(entry.get("exitcode", ""))
+        category = "process_killed"
+        if m:
+            fields["exit_code"] = m.group(1)
+            if m.group(2):
+                fields["pid"] = m.group(2)
+            code = int(m.group(1))
+            if code in EXIT_SIGNALS:
+                fields["signal_name"], category = EXIT_SIGNALS[code]
+            elif code > 0:
+                category = "python_exception"
+        tb = entry.get("traceback", entry.get("msg", ""))
+        if tb:
+            fields["traceback"] = tb
+            sm = _BLOCK_SIGNAL.search(tb)
+            if sm:
+                fields["signal"], fields["signal_name"] = sm.group(1), sm.group(2)
+        if entry.get("host"):
+            fields["host"] = entry["host"]
+        time = parse_time(entry.get("time", "")) if entry.get("time") else None
+        entry_line = replace(line, host=entry.get("host") or line.host)
+        sigterm = fields.get("signal_name") == "SIGTERM"
+        return Event(
+            signature=FAILURE_ENTRY,
+            kind="failure",
+            line=entry_line,
+            fields=fields,
+            category=category,
+            severity="info" if sigterm else "error",
+            role="symptom" if sigterm else "summary",
+            time=time,
+            time_exact=time is not None,
+        )
+
+    def finish(self) -> list[Event]:
+        """Close blocks still open at the end of the input."""
+        out: list[Event] = []
+        for key in list(self._blocks):
+            dummy = Line(path=key[0], lineno=0, raw="", text="")
+            out.extend(self._close(key, dummy))
+        return out

@@ -1,0 +1,436 @@
+"""Events to incidents: root cause versus cascade, the culprit rank, and the job's outcome."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .events import EXIT_SIGNALS, FAILURE_ENTRY
+from .model import Culprit, Event, Incident, Job, Line, Outcome
+from .patterns import Library
+
+_ROLE_RANK = {"cause": 3, "summary": 2, "symptom": 1, "end": 0}
+_SEVERITY_RANK = {"fatal": 3, "error": 2, "warning": 1, "info": 0}
+_SERIOUS = ("fatal", "error")
+_END_OUTCOME = {
+    "timelimit": Outcome.timelimit,
+    "cancelled": Outcome.cancelled,
+    "preemption": Outcome.preempted,
+    "node_failure": Outcome.node_failure,
+}
+# Progress lines between two failures that make them separate incidents: a rank can print
+# an iteration line or two while the cascade of a failure is already under way.
+_SPLIT_AFTER_PROGRESS = 3
+# A burst: the lines of one failure of one rank (terminate + what() + frames, a traceback).
+_BURST_LINES = 40
+HANG_FLOOR_S = 30.0
+"""Silence before a time limit or cancel shorter than this is not called a hang."""
+HANG_CADENCE_FACTOR = 5.0
+
+
+Who = tuple[int | None, str | None, int | None, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """The ranks of a job, and how to name the rank of any line."""
+
+    nodes: int
+    nproc_per_node: int | None
+    size: int | None
+    ranks: frozenset[int]
+    multi_node_tee: bool
+    """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
+
+    def rank_of(self, line: Line) -> int | None:
+        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
+
+    def rank_of_who(self, w: Who) -> int | None:
+        task, _host, local_rank, rank = w
+        if rank is not None:
+            return rank
+        if local_rank is None:
+            return None
+        if self.nodes <= 1 and not self.multi_node_tee:
+            return local_rank
+        if task is not None and self.nproc_per_node:
+            # srun --ntasks-per-node=1 runs one torchrun agent per node: task id = node index
+            return task * self.nproc_per_node + local_rank
+        return None
+
+
+def build_world(streams: Sequence[Who], declared_size: int | None = None) -> World:
+    nodes = {(t, h) for t, h, lr, _r in streams if lr is not None}
+    max_local = max((lr for _t, _h, lr, _r in streams if lr is not None), default=None)
+    nproc = max_local + 1 if max_local is not None else None
+    world = World(
+        nodes=len(nodes),
+        nproc_per_node=nproc,
+        size=None,
+        ranks=frozenset(),
+        multi_node_tee=bool(declared_size and nproc and declared_size > nproc and len(nodes) <= 1),
+    )
+    ranks = {r for w in streams if (r := world.rank_of_who(w)) is not None}
+    size = declared_size or (max(ranks) + 1 if ranks else None)
+    if size and not ranks.issuperset(range(size)) and len(ranks) < size:
+        ranks = set(ranks)
+    return World(world.nodes, nproc, size, frozenset(ranks), world.multi_node_tee)
+
+
+def _order(e: Event) -> tuple[str, int]:
+    return (e.line.path, e.line.lineno)
+
+
+def _strength(e: Event) -> tuple[int, int]:
+    return (_ROLE_RANK.get(e.role or "", 0), _SEVERITY_RANK.get(e.severity or "", 0))
+
+
+def _signal_death(e: Event) -> bool:
+    """A launcher's report that a process died of a signal it did not get from the launcher."""
+    if e.role != "summary":
+        return False
+    code = e.fields.get("exit_code")
+    name = e.fields.get("signal_name", "")
+    if code is not None and code.lstrip("-").isdigit():
+        c = int(code)
+        if c in EXIT_SIGNALS:
+            return EXIT_SIGNALS[c][0] != "SIGTERM"
+        return c < 0 or c > 128
+    return bool(name) and name != "SIGTERM"
+
+
+@dataclass(frozen=True, slots=True)
+class _Pick:
+    root: Event
+    culprit: Culprit | None
+    category: str
+
+
+def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
+    serious = [e for e in events if e.severity in _SERIOUS or e.role == "end"]
+    causes = [e for e in serious if e.role == "cause"]
+    if causes:
+        root = _refine(causes[0], causes, world)
+        rank = world.rank_of(root.line)
+        culprit = Culprit(
+            rank=rank,
+            local_rank=root.line.local_rank,
+            host=root.line.host,
+            task=root.line.task,
+            confidence=0.9 if rank is not None else 0.6,
+            reason=f"first error that is not a symptom of another rank's failure: {root.signature}",
+        )
+        return _Pick(root, culprit, root.category or "python_exception")
+    deaths = [e for e in serious if _signal_death(e)]
+    if deaths:
+        root = deaths[0]
+        rank = _field_rank(root) if _field_rank(root) is not None else world.rank_of(root.line)
+        local = _field_int(root, "local_rank")
+        sig = root.fields.get("signal_name") or f"exit code {root.fields.get('exit_code')}"
+        culprit = Culprit(
+            rank=rank if rank is not None else (local if world.nodes <= 1 else None),
+            local_rank=local,
+            host=root.fields.get("host") or root.line.host,
+            task=root.line.task,
+            confidence=0.85,
+            reason=f"the launcher reports this rank died of {sig} and it printed no error itself",
+        )
+        code = int(root.fields.get("exit_code", "0") or 0)
+        category = EXIT_SIGNALS.get(code, ("", root.category or "process_killed"))[1]
+        return _Pick(root, culprit, category)
+    symptoms = [e for e in serious if e.role == "symptom"]
+    if symptoms:
+        timeouts = [e for e in symptoms if e.category == "collective_timeout"] or symptoms
+        root = timeouts[0]
+        return _Pick(root, _silent_culprit(events, world, root), root.category or "comm_error")
+    summaries = [e for e in serious if e.role == "summary"]
+    if summaries:
+        root = summaries[0]
+        return _Pick(root, None, root.category or "launcher_error")
+    ends = [e for e in events if e.role == "end"]
+    root = ends[0] if ends else events[0]
+    return _Pick(root, None, root.category or "launcher_error")
+
+
+def _field_int(e: Event, name: str) -> int | None:
+    v = e.fields.get(name)
+    return int(v) if v is not None and v.lstrip("-").isdigit() else None
+
+
+def _field_rank(e: Event) -> int | None:
+    return _field_int(e, "rank")
+
+
+def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
+    """The most telling line of the first failing rank's burst (e.g. `what():` over `terminate`)."""
+    rank = world.rank_of(first.line)
+    best = first
+    for e in causes:
+        if e.line.path != first.line.path or e.line.lineno - first.line.lineno > _BURST_LINES:
+            break
+        same = (
+            world.rank_of(e.line) == rank
+            and e.line.local_rank == first.line.local_rank
+            and e.line.task == first.line.task
+        )
+        if same and _strength(e) > _strength(best):
+            best = e
+    return best
+
+
+def _silent_culprit(events: Sequence[Event], world: World, root: Event) -> Culprit | None:
+    """With collective timeouts, the culprit is the rank that did not time out (FORMATS §2.7)."""
+    reporters = {
+        r
+        for e in events
+        if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
+        if (r := world.rank_of(e.line)) is not None
+    }
+    # ranks the launcher only reports as SIGTERMed said nothing themselves
+    behind: dict[int, int] = {}
+    for e in events:
+        enq = _field_int(e, "last_enqueued")
+        r = world.rank_of(e.line)
+        if enq is not None and r is not None:
+            behind[r] = min(enq, behind.get(r, enq))
+    if world.size:
+        silent = sorted(set(range(world.size)) - reporters)
+        if len(silent) == 1:
+            r = silent[0]
+            return Culprit(
+                rank=r,
+                local_rank=r % world.nproc_per_node if world.nproc_per_node else None,
+                host=None,
+                confidence=0.8,
+                reason=(
+                    f"{len(reporters)} of {world.size} ranks report a timed-out or failed "
+                    f"collective; rank {r} reported nothing, so it is the one they waited for"
+                ),
+            )
+        if 1 < len(silent) <= 8:
+            lst = ", ".join(map(str, silent))
+            return Culprit(
+                rank=silent[0],
+                local_rank=None,
+                host=None,
+                confidence=0.3,
+                reason=f"ranks {lst} reported no timeout; any of them may be the one that hung",
+            )
+    if len(behind) > 1:
+        r = min(behind, key=lambda k: behind[k])
+        if list(behind.values()).count(behind[r]) == 1:
+            return Culprit(
+                rank=r,
+                local_rank=None,
+                host=None,
+                confidence=0.6,
+                reason=f"rank {r} has the lowest last enqueued collective ({behind[r]})",
+            )
+    return None
+
+
+def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+    sig = library.by_id(e.signature)
+    if e.signature == FAILURE_ENTRY:
+        sig = library.by_id("torchrun.child_failed")
+        what = e.fields.get("signal_name") or f"exit code {e.fields.get('exit_code')}"
+        rank = e.fields.get("rank", "?")
+        title = f"Rank {rank} exited with {what}"
+        if sig is None:
+            return title, "", (), ()
+        return title, sig.explanation, sig.remedy, sig.references
+    if sig is None:
+        return e.signature, "", (), ()
+    title = sig.title
+    xid = _field_int(e, "xid")
+    if xid is not None and xid in library.xid:
+        title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
+    return title, sig.explanation, sig.remedy, sig.references
+
+
+def split_incidents(failures: Sequence[Event], progress: Sequence[Event]) -> list[list[Event]]:
+    """Group failure events: a new group starts once training made progress again."""
+    timeline = sorted([*failures, *progress], key=_order)
+    groups: list[list[Event]] = []
+    current: list[Event] = []
+    since = 0
+    for e in timeline:
+        if e.kind == "iteration":
+            since += 1
+            continue
+        if e.kind != "failure":
+            continue
+        serious = e.severity in _SERIOUS or e.role == "end"
+        if current and since >= _SPLIT_AFTER_PROGRESS:
+            if any(x.severity in _SERIOUS or x.role == "end" for x in current):
+                groups.append(current)
+            current = []
+        if serious or current:
+            current.append(e)
+            since = 0
+    if current and any(x.severity in _SERIOUS or x.role == "end" for x in current):
+        groups.append(current)
+    return groups
+
+
+def build_incidents(
+    failures: Sequence[Event],
+    progress: Sequence[Event],
+    world: World,
+    library: Library,
+) -> list[Incident]:
+    out: list[Incident] = []
+    for n, group in enumerate(split_incidents(failures, progress), 1):
+        group = sorted(group, key=_order)
+        pick = _pick(group, world, library)
+        root = pick.root
+        title, explanation, remedy, refs = _text(library, root)
+        culprit_rank = pick.culprit.rank if pick.culprit else None
+        cascade = tuple(e for e in group if e is not root and e.role != "end")
+        evidence = tuple(e for e in group if e is not root and e.role == "end")
+        last_iter = _last_iteration_before(progress, root)
+        times = [e.time for e in group if e.time is not None]
+        category = pick.category
+        if pick.culprit and category in ("collective_timeout", "comm_error") and culprit_rank is not None:
+            title = f"{title} (rank {culprit_rank} stopped answering)"
+        out.append(
+            Incident(
+                id=f"I{n}",
+                category=category,
+                severity=root.severity or "error",
+                title=title,
+                explanation=explanation,
+                remedies=remedy,
+                references=refs,
+                root_cause=root,
+                culprit=pick.culprit,
+                cascade=cascade,
+                evidence=evidence,
+                iteration=last_iter,
+                start=min(times) if times else None,
+                end=max(times) if times else None,
+            )
+        )
+    return out
+
+
+def cascade_ranks(incident: Incident, world: World) -> list[int]:
+    culprit = incident.culprit.rank if incident.culprit else None
+    ranks = set()
+    for e in incident.cascade:
+        r = _field_rank(e) if e.signature == FAILURE_ENTRY else world.rank_of(e.line)
+        if r is not None and r != culprit:
+            ranks.add(r)
+    return sorted(ranks)
+
+
+def _last_iteration_before(progress: Sequence[Event], e: Event) -> int | None:
+    last = None
+    for p in progress:
+        if p.kind != "iteration" or _order(p) > _order(e):
+            continue
+        it = _field_int(p, "iteration")
+        if it is not None:
+            last = it
+    return last
+
+
+def iteration_interval_s(progress: Sequence[Event]) -> float | None:
+    """The typical seconds per logged progress line, from the lines' own elapsed-time fields."""
+    values = []
+    for p in progress:
+        if p.kind != "iteration":
+            continue
+        if "iter_s" in p.fields:
+            values.append(float(p.fields["iter_s"]))
+        elif "iter_ms" in p.fields:
+            values.append(float(p.fields["iter_ms"]) / 1000)
+    if not values:
+        times = [p.time for p in progress if p.kind == "iteration" and p.time is not None]
+        gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+        values = [g for g in gaps if g > 0]
+    return statistics.median(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    outcome: Outcome
+    reason: str
+    hang_s: float | None = None
+
+
+def decide_outcome(
+    incidents: Sequence[Incident],
+    progress: Sequence[Event],
+    exits: Sequence[Event],
+    last_progress: datetime | None,
+    end_time: datetime | None,
+) -> Ending:
+    """How the job ended, from the last incident, the end banners and the progress cadence."""
+    iters = [p for p in progress if p.kind == "iteration"]
+    final = incidents[-1] if incidents else None
+    if final is not None and iters and _order(iters[-1]) > _order(final.root_cause):
+        after = sum(1 for p in iters if _order(p) > _order(final.root_cause))
+        if after >= _SPLIT_AFTER_PROGRESS:
+            final = None  # training went on after the last incident
+    cadence = iteration_interval_s(progress)
+    threshold = max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence or 0.0))
+    gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None
+
+    if final is not None:
+        ends = [e for e in (final.root_cause, *final.evidence) if e.role == "end"]
+        crashed = final.root_cause.role != "end"
+        if crashed:
+            return Ending(Outcome.crashed, f"{final.title} ({final.root_cause.signature})")
+        end = ends[0]
+        end_at = end.time or end_time
+        gap = (end_at - last_progress).total_seconds() if end_at and last_progress else gap
+        if gap is not None and gap > threshold and end.category in ("timelimit", "cancelled"):
+            return Ending(
+                Outcome.hung,
+                f"no progress for {gap:.0f} s before the job was "
+                f"{'killed at its time limit' if end.category == 'timelimit' else 'cancelled'}",
+                gap,
+            )
+        outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
+        return Ending(outcome, final.title)
+    last_it = iters[-1] if iters else None
+    if last_it is not None:
+        it = _field_int(last_it, "iteration")
+        total = _field_int(last_it, "train_iters")
+        if it is not None and total is not None and it >= total:
+            return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
+    if exits:
+        return Ending(Outcome.completed, f"the job says it exited: {exits[-1].line.text.strip()}")
+    if gap is not None and gap > threshold:
+        return Ending(Outcome.hung, f"no progress for the last {gap:.0f} s of the log", gap)
+    if iters:
+        return Ending(Outcome.truncated, "the log ends while training was still progressing")
+    return Ending(Outcome.unknown, "no progress markers and no failure found")
+
+
+def make_job(
+    ending: Ending,
+    world: World,
+    hosts: Sequence[str],
+    start: datetime | None,
+    end: datetime | None,
+    progress: Sequence[Event],
+    last_progress: datetime | None,
+) -> Job:
+    its = [i for p in progress if p.kind == "iteration" if (i := _field_int(p, "iteration")) is not None]
+    totals = [t for p in progress if (t := _field_int(p, "train_iters")) is not None]
+    return Job(
+        outcome=ending.outcome,
+        outcome_reason=ending.reason,
+        world_size=world.size,
+        hosts=tuple(sorted(set(hosts))),
+        start=start,
+        end=end,
+        first_iteration=its[0] if its else None,
+        last_iteration=its[-1] if its else None,
+        train_iters=totals[-1] if totals else None,
+        last_progress=last_progress,
+    )

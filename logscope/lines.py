@@ -1,0 +1,259 @@
+"""Decode physical lines: text, `\\r` states, ANSI escapes, routing prefixes and timestamps.
+
+Prefixes stack (FORMATS.md §9.11): ` 3: [default7]:[rank31]:[E1003 18:37:01.832146912 F.cpp:607] msg`
+is srun label, torchrun tee header, c10 rank prefix and C++ logger header. They are stripped from
+the left one at a time; every one is optional.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from .model import Line
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]")
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+_OMPI = re.compile(
+    r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
+    r"\[(?P<job>\d+),(?P<vpid>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:"
+)
+_SRUN = re.compile(r" *(?:P\d+ )?(?P<task>\d+): ")
+# pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
+# `RuntimeError: ` or `srun: ` are never taken for a host.
+_PDSH = re.compile(r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): (?=\S)")
+_TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
+_C10 = re.compile(
+    r"\[(?P<lvl>[FEWIV])(?P<md>\d{3,4})? ?"
+    r"(?:(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? )?"
+    r"(?P<src>[\w.+-]+:\d+)\] ?"
+)
+_GLOG = re.compile(
+    r"(?P<lvl>[VIWEFC])(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<frac>\d+) +"
+    r"(?P<pid>\d+) (?P<src>[^\s\]]+:\d+)\] ?"
+)
+_ASCTIME = r"(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d),(?P<frac>\d{3})"
+_PYLOG_NAMED = re.compile(r"\[" + _ASCTIME + r"\] [\w.]+: \[(?P<lvl>[A-Z]+)\] ?")
+_DEEPSPEED = re.compile(r"\[" + _ASCTIME + r"\] \[(?P<lvl>[A-Z]+)\] \[[^\]]*\] ?")
+_HF = re.compile(r"\[(?P<lvl>[A-Z]+)\|[^\]]+\] " + _ASCTIME + r" >> ")
+_PYLOG_PLAIN = re.compile(r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+):")
+_NCCL = re.compile(
+    r"(?:\[(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.\d+)?\] )?"
+    r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] "
+)
+_BRACKET_TIME = re.compile(
+    r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
+)
+_ISO_START = re.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
+    r"(?:Z|[+-]\d\d:?\d\d)? (?:\| )?"
+)
+_DMESG = re.compile(r"\[ *\d+\.\d+\] ")
+_SYSLOG = re.compile(
+    r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
+    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
+)
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
+# Another rank's output glued into this line (TailLog forwards partial lines, FORMATS.md §1.1):
+# a tee header, or a C++ logger header, that does not start the line.
+_EMBEDDED = re.compile(
+    r"(?<=\S)(?=\[[A-Za-z_][\w.-]*?:?\d+\]:|\[[FEWI]\d{0,4}(?: \d\d:\d\d:\d\d\.\d+)? [\w.+-]+\.(?:cpp|hpp|cc|h):\d+\] )"
+)
+_MAX_PREFIXES = 10
+
+
+@dataclass(slots=True)
+class _Prefix:
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    task: int | None = None
+    role: str | None = None
+    level: str | None = None
+    time: datetime | None = None
+
+
+def clean(raw: str) -> str:
+    """Strip ANSI escapes and control characters (but not `\\r`) from decoded text."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    return _CTRL.sub("", raw)
+
+
+def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
+    try:
+        if g.get("date"):
+            y, mo, d = (int(x) for x in str(g["date"]).split("-"))
+        elif g.get("md"):
+            if year is None:
+                return None
+            md = int(str(g["md"]))
+            y, mo, d = year, md // 100, md % 100
+        elif g.get("mon"):
+            if year is None:
+                return None
+            y, mo, d = year, _MONTHS[str(g["mon"])], int(str(g["day"]))
+        else:
+            return None
+        if g.get("h") is None:
+            return None
+        frac = (str(g.get("frac") or "0") + "000000")[:6]
+        return datetime(y, mo, d, int(str(g["h"])), int(str(g["m"])), int(str(g["s"])), int(frac))
+    except (ValueError, KeyError):
+        return None
+
+
+def parse_ctime(text: str) -> datetime | None:
+    """`Mon Mar 21 13:34:34 2022` (ctime, OpenMPI) to a datetime."""
+    try:
+        return datetime.strptime(text, "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+
+
+def _strip(text: str, p: _Prefix, year: int | None) -> str:
+    """Strip every prefix from the left of text, filling p."""
+    first = True
+    for _ in range(_MAX_PREFIXES):
+        m = _OMPI.match(text)
+        if m:
+            p.rank = int(m["vpid"])
+            if m["ctime"]:
+                p.time = parse_ctime(m["ctime"]) or p.time
+            text = text[m.end() :]
+            first = False
+            continue
+        if first:
+            m = _SRUN.match(text)
+            if m and m.end() < len(text):
+                p.task = int(m["task"])
+                text = text[m.end() :]
+                first = False
+                continue
+            m = _PDSH.match(text)
+            if m and not _NCCL.match(text):
+                p.host = m["host"]
+                text = text[m.end() :]
+                first = False
+                continue
+        first = False
+        m = _TEE.match(text)
+        if m:
+            rest = text[m.end() :]
+            n = int(m["n"])
+            if m["role"] == "rank" and not m["colon"]:
+                if rest.startswith("[rank") and _TEE.match(rest):
+                    p.local_rank = n  # torchtitan `--role rank` tee header, then the c10 prefix
+                elif rest.startswith(("[", " ")) or not rest:
+                    p.rank = n  # c10 logger `[rank3]:[E...` or Python excepthook `[rank3]: `
+                    if rest.startswith(" "):
+                        rest = rest[1:]
+                else:
+                    p.local_rank = n  # torchtitan tee header `[rank0]:text`
+            else:
+                p.local_rank = n
+                p.role = m["role"]
+                if m["colon"]:
+                    p.host = m["role"]  # `--role $(hostname -s):` style
+            text = rest
+            continue
+        m = _C10.match(text) or _GLOG.match(text)
+        if m:
+            p.level = m["lvl"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _PYLOG_NAMED.match(text) or _DEEPSPEED.match(text) or _HF.match(text)
+        if m:
+            p.level = m["lvl"][0]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _NCCL.match(text)
+        if m:
+            p.host = p.host or m["host"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _BRACKET_TIME.match(text) or _ISO_START.match(text)
+        if m:
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _SYSLOG.match(text)
+        if m:
+            p.host = p.host or m["host"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _DMESG.match(text) or _PYLOG_PLAIN.match(text)
+        if m:
+            if m.re is _PYLOG_PLAIN:
+                p.level = m["lvl"][0]
+            text = text[m.end() :]
+            continue
+        break
+    return text
+
+
+def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = None) -> list[Line]:
+    """Decode one physical line into records: one per `\\r` state and per glued-in piece.
+
+    `year` completes timestamps that carry none (c10 `E1129 ...`, glog, syslog).
+    """
+    raw = raw.rstrip("\r\n")
+    text = clean(raw)
+    out: list[Line] = []
+    inherit: _Prefix | None = None
+    for segment in text.split("\r") if "\r" in text else (text,):
+        if not segment.strip():
+            continue
+        piece: str | None = segment
+        first_piece = True
+        while piece is not None:
+            p = _Prefix()
+            msg = _strip(piece, p, year)
+            glued = _EMBEDDED.search(msg)
+            piece = None
+            if glued:
+                msg, piece = msg[: glued.start()], msg[glued.start() :]
+            if inherit is not None:
+                # a `\r` state or a glued piece belongs to the same srun task / pdsh host, and a
+                # `\r` state with no header of its own to the same rank
+                p.task = p.task if p.task is not None else inherit.task
+                p.host = p.host or inherit.host
+                if first_piece and p.local_rank is None and p.rank is None:
+                    p.local_rank, p.rank, p.role = inherit.local_rank, inherit.rank, inherit.role
+            out.append(
+                Line(
+                    path=path,
+                    lineno=lineno,
+                    raw=raw,
+                    text=msg,
+                    host=p.host,
+                    rank=p.rank,
+                    local_rank=p.local_rank,
+                    task=p.task,
+                    role=p.role,
+                    level=p.level,
+                    time=p.time,
+                )
+            )
+            if inherit is None or first_piece:
+                inherit = p
+            first_piece = False
+    if not out:
+        out.append(Line(path=path, lineno=lineno, raw=raw, text=""))
+    return out
+
+
+def decode(data: bytes) -> str:
+    """Bytes to text: UTF-8 with invalid bytes replaced, never an error."""
+    return data.decode("utf-8", errors="replace")
+
+
+def mark_truncated(line: Line) -> Line:
+    return replace(line, truncated=True)

@@ -1,0 +1,286 @@
+"""The signature library: load and validate `patterns/*.toml`, match messages, check samples."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from .errors import PatternError
+from .model import CATEGORIES, KINDS, ROLES, SEVERITIES
+
+_REQUIRED = ("id", "trigger", "regex", "title", "samples")
+_FAILURE_REQUIRED = ("category", "severity", "role", "explanation")
+_KNOWN = {
+    *_REQUIRED,
+    *_FAILURE_REQUIRED,
+    "kind",
+    "priority",
+    "remedy",
+    "references",
+    "counter_samples",
+}
+_ID = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)+")
+
+# Words that make a line look like an error even when no signature knows it: such lines are
+# kept and grouped into templates, so a novel failure is never invisible.
+GENERIC_TRIGGERS = (
+    "Error",
+    "ERROR",
+    "error:",
+    "Exception",
+    "FATAL",
+    "Fatal",
+    "fatal:",
+    "Traceback",
+    "failed",
+    "Failed",
+    "FAILED",
+    "Aborted",
+    "Killed",
+    "panic",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    id: str
+    kind: str
+    trigger: tuple[str, ...]
+    regex: regex.Pattern[str]
+    title: str
+    samples: tuple[str, ...]
+    counter_samples: tuple[str, ...] = ()
+    category: str | None = None
+    severity: str | None = None
+    role: str | None = None
+    priority: int = 0
+    explanation: str = ""
+    remedy: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
+    source: str = ""
+    """The file it was loaded from."""
+
+    def match(self, message: str) -> dict[str, str] | None:
+        m = self.regex.search(message)
+        if m is None:
+            return None
+        return {k: v for k, v in m.groupdict().items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    signatures: tuple[Signature, ...]
+    xid: dict[int, dict[str, str]] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    def by_id(self, sig_id: str) -> Signature | None:
+        for s in self.signatures:
+            if s.id == sig_id:
+                return s
+        return None
+
+    @property
+    def triggers(self) -> tuple[str, ...]:
+        out: dict[str, None] = {}
+        for s in self.signatures:
+            for t in s.trigger:
+                out[t] = None
+        for t in GENERIC_TRIGGERS:
+            out[t] = None
+        return tuple(out)
+
+    def match(self, raw: str, message: str) -> tuple[Signature, dict[str, str]] | None:
+        """The best signature for a line: triggers checked on the raw line, regex on the message."""
+        best: tuple[Signature, dict[str, str]] | None = None
+        for s in self.signatures:
+            if best is not None and s.priority <= best[0].priority:
+                continue
+            if not any(t in raw for t in s.trigger):
+                continue
+            fields = s.match(message)
+            if fields is not None:
+                best = (s, fields)
+        return best
+
+
+def builtin_dirs() -> list[Path]:
+    """Where the built-in library lives: `patterns/` in a checkout, `_patterns` in a wheel."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "patterns", here / "_patterns"):
+        if candidate.is_dir() and any(candidate.glob("*.toml")):
+            return [candidate]
+    return []
+
+
+def _as_list(value: Any, path: str, sig: str, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PatternError(path, f"{name}: must be a list of strings", sig)
+    return tuple(value)
+
+
+def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
+    sig_id = entry.get("id")
+    where = sig_id if isinstance(sig_id, str) else f"signature[{index}]"
+    for name in _REQUIRED:
+        if name not in entry:
+            raise PatternError(path, f"missing field {name!r}", where)
+    if not isinstance(sig_id, str) or not _ID.fullmatch(sig_id):
+        raise PatternError(path, "id: must look like topic.name (lower case)", where)
+    unknown = sorted(set(entry) - _KNOWN)
+    if unknown:
+        raise PatternError(path, f"unknown field {unknown[0]!r}", where)
+    kind = entry.get("kind", "failure")
+    if kind not in KINDS:
+        raise PatternError(path, f"kind: {kind!r} is not one of {', '.join(KINDS)}", where)
+    if kind == "failure":
+        for name in _FAILURE_REQUIRED:
+            if name not in entry:
+                raise PatternError(path, f"missing field {name!r} (required for failures)", where)
+        for name, allowed in (("category", CATEGORIES), ("severity", SEVERITIES), ("role", ROLES)):
+            if entry[name] not in allowed:
+                raise PatternError(
+                    path, f"{name}: {entry[name]!r} is not one of {', '.join(allowed)}", where
+                )
+    try:
+        compiled = regex.compile(entry["regex"])
+    except (regex.error, TypeError) as err:
+        raise PatternError(path, f"regex: does not compile: {err}", where) from None
+    triggers = _as_list(entry["trigger"], path, where, "trigger")
+    if not triggers or not all(triggers):
+        raise PatternError(path, "trigger: needs at least one non-empty string", where)
+    samples = _as_list(entry["samples"], path, where, "samples")
+    if not samples:
+        raise PatternError(path, "samples: needs at least one sample line", where)
+    priority = entry.get("priority", 0)
+    if not isinstance(priority, int):
+        raise PatternError(path, "priority: must be an integer", where)
+    return Signature(
+        id=sig_id,
+        kind=kind,
+        trigger=triggers,
+        regex=compiled,
+        title=str(entry["title"]),
+        samples=samples,
+        counter_samples=_as_list(entry.get("counter_samples"), path, where, "counter_samples"),
+        category=entry.get("category"),
+        severity=entry.get("severity"),
+        role=entry.get("role"),
+        priority=priority,
+        explanation=str(entry.get("explanation", "")),
+        remedy=_as_list(entry.get("remedy"), path, where, "remedy"),
+        references=_as_list(entry.get("references"), path, where, "references"),
+        source=path,
+    )
+
+
+def _load_file(path: Path) -> tuple[list[Signature], dict[int, dict[str, str]]]:
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise PatternError(str(path), f"not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise PatternError(str(path), f"cannot read: {err}") from None
+    entries = doc.get("signature", [])
+    if not isinstance(entries, list):
+        raise PatternError(str(path), "[[signature]] must be an array of tables")
+    sigs = [_signature(e, str(path), i) for i, e in enumerate(entries)]
+    seen: set[str] = set()
+    for s in sigs:
+        if s.id in seen:
+            raise PatternError(str(path), "id: defined twice in this file", s.id)
+        seen.add(s.id)
+    xid: dict[int, dict[str, str]] = {}
+    for code, info in (doc.get("xid") or {}).items():
+        if not str(code).isdigit() or not isinstance(info, dict):
+            raise PatternError(str(path), f"xid.{code}: must be [xid.<number>] with a title")
+        xid[int(code)] = {k: str(v) for k, v in info.items()}
+    return sigs, xid
+
+
+def load_library(dirs: Iterable[Path | str]) -> Library:
+    """Load every `*.toml` of each directory in order; a later signature with the same id wins."""
+    by_id: dict[str, Signature] = {}
+    xid: dict[int, dict[str, str]] = {}
+    sources: list[str] = []
+    for d in dirs:
+        d = Path(d)
+        if d.is_file() and d.suffix == ".toml":
+            files = [d]
+        elif d.is_dir():
+            files = sorted(d.glob("*.toml"))
+            if not files:
+                raise PatternError(str(d), "no *.toml signature files in this directory")
+        else:
+            raise PatternError(str(d), "no such pattern directory")
+        for f in files:
+            sigs, codes = _load_file(f)
+            sources.append(str(f))
+            for s in sigs:
+                by_id.pop(s.id, None)  # an override moves to the end: user libraries come last
+                by_id[s.id] = s
+            xid.update(codes)
+    return Library(tuple(by_id.values()), xid, tuple(sources))
+
+
+@dataclass(frozen=True, slots=True)
+class SampleProblem:
+    source: str
+    signature: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.signature}: {self.message}"
+
+
+def check_samples(library: Library, only: Sequence[str] | None = None) -> list[SampleProblem]:
+    """Every sample must be matched by its signature (and win); no counter-sample may match it.
+
+    Samples are full physical lines: they go through the prefix decoder first, so they also
+    guard `logscope.lines`.
+    """
+    from .lines import parse_line
+
+    problems: list[SampleProblem] = []
+
+    def winner(sample: str) -> list[str]:
+        ids = []
+        for line in parse_line(sample):
+            hit = library.match(sample, line.text)
+            if hit is not None:
+                ids.append(hit[0].id)
+        return ids
+
+    def matches(sig: Signature, sample: str) -> bool:
+        return any(sig.match(line.text) is not None for line in parse_line(sample))
+
+    for sig in library.signatures:
+        if only is not None and sig.source not in only:
+            continue
+        for i, sample in enumerate(sig.samples):
+            if not any(t in sample for t in sig.trigger):
+                problems.append(
+                    SampleProblem(sig.source, sig.id, f"samples[{i}]: contains no trigger")
+                )
+            elif not matches(sig, sample):
+                problems.append(SampleProblem(sig.source, sig.id, f"samples[{i}]: does not match"))
+            elif sig.id not in winner(sample):
+                won = ", ".join(winner(sample)) or "nothing"
+                problems.append(
+                    SampleProblem(sig.source, sig.id, f"samples[{i}]: matched, but {won} wins")
+                )
+        for i, sample in enumerate(sig.counter_samples):
+            if any(t in sample for t in sig.trigger) and matches(sig, sample):
+                problems.append(
+                    SampleProblem(sig.source, sig.id, f"counter_samples[{i}]: matches")
+                )
+    return problems

@@ -1,0 +1,10 @@
+"""Renderers: turn a finished Analysis into text, JSON, Markdown or HTML."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Format(StrEnum):
+    text = "text"
+    json = "json"

@@ -1,0 +1,115 @@
+"""The terminal summary: verdict first, then each incident, then unrecognized error lines."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..incidents import World, cascade_ranks
+from ..model import Analysis, Incident, Outcome
+from .document import summary
+
+_OUTCOME_STYLE = {
+    Outcome.completed: "bold green",
+    Outcome.truncated: "bold yellow",
+    Outcome.unknown: "bold yellow",
+}
+
+
+def _ranks(ranks: list[int]) -> str:
+    """`0-2,4-7`: ranges of consecutive ranks."""
+    if not ranks:
+        return "-"
+    out: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ",".join(out)
+
+
+def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 100) -> None:
+    console = Console(
+        file=out, force_terminal=color, no_color=not color, width=width, highlight=False
+    )
+    job = analysis.job
+    world: World = analysis.extra["world"]
+    style = _OUTCOME_STYLE.get(job.outcome, "bold red")
+    console.print(f"[{style}]{job.outcome.value.upper()}[/] {escape(summary(analysis))}")
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="dim")
+    facts.add_column()
+    facts.add_row("outcome", escape(f"{job.outcome.value}: {job.outcome_reason}"))
+    size = f"{job.world_size} ranks" if job.world_size else "world size unknown"
+    hosts = ", ".join(job.hosts[:8]) + (" ..." if len(job.hosts) > 8 else "")
+    facts.add_row("world", escape(size + (f" on {hosts}" if hosts else "")))
+    if job.last_iteration is not None:
+        of = f" of {job.train_iters}" if job.train_iters else ""
+        facts.add_row("progress", f"iterations {job.first_iteration} to {job.last_iteration}{of}")
+    if job.start or job.end:
+        facts.add_row("time", f"{_t(job.start)} to {_t(job.end)}")
+    inputs = ", ".join(f"{i.path} ({i.lines} lines)" for i in analysis.inputs)
+    facts.add_row("inputs", escape(inputs))
+    console.print(facts)
+    for inc in analysis.incidents:
+        console.print()
+        _incident(console, inc, world)
+    if analysis.unrecognized:
+        console.print()
+        console.print("[bold]Unrecognized error lines[/] (no signature knows them)")
+        for t in analysis.unrecognized[:10]:
+            ex = t.example
+            console.print(f"  {t.count:>6}x  {escape(t.template[:120])}")
+            console.print(f"           [dim]{escape(ex.path)}:{ex.lineno}[/]")
+    for i in analysis.inputs:
+        for w in i.warnings:
+            console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def _t(value: object) -> str:
+    return value.isoformat(sep=" ") if value is not None else "?"  # type: ignore[attr-defined]
+
+
+def _incident(console: Console, inc: Incident, world: World) -> None:
+    console.print(
+        f"[bold]Incident {inc.id}[/]  [magenta]{inc.category}[/]  {inc.severity}  "
+        f"[bold]{escape(inc.title)}[/]"
+    )
+    rc = inc.root_cause
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    who = []
+    rank = world.rank_of(rc.line)
+    if rank is not None:
+        who.append(f"rank {rank}")
+    if rc.line.host:
+        who.append(f"host {rc.line.host}")
+    if rc.time:
+        who.append(rc.time.isoformat(sep=" ") + ("" if rc.time_exact else " (derived)"))
+    grid.add_row("root cause", escape(f"{rc.line.path}:{rc.line.lineno}  {'  '.join(who)}"))
+    grid.add_row("", f"[red]{escape(rc.line.raw.strip()[:400])}[/]")
+    if inc.culprit:
+        c = inc.culprit
+        name = f"rank {c.rank}" if c.rank is not None else f"local rank {c.local_rank}"
+        if c.host:
+            name += f" on {c.host}"
+        grid.add_row("culprit", escape(f"{name} (confidence {c.confidence:.2f}): {c.reason}"))
+    ranks = cascade_ranks(inc, world)
+    grid.add_row(
+        "cascade", f"{len(inc.cascade)} lines" + (f" from ranks {_ranks(ranks)}" if ranks else "")
+    )
+    if inc.iteration is not None:
+        grid.add_row("iteration", str(inc.iteration))
+    if inc.explanation:
+        grid.add_row("why", escape(inc.explanation))
+    for i, r in enumerate(inc.remedies):
+        grid.add_row("what to do" if i == 0 else "", escape(f"- {r}"))
+    console.print(grid)
