@@ -14,9 +14,8 @@ from .engine import default_library
 from .errors import LogscopeError
 from .model import Analysis
 from .patterns import builtin_dirs, check_samples, load_library
-from .render import Format
+from .render import Format, terminal
 from .render import json as json_render
-from .render import terminal
 
 app = typer.Typer(
     add_completion=False,
@@ -50,7 +49,9 @@ def exit_code(analysis: Analysis) -> int:
 
 @app.command()
 def analyze(
-    paths: Annotated[list[str], typer.Argument(help="Log files, globs, directories, or - for stdin.")],
+    paths: Annotated[
+        list[str], typer.Argument(help="Log files, globs, directories, or - for stdin.")
+    ],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
     patterns: PatternDirs = None,
 ) -> None:

@@ -55,7 +55,9 @@ class Clusters:
     def templates(self, limit: int = 50) -> list[Template]:
         """Templates by count (most frequent first), each with its first example line."""
         first = self.first
-        ranked = sorted(self.counts, key=lambda k: (-self.counts[k], first[k].path, first[k].lineno))
+        ranked = sorted(
+            self.counts, key=lambda k: (-self.counts[k], first[k].path, first[k].lineno)
+        )
         return [Template(k, self.counts[k], first[k]) for k in ranked[:limit]]
 
 

@@ -9,9 +9,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from .events import Extractor, looks_like_error, who
-from .incidents import Who, build_incidents, build_world, decide_outcome, make_job
+from .incidents import (
+    Who,
+    build_incidents,
+    build_world,
+    decide_outcome,
+    hang_incident,
+    make_job,
+)
 from .lines import decode, parse_line
-from .model import Analysis, Event, InputInfo, Line
+from .model import Analysis, Event, InputInfo, Line, Outcome
 from .patterns import Library, builtin_dirs, load_library
 from .sources import Block, ReadStats, Source, expand, read_blocks
 
@@ -20,7 +27,8 @@ MAX_EVENTS_PER_SIGNATURE = 5_000
 
 # Routing prefixes at the start of a line, for finding every rank in a log's first block.
 _PREFIX_SCAN = re.compile(
-    rb"(?m)^(?:\[\d+,\d+\]<\w+>:|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
+    rb"(?m)^(?:\[\d+,\d+\]<\w+>:"
+    rb"|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
 )
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
 _WORLD_SIZE = re.compile(r"(?:world[ _]size|WORLD_SIZE|dist_world_size)\s*[=:]?\s*\(?(\d+)\)?")
@@ -151,6 +159,8 @@ class Engine:
         incidents = build_incidents(self.failures, self.progress, world, self.library)
         exits = [m for m in self.markers if m.kind == "exit"]
         ending = decide_outcome(incidents, self.progress, exits, self.last_progress, self.last_time)
+        if ending.outcome is Outcome.hung:
+            incidents = hang_incident(incidents, self.progress, ending)
         job = make_job(
             ending,
             world,

@@ -60,7 +60,8 @@ EXIT_SIGNALS: dict[int, tuple[str, str]] = {
 }
 
 _DATE_CMD = re.compile(
-    r"(?P<rest>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d)(?: [A-Z]{2,5}| [+-]\d{4})? (?P<year>\d{4})"
+    r"(?P<rest>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d)"
+    r"(?: [A-Z]{2,5}| [+-]\d{4})? (?P<year>\d{4})"
 )
 _TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 
@@ -161,8 +162,8 @@ class Extractor:
         """Decode the candidate lines of a block."""
         lineno = first_lineno
         pos = 0
-        assert self._prefilter is not None
-        for start, end in self._prefilter.candidates(block):
+        prefilter = self._prefilter or Prefilter.for_library(self.library)
+        for start, end in prefilter.candidates(block):
             lineno += block.count(b"\n", pos, start)
             pos = start
             yield from parse_line(decode(block[start:end]), path, lineno, year)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,7 +110,17 @@ class _Pick:
 
 
 def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
-    serious = [e for e in events if e.severity in _SERIOUS or e.role == "end"]
+    ends = [e for e in events if e.role == "end"]
+    if ends:
+        # Everything after the scheduler ended the job is its consequence (SIGTERMs, the
+        # launcher's SignalException, srun's exit codes): only what came before can be a cause.
+        before = [e for e in events if _order(e) < _order(ends[0])]
+        if any(e.severity in _SERIOUS and e.role in ("cause", "symptom") for e in before) or any(
+            _signal_death(e) for e in before
+        ):
+            return _pick(before, world, library)
+        return _Pick(ends[0], None, ends[0].category or "cancelled")
+    serious = [e for e in events if e.severity in _SERIOUS]
     causes = [e for e in serious if e.role == "cause"]
     if causes:
         root = _refine(causes[0], causes, world)
@@ -146,11 +157,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         root = timeouts[0]
         return _Pick(root, _silent_culprit(events, world, root), root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
-    if summaries:
-        root = summaries[0]
-        return _Pick(root, None, root.category or "launcher_error")
-    ends = [e for e in events if e.role == "end"]
-    root = ends[0] if ends else events[0]
+    root = summaries[0] if summaries else events[0]
     return _Pick(root, None, root.category or "launcher_error")
 
 
@@ -293,7 +300,11 @@ def build_incidents(
         last_iter = _last_iteration_before(progress, root)
         times = [e.time for e in group if e.time is not None]
         category = pick.category
-        if pick.culprit and category in ("collective_timeout", "comm_error") and culprit_rank is not None:
+        if (
+            pick.culprit
+            and category in ("collective_timeout", "comm_error")
+            and culprit_rank is not None
+        ):
             title = f"{title} (rank {culprit_rank} stopped answering)"
         out.append(
             Incident(
@@ -349,7 +360,7 @@ def iteration_interval_s(progress: Sequence[Event]) -> float | None:
             values.append(float(p.fields["iter_ms"]) / 1000)
     if not values:
         times = [p.time for p in progress if p.kind == "iteration" and p.time is not None]
-        gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
         values = [g for g in gaps if g > 0]
     return statistics.median(values) if values else None
 
@@ -420,7 +431,12 @@ def make_job(
     progress: Sequence[Event],
     last_progress: datetime | None,
 ) -> Job:
-    its = [i for p in progress if p.kind == "iteration" if (i := _field_int(p, "iteration")) is not None]
+    its = [
+        i
+        for p in progress
+        if p.kind == "iteration"
+        if (i := _field_int(p, "iteration")) is not None
+    ]
     totals = [t for p in progress if (t := _field_int(p, "train_iters")) is not None]
     return Job(
         outcome=ending.outcome,
@@ -434,3 +450,66 @@ def make_job(
         train_iters=totals[-1] if totals else None,
         last_progress=last_progress,
     )
+
+
+def hang_incident(
+    incidents: Sequence[Incident],
+    progress: Sequence[Event],
+    ending: Ending,
+) -> list[Incident]:
+    """Name a hang: the last incident becomes `hang` (its root the line that ended the job), or,
+    with no incident at all, a hang incident rooted at the last progress line."""
+    out = list(incidents)
+    last = next((p for p in reversed(progress) if p.kind == "iteration"), None)
+    stopped = f" after iteration {_field_int(last, 'iteration')}" if last is not None else ""
+    title = f"Training hung{stopped}: {ending.reason}"
+    explanation = (
+        "Progress stopped and no rank reported an error: a rank is stuck (a dead GPU, a deadlock, "
+        "a collective some rank never entered) and the others wait for it. Without a watchdog "
+        "timeout nothing ends the job, so the time until it was killed is lost."
+    )
+    remedies = (
+        "Watch the job with `logscope tail` and a stall timeout, so a hang is acted on in minutes",
+        "Set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a process-group timeout shorter than the "
+        "time you can afford to lose; TORCH_NCCL_DUMP_ON_TIMEOUT=1 records what each rank "
+        "waited on",
+        "Run `py-spy dump --pid PID` on every rank of a hung job to see where each one is stuck",
+    )
+    if out and out[-1].root_cause.role == "end":
+        inc = out[-1]
+        out[-1] = Incident(
+            id=inc.id,
+            category="hang",
+            severity="error",
+            title=title,
+            explanation=explanation + " " + inc.explanation,
+            remedies=remedies + inc.remedies,
+            references=inc.references,
+            root_cause=inc.root_cause,
+            culprit=inc.culprit,
+            cascade=inc.cascade,
+            evidence=inc.evidence,
+            iteration=inc.iteration,
+            start=last.time if last is not None else inc.start,
+            end=inc.end,
+        )
+    elif not out and last is not None:
+        out.append(
+            Incident(
+                id="I1",
+                category="hang",
+                severity="error",
+                title=title,
+                explanation=explanation,
+                remedies=remedies,
+                references=(),
+                root_cause=last,
+                culprit=None,
+                cascade=(),
+                evidence=(),
+                iteration=_field_int(last, "iteration"),
+                start=last.time,
+                end=None,
+            )
+        )
+    return out

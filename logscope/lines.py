@@ -1,6 +1,6 @@
-"""Decode physical lines: text, `\\r` states, ANSI escapes, routing prefixes and timestamps.
+"""Decode physical lines: text, `\\r` states, ANSI escapes, routing prefixes, timestamps.
 
-Prefixes stack (FORMATS.md §9.11): ` 3: [default7]:[rank31]:[E1003 18:37:01.832146912 F.cpp:607] msg`
+Prefixes stack (FORMATS.md §9.11): ` 3: [default7]:[rank31]:[E1003 18:37:01.83 F.cpp:607] msg`
 is srun label, torchrun tee header, c10 rank prefix and C++ logger header. They are stripped from
 the left one at a time; every one is optional.
 """
@@ -13,7 +13,9 @@ from datetime import datetime
 
 from .model import Line
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]")
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
+)
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 _OMPI = re.compile(
@@ -23,7 +25,10 @@ _OMPI = re.compile(
 _SRUN = re.compile(r" *(?:P\d+ )?(?P<task>\d+): ")
 # pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
 # `RuntimeError: ` or `srun: ` are never taken for a host.
-_PDSH = re.compile(r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): (?=\S)")
+_PDSH = re.compile(
+    r"(?!slurmstepd|srun|sbatch|salloc|slurmd|python\d)"
+    r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): (?=\S)"
+)
 _TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
 _C10 = re.compile(
     r"\[(?P<lvl>[FEWIV])(?P<md>\d{3,4})? ?"
@@ -55,12 +60,18 @@ _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
     r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
 )
-_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1
+    )
+}
 
 # Another rank's output glued into this line (TailLog forwards partial lines, FORMATS.md §1.1):
 # a tee header, or a C++ logger header, that does not start the line.
 _EMBEDDED = re.compile(
-    r"(?<=\S)(?=\[[A-Za-z_][\w.-]*?:?\d+\]:|\[[FEWI]\d{0,4}(?: \d\d:\d\d:\d\d\.\d+)? [\w.+-]+\.(?:cpp|hpp|cc|h):\d+\] )"
+    r"(?<=\S)(?=\[[A-Za-z_][\w.-]*?:?\d+\]:"
+    r"|\[[FEWI]\d{0,4}(?: \d\d:\d\d:\d\d\.\d+)? [\w.+-]+\.(?:cpp|hpp|cc|h):\d+\] )"
 )
 _MAX_PREFIXES = 10
 

@@ -280,7 +280,5 @@ def check_samples(library: Library, only: Sequence[str] | None = None) -> list[S
                 )
         for i, sample in enumerate(sig.counter_samples):
             if any(t in sample for t in sig.trigger) and matches(sig, sample):
-                problems.append(
-                    SampleProblem(sig.source, sig.id, f"counter_samples[{i}]: matches")
-                )
+                problems.append(SampleProblem(sig.source, sig.id, f"counter_samples[{i}]: matches"))
     return problems

@@ -85,7 +85,7 @@ def expand(paths: list[str]) -> list[Source]:
         elif p.exists():
             add(Source(arg))
         elif glob.has_magic(arg):
-            matches = sorted(glob.glob(arg, recursive=True))
+            matches = sorted(glob.glob(arg, recursive=True))  # noqa: PTH207 - takes absolute globs
             files_only = [m for m in matches if Path(m).is_file()]
             if not files_only:
                 raise InputError(arg, "no file matches this pattern")
@@ -217,7 +217,6 @@ def read_blocks(
     finally:
         if src.path != "-":
             stream.close()
-
 
 
 class _Ended:

@@ -118,7 +118,11 @@ def document(analysis: Analysis) -> dict[str, Any]:
             {
                 "template": t.template,
                 "count": t.count,
-                "example": {"file": t.example.path, "line": t.example.lineno, "text": t.example.raw},
+                "example": {
+                    "file": t.example.path,
+                    "line": t.example.lineno,
+                    "text": t.example.raw,
+                },
             }
             for t in analysis.unrecognized
         ],
@@ -130,7 +134,6 @@ def summary(analysis: Analysis) -> str:
     v = analysis.verdict
     if v is None:
         return f"Job {analysis.job.outcome.value}: no incident found."
-    world: World = analysis.extra["world"]
     where = []
     if v.culprit and v.culprit.rank is not None:
         where.append(f"rank {v.culprit.rank}")
@@ -139,10 +142,9 @@ def summary(analysis: Analysis) -> str:
     host = (v.culprit.host if v.culprit else None) or v.root_cause.line.host
     if host:
         where.append(f"on {host}")
-    if v.iteration is not None:
+    if v.iteration is not None and f"iteration {v.iteration}" not in v.title:
         where.append(f"after iteration {v.iteration}")
     loc = (" " + " ".join(where)) if where else ""
-    del world
     return (
         f"Job {analysis.job.outcome.value}: {v.title}{loc} "
         f"({v.root_cause.line.path}:{v.root_cause.line.lineno})."

@@ -1,0 +1,106 @@
+"""The signature library: samples match and win, counter-samples miss, bad libraries fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logscope.errors import PatternError
+from logscope.lines import parse_line
+from logscope.model import CATEGORIES
+from logscope.patterns import Signature, builtin_dirs, check_samples, load_library
+
+LIBRARY = load_library(builtin_dirs())
+BAD = Path(__file__).parent / "bad_patterns"
+
+
+def _winners(sample: str) -> list[str]:
+    return [
+        hit[0].id
+        for line in parse_line(sample)
+        if (hit := LIBRARY.match(sample, line.text)) is not None
+    ]
+
+
+@pytest.mark.parametrize("sig", LIBRARY.signatures, ids=lambda s: s.id)
+def test_samples(sig: Signature) -> None:
+    for sample in sig.samples:
+        assert sig.id in _winners(sample), f"{sig.id}: sample not won: {sample!r}"
+    for sample in sig.counter_samples:
+        assert not any(sig.match(line.text) for line in parse_line(sample)), (
+            f"{sig.id}: counter-sample matches: {sample!r}"
+        )
+
+
+def test_library_check_is_clean() -> None:
+    assert [str(p) for p in check_samples(LIBRARY)] == []
+
+
+def test_library_covers_every_category() -> None:
+    used = {s.category for s in LIBRARY.signatures if s.category}
+    # hang is decided from silence, not from a line
+    assert set(CATEGORIES) - used <= {"hang"}, set(CATEGORIES) - used
+
+
+@pytest.mark.parametrize(
+    "required",
+    [
+        "cuda.terminate_cuda_error",
+        "nccl.watchdog_timeout",
+        "torchrun.child_failed",
+        "python.traceback_start",
+        "python.exception",
+    ],
+)
+def test_ids_the_engine_relies_on(required: str) -> None:
+    assert LIBRARY.by_id(required) is not None
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in BAD.iterdir()), ids=str)
+def test_bad_library_is_reported(case: str) -> None:
+    expected = (BAD / case / "expected.txt").read_text().strip()
+    try:
+        library = load_library([*builtin_dirs(), BAD / case])
+    except PatternError as err:
+        message = str(err)
+    else:
+        only = [s for s in library.sources if Path(s).parent == BAD / case]
+        message = "\n".join(str(p) for p in check_samples(library, only))
+    message = message.replace(str(BAD / case) + "/", "")
+    assert message.startswith(expected), message
+
+
+def test_user_library_overrides_by_id(tmp_path: Path) -> None:
+    (tmp_path / "mine.toml").write_text(
+        """
+[[signature]]
+id = "nccl.watchdog_timeout"
+category = "collective_timeout"
+severity = "error"
+role = "symptom"
+title = "my own title"
+explanation = "mine"
+trigger = ["Watchdog caught collective operation timeout"]
+regex = 'Watchdog caught collective operation timeout'
+samples = ["[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: x"]
+"""
+    )
+    lib = load_library([*builtin_dirs(), tmp_path])
+    sig = lib.by_id("nccl.watchdog_timeout")
+    assert sig is not None and sig.title == "my own title"
+    assert sum(s.id == "nccl.watchdog_timeout" for s in lib.signatures) == 1
+
+
+def test_patterns_cli(run_cli) -> None:
+    code, out, _ = run_cli("patterns", "list")
+    assert code == 0
+    assert "nccl.watchdog_timeout" in out
+    code, out, _ = run_cli("patterns", "test")
+    assert code == 0, out
+    code, out, _ = run_cli("patterns", "test", str(BAD / "sample_misses"))
+    assert code == 1
+    assert "bad.sample_misses: samples[0]: does not match" in out
+    code, _, err = run_cli("patterns", "test", str(BAD / "bad_regex"))
+    assert code == 2
+    assert "bad.regex: regex: does not compile" in err
