@@ -180,6 +180,13 @@ class Extractor:
                 self.unrecognized.add(line)
             return out
         sig, fields = hit
+        category, severity = sig.category, sig.severity
+        xid = fields.get("xid")
+        if xid is not None and xid.isdigit() and int(xid) in self.library.xid:
+            # NVIDIA's meaning of the code decides: Xid 13 is an application fault, 79 a dead GPU
+            info = self.library.xid[int(xid)]
+            category = info.get("category", category)
+            severity = info.get("severity", severity)
         time = line.time
         exact = time is not None
         if "time" in fields:
@@ -192,8 +199,8 @@ class Extractor:
                 kind=sig.kind,
                 line=line,
                 fields=fields,
-                category=sig.category,
-                severity=sig.severity,
+                category=category,
+                severity=severity,
                 role=sig.role,
                 time=time,
                 time_exact=exact,

@@ -139,7 +139,12 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         root = deaths[0]
         rank = _field_rank(root) if _field_rank(root) is not None else world.rank_of(root.line)
         local = _field_int(root, "local_rank")
-        sig = root.fields.get("signal_name") or f"exit code {root.fields.get('exit_code')}"
+        code_s = root.fields.get("exit_code", "")
+        code_i = int(code_s) if code_s.lstrip("-").isdigit() else None
+        name = root.fields.get("signal_name") or (
+            EXIT_SIGNALS[code_i][0] if code_i in EXIT_SIGNALS else None
+        )
+        sig = f"{name} (exit code {code_s})" if name and code_s else name or f"exit code {code_s}"
         culprit = Culprit(
             rank=rank if rank is not None else (local if world.nodes <= 1 else None),
             local_rank=local,

@@ -53,7 +53,7 @@ _BRACKET_TIME = re.compile(
 )
 _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
-    r"(?:Z|[+-]\d\d:?\d\d)? (?:\| )?"
+    r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - )?"
 )
 _DMESG = re.compile(r"\[ *\d+\.\d+\] ")
 _SYSLOG = re.compile(
@@ -192,6 +192,8 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
         m = _BRACKET_TIME.match(text) or _ISO_START.match(text)
         if m:
             p.time = _time(m.groupdict(), year) or p.time
+            if m.groupdict().get("lvl"):
+                p.level = m["lvl"][0]
             text = text[m.end() :]
             continue
         m = _SYSLOG.match(text)

@@ -1,0 +1,80 @@
+"""The CLI through typer's test runner: output, exit codes, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from logscope.model import CATEGORIES
+
+from .conftest import FIXTURES
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+def test_text_summary_names_root_cause_and_culprit(run_cli) -> None:
+    code, out, _ = run_cli("analyze", str(FIXTURES / "lab" / "hang_rank1.log"))
+    assert code == 1, out
+    assert out.startswith("CRASHED")
+    assert "hang_rank1.log:46" in out
+    assert "rank 1 (confidence" in out
+
+
+def test_healthy_run_exits_0(run_cli) -> None:
+    code, out, _ = run_cli("analyze", str(FIXTURES / "lab" / "healthy.log"))
+    assert code == 0, out
+    assert out.startswith("COMPLETED")
+
+
+def test_json_document_keys(analyze_json) -> None:
+    _, doc = analyze_json(FIXTURES / "lab" / "raise_rank1.log")
+    assert doc["schema_version"] == 1
+    assert set(doc) >= {"inputs", "job", "verdict", "incidents", "unrecognized"}
+    inc = doc["incidents"][0]
+    assert set(inc) >= {
+        "id", "category", "severity", "title", "explanation", "remedies", "root_cause",
+        "culprit", "cascade", "iteration", "start", "end", "evidence",
+    }  # fmt: skip
+    assert set(inc["root_cause"]) >= {
+        "pattern", "file", "line", "text", "rank", "local_rank", "host", "time",
+    }  # fmt: skip
+    assert inc["root_cause"]["time"] is None or re.match(
+        r"\d{4}-\d\d-\d\dT", inc["root_cause"]["time"]
+    )
+    assert doc["verdict"]["incident"] == inc["id"]
+
+
+def test_stdin(run_cli) -> None:
+    data = (FIXTURES / "lab" / "sigkill_rank2.log").read_bytes()
+    code, out, _ = run_cli("analyze", "-", "--format", "json", input=data)
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["inputs"][0]["path"] == "-"
+    assert doc["incidents"][0]["culprit"]["rank"] == 2
+
+
+def test_missing_file_is_exit_2_without_traceback(run_cli) -> None:
+    code, out, err = run_cli("analyze", "no/such/file.log")
+    assert code == 2
+    assert "no/such/file.log" in err
+    assert "Traceback" not in out + err
+
+
+def test_bad_format_is_a_usage_error(run_cli) -> None:
+    code, _, _ = run_cli("analyze", str(FIXTURES / "lab" / "healthy.log"), "--format", "xml")
+    assert code == 2
+
+
+def test_help_documents_exit_codes(run_cli) -> None:
+    code, out, _ = run_cli("analyze", "--help")
+    assert code == 0
+    assert "0 healthy run, 1 incidents found, 2 usage or input error" in " ".join(out.split())
+
+
+def test_readme_documents_every_category_and_command() -> None:
+    for cat in CATEGORIES:
+        assert f"`{cat}`" in README, cat
+    for command in ("logscope analyze", "logscope patterns list", "logscope patterns test"):
+        assert command in README, command
+    assert "make demo" in README and "make test" in README
