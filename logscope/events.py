@@ -22,21 +22,23 @@ from .patterns import Library
 
 # torchrun's ChildFailedError block (FORMATS.md §3.1): the field lines are parsed here, as a
 # block, because a `rank : 3` line means nothing without the `exitcode` line below it.
+# Literals only: the entry header `[3]:` is not one (every `[default3]:` header has `]:`), so an
+# entry starts at its first field instead.
 BLOCK_TRIGGERS = (
-    "Root Cause",
-    "Failures:",
-    "<NO_OTHER_FAILURES>",
-    "exitcode",
-    "local_rank:",
-    "error_file:",
-    "traceback :",
-    "time      :",
-    "host      :",
-    "  time:",
-    "  rank:",
-    "  msg:",
-    "]:",
-    "=====",
+    r"Root Cause",
+    r"Failures:",
+    r"<NO_OTHER_FAILURES>",
+    r"time      :",
+    r"host      :",
+    r"rank      :",
+    r"exitcode  :",
+    r"error_file:",
+    r"traceback :",
+    r"  time: ",
+    r"  rank: ",
+    r"  exitcode: ",
+    r"  msg: ",
+    r"====================",
 )
 _BLOCK_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
 _BLOCK_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
@@ -75,6 +77,20 @@ _LOOKS_LIKE_ERROR = re.compile(
 )
 
 
+def minimal_literals(literals: list[str]) -> list[str]:
+    """Drop every literal that contains another: a line with `ValueError` also has `Error`.
+
+    The prefilter only needs a superset of the candidate lines, and a smaller alternation makes
+    the RE2 scan faster (176 literals: 113 MB/s; 40: 250 MB/s, measured on bench/ logs).
+    """
+    unique = sorted(set(literals), key=len)
+    kept: list[str] = []
+    for t in unique:
+        if not any(k in t for k in kept):
+            kept.append(t)
+    return sorted(kept, key=len, reverse=True)
+
+
 def _re2_escape(literal: str) -> str:
     return re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", literal)
 
@@ -87,7 +103,7 @@ class Prefilter:
 
     @classmethod
     def for_library(cls, library: Library) -> Prefilter:
-        literals = sorted(set(library.triggers) | set(BLOCK_TRIGGERS), key=len, reverse=True)
+        literals = minimal_literals([*library.triggers, *BLOCK_TRIGGERS])
         return cls("(?:" + "|".join(_re2_escape(t) for t in literals) + ")[^\n]*")
 
     def candidates(self, block: bytes) -> Iterator[tuple[int, int]]:
@@ -233,6 +249,11 @@ class Extractor:
             blk.entries.append(blk.current)
             return []
         m = _BLOCK_FIELD.match(text)
+        if m and (blk.current is None or m.group(1) in blk.current):
+            # the `[3]:` header line is not a candidate (see BLOCK_TRIGGERS): a field seen
+            # again starts the next entry
+            blk.current = {"section": blk.section}
+            blk.entries.append(blk.current)
         if m and blk.current is not None:
             blk.current[m.group(1)] = m.group(2).strip()
             blk.current.setdefault("lineno", str(line.lineno))

@@ -27,6 +27,10 @@ def test_fixture(name: str, analyze_json) -> None:
         assert doc["verdict"] is None, doc["verdict"]
         assert code == 0
         return
+    if want["root_cause_line"] == 0:
+        # the log stops with no line that shows the cause: nothing may be claimed as one
+        assert doc["verdict"] is None or doc["verdict"]["category"] == want["category"], doc
+        return
     assert code == 1
     verdict = doc["verdict"]
     inc = next(i for i in doc["incidents"] if i["id"] == verdict["incident"])
@@ -34,6 +38,9 @@ def test_fixture(name: str, analyze_json) -> None:
     rc = inc["root_cause"]
     assert rc["line"] == want["root_cause_line"], rc
     assert rc["text"] == want["root_cause_text"], rc
-    if want["fault_rank"] >= 0:
+    if not want.get("culprit_knowable", True):
+        c = inc["culprit"]
+        assert c is None or c["confidence"] < 0.5, c
+    elif want["fault_rank"] >= 0:
         assert inc["culprit"] is not None, inc
         assert inc["culprit"]["rank"] == want["fault_rank"], inc["culprit"]
