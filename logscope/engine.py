@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .events import Extractor, looks_like_error, who
+from .events import Extractor, who
 from .incidents import (
     Who,
     build_incidents,
@@ -239,4 +239,3 @@ def analyze(
     return engine.result(inputs)
 
 
-__all__ = ["Engine", "analyze", "default_library", "looks_like_error"]
