@@ -237,5 +237,3 @@ def analyze(
             InputInfo(src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings))
         )
     return engine.result(inputs)
-
-

@@ -16,15 +16,17 @@ from .model import CATEGORIES, KINDS, ROLES, SEVERITIES
 
 _REQUIRED = ("id", "trigger", "regex", "title", "samples")
 _FAILURE_REQUIRED = ("category", "severity", "role", "explanation")
-_KNOWN = {
-    *_REQUIRED,
-    *_FAILURE_REQUIRED,
-    "kind",
-    "priority",
-    "remedy",
-    "references",
-    "counter_samples",
-}
+_KNOWN = frozenset(
+    {
+        *_REQUIRED,
+        *_FAILURE_REQUIRED,
+        "kind",
+        "priority",
+        "remedy",
+        "references",
+        "counter_samples",
+    }
+)
 _ID = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)+")
 
 # Words that make a line look like an error even when no signature knows it: such lines are
