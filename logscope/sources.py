@@ -59,6 +59,7 @@ class ReadStats:
     lines: int = 0
     compression: str | None = None
     warnings: list[str] = field(default_factory=list)
+    cut_lines: int = 0
 
 
 def expand(paths: list[str]) -> list[Source]:
@@ -186,6 +187,7 @@ def read_blocks(
                     truncated.append(lineno)
                     out = data[:max_line] + b"\n"
                     skipping = True
+                    _note_cut(stats, src.path, truncated, max_line)
                     yield Block(out, lineno, truncated)
                     stats.lines = lineno
                     lineno += 1
@@ -206,6 +208,8 @@ def read_blocks(
             if first_nl > max_line:
                 body = body[:max_line] + body[first_nl:]
                 truncated.insert(0, lineno)
+            if truncated:
+                _note_cut(stats, src.path, truncated, max_line)
             block = Block(body, lineno, truncated)
             n = body.count(b"\n")
             lineno += n
@@ -217,6 +221,19 @@ def read_blocks(
     finally:
         if src.path != "-":
             stream.close()
+
+
+_MAX_CUT_WARNINGS = 5
+
+
+def _note_cut(stats: ReadStats, path: str, linenos: list[int], max_line: int) -> None:
+    for n in linenos:
+        stats.cut_lines += 1
+        if stats.cut_lines <= _MAX_CUT_WARNINGS:
+            stats.warnings.append(
+                f"{path}:{n}: line longer than {max_line} bytes; only its first {max_line} "
+                "bytes are read"
+            )
 
 
 class _Ended:
