@@ -20,7 +20,7 @@ from .incidents import (
 from .lines import decode, parse_line
 from .model import Analysis, Event, InputInfo, Line, Outcome
 from .patterns import Library, builtin_dirs, load_library
-from .sources import Block, ReadStats, Source, expand, read_blocks
+from .sources import BLOCK_SIZE, Block, ReadStats, Source, expand, read_blocks
 
 MAX_EVENTS_PER_SIGNATURE = 5_000
 """Events kept per signature (all are counted): 384 ranks repeating one warning stay bounded."""
@@ -210,6 +210,7 @@ def analyze(
     paths: Sequence[str],
     library: Library | None = None,
     warn: list[str] | None = None,
+    block_size: int = BLOCK_SIZE,
 ) -> Analysis:
     """Analyze logs that have ended. `warn` collects non-fatal input problems."""
     library = library or default_library()
@@ -219,10 +220,10 @@ def analyze(
         stats = ReadStats()
         year: int | None = None
         try:
-            for i, block in enumerate(read_blocks(src, stats)):
+            for i, block in enumerate(read_blocks(src, stats, block_size=block_size)):
                 if i == 0:
                     year = _year_hint(src, block.data[:65536])
-                    engine.discover(block.data, src.path)
+                engine.discover(block.data, src.path)
                 engine.feed_block(block, src.path, year)
         except Exception as err:
             from .errors import InputError

@@ -133,8 +133,12 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             confidence=0.9 if rank is not None else 0.6,
             reason=f"first error that is not a symptom of another rank's failure: {root.signature}",
         )
-        return _Pick(root, culprit, root.category or "python_exception")
-    deaths = [e for e in serious if _signal_death(e)]
+        category = root.category or "python_exception"
+        if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
+            # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
+            category = "gpu_hardware"
+        return _Pick(root, culprit, category)
+    deaths = [e for e in serious if _signal_death(e) and not _own_abort(e, events, world)]
     if deaths:
         root = deaths[0]
         rank = _field_rank(root) if _field_rank(root) is not None else world.rank_of(root.line)
@@ -164,6 +168,29 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
     return _Pick(root, None, root.category or "launcher_error")
+
+
+def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
+    """A SIGABRT of a rank that reported a failure first: its watchdog took the process down
+    (`To avoid data inconsistency, we are taking the entire process down`), so the death is a
+    symptom of what that rank reported, not a cause."""
+    if _field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
+        return False
+    rank = _field_rank(death)
+    if rank is None:
+        local = _field_int(death, "local_rank")
+        if local is not None:
+            rank = world.rank_of_who((death.line.task, death.line.host, local, None))
+    if rank is None:
+        return False
+    return any(
+        e.role == "symptom"
+        and e.severity in _SERIOUS
+        and e.signature != FAILURE_ENTRY
+        and _order(e) < _order(death)
+        and world.rank_of(e.line) == rank
+        for e in events
+    )
 
 
 def _field_int(e: Event, name: str) -> int | None:

@@ -22,11 +22,12 @@ _OMPI = re.compile(
     r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
     r"\[(?P<job>\d+),(?P<vpid>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:"
 )
-_SRUN = re.compile(r" *(?:P\d+ )?(?P<task>\d+): ")
+_SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
 # pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
 # `RuntimeError: ` or `srun: ` are never taken for a host.
 _PDSH = re.compile(
     r"(?!slurmstepd|srun|sbatch|salloc|slurmd|python\d)"
+    r"(?![\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault|Expired): )"
     r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): (?=\S)"
 )
 _TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
@@ -156,7 +157,13 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
             rest = text[m.end() :]
             n = int(m["n"])
             if m["role"] == "rank" and not m["colon"]:
-                if rest.startswith("[rank") and _TEE.match(rest):
+                if p.local_rank is not None:
+                    # after a tee header (`[default3]:[rank19]:`): tee headers never stack, so
+                    # this is the c10 / excepthook prefix, a global rank, whatever follows it
+                    p.rank = n
+                    if rest.startswith(" "):
+                        rest = rest[1:]
+                elif rest.startswith("[rank") and _TEE.match(rest):
                     p.local_rank = n  # torchtitan `--role rank` tee header, then the c10 prefix
                 elif rest.startswith(("[", " ")) or not rest:
                     p.rank = n  # c10 logger `[rank3]:[E...` or Python excepthook `[rank3]: `

@@ -5,13 +5,14 @@ from __future__ import annotations
 import bz2
 import glob
 import gzip
+import io
 import lzma
 import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import InputError
 
@@ -78,7 +79,11 @@ def expand(paths: list[str]) -> list[Source]:
             continue
         p = Path(arg)
         if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            files = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
             if not files:
                 raise InputError(arg, "directory contains no files")
             for f in files:
@@ -118,24 +123,35 @@ def _looks_binary(head: bytes) -> bool:
 def open_source(src: Source, stats: ReadStats) -> BinaryIO:
     """Open a source, transparently decompressing gzip, bz2 and xz (sniffed by magic bytes)."""
     if src.path == "-":
-        raw: BinaryIO = sys.stdin.buffer
-        head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
-    else:
-        try:
-            raw = Path(src.path).open("rb")  # noqa: SIM115 - closed by read_blocks
-        except OSError as err:
-            raise InputError(src.path, f"cannot open: {err.strerror or err}") from None
-        head = raw.read(8)
-        raw.seek(0)
-    kind = _sniff(head)
+        raw: Any = sys.stdin.buffer
+        if not hasattr(raw, "peek"):
+            raw = io.BufferedReader(raw)  # a stream without peek(): test runners, notebooks
+        kind = _sniff(raw.peek(8)[:8])
+        stats.compression = kind
+        # the decompressors do not close a file object they are given: stdin stays open
+        if kind == "gzip":
+            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        if kind == "bz2":
+            return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
+        if kind == "xz":
+            return lzma.LZMAFile(raw, "rb")  # type: ignore[return-value]
+        return raw  # type: ignore[no-any-return]
+    try:
+        fh = Path(src.path).open("rb")  # noqa: SIM115 - closed by read_blocks
+    except OSError as err:
+        raise InputError(src.path, f"cannot open: {err.strerror or err}") from None
+    kind = _sniff(fh.read(8))
     stats.compression = kind
+    if kind is None:
+        fh.seek(0)
+        return fh
+    fh.close()
+    # opened by name, a decompressor closes its own file
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return gzip.open(src.path, "rb")  # type: ignore[return-value]
     if kind == "bz2":
-        return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
-    if kind == "xz":
-        return lzma.LZMAFile(raw, "rb")  # type: ignore[return-value]
-    return raw
+        return bz2.open(src.path, "rb")  # type: ignore[return-value]
+    return lzma.open(src.path, "rb")  # type: ignore[return-value]
 
 
 def read_blocks(
@@ -170,6 +186,8 @@ def read_blocks(
                 break
             if damage is not None:
                 # process this last piece, then stop on the next read
+                if src.path != "-":
+                    stream.close()
                 stream = _Ended()  # type: ignore[assignment]
             stats.bytes += len(chunk)
             truncated: list[int] = []
@@ -183,7 +201,7 @@ def read_blocks(
                 skipping = False
             cut = data.rfind(b"\n")
             if cut < 0:
-                if len(data) >= max_line:
+                if len(data) > max_line:
                     truncated.append(lineno)
                     out = data[:max_line] + b"\n"
                     skipping = True
@@ -195,7 +213,7 @@ def read_blocks(
                 pending = data
                 continue
             body, pending = data[: cut + 1], data[cut + 1 :]
-            if len(pending) >= max_line:
+            if len(pending) > max_line:
                 # the tail is already an over-long line: emit its head now
                 n_body = body.count(b"\n")
                 truncated.append(lineno + n_body)

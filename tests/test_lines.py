@@ -1,0 +1,358 @@
+"""Prefix decoding: every routing and logger prefix of FORMATS.md §1 and the hazards of §9."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from logscope.cli import app
+from logscope.lines import decode, parse_line
+from logscope.model import Line
+
+
+class _Any:
+    """A field the row does not pin down."""
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY: Any = _Any()
+FIELDS = ("text", "rank", "local_rank", "task", "host", "level", "time", "role")
+SAME: Any = object()  # the text is the whole line: nothing may be stripped
+YEAR = 2024  # completes c10/glog `MMDD` stamps, which carry no year
+
+C10_TIME = datetime(YEAR, 10, 3, 18, 37, 1, 832146)
+WATCHDOG = "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE)"
+NCCL_CONNECT = "NCCL WARN Connect to 10.148.3.247<56821> failed : Connection refused"
+SIGTERM = "Sending process 6950 closing signal SIGTERM"
+
+
+def row(raw: str, text: Any, **want: Any) -> Any:
+    """A physical line and what the decoder must find in it; fields not named must be None."""
+    expected = dict.fromkeys(FIELDS) | {"text": raw if text is SAME else text} | want
+    return pytest.param(raw, tuple(expected[f] for f in FIELDS), id=repr(raw[:48]))
+
+
+ROWS = [
+    # §1.1 torchrun --tee header: local rank, no space after the colon, text verbatim
+    row(
+        "[default3]:terminate called after throwing an instance of 'c10::CUDAError'",
+        "terminate called after throwing an instance of 'c10::CUDAError'",
+        local_rank=3,
+        role="default",
+    ),
+    row(
+        "[default7]: iteration    12695/  115311 | consumed samples:      9841584 |",
+        " iteration    12695/  115311 | consumed samples:      9841584 |",
+        local_rank=7,
+        role="default",
+    ),
+    # `--role $(hostname -s):` puts the host in the header
+    row("[r6i4n5:3]:hello", "hello", local_rank=3, host="r6i4n5", role=ANY),
+    # §1.2 c10 C++ logger `[rank3]:[E…]`: global rank
+    row(
+        "[rank3]:[E ProcessGroupNCCL.cpp:542] [Rank 3] Collective WorkNCCL(SeqNum=89) raised",
+        "[Rank 3] Collective WorkNCCL(SeqNum=89) raised",
+        rank=3,
+        level="E",
+    ),
+    # Python excepthook `[rank3]: `: global rank, colon + space
+    row(
+        "[rank3]: Traceback (most recent call last):", "Traceback (most recent call last):", rank=3
+    ),
+    row(
+        '[rank6]:   File "train.py", line 10, in <module>',
+        '  File "train.py", line 10, in <module>',
+        rank=6,
+    ),
+    # torchtitan `--role rank` tee header `[rank0]:text`: the LOCAL rank
+    row("[rank0]:step  10  loss:  7.9", "step  10  loss:  7.9", local_rank=0, role=ANY),
+    # torchtitan header + c10 prefix: local 0, global 8
+    row(
+        "[rank0]:[rank8]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 8] " + WATCHDOG,
+        "[Rank 8] " + WATCHDOG,
+        rank=8,
+        local_rank=0,
+        level="E",
+        time=C10_TIME,
+        role=ANY,
+    ),
+    # §9.11 srun label + tee header + c10 rank + C++ header
+    row(
+        " 3: [default7]:[rank31]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 31] "
+        + WATCHDOG,
+        "[Rank 31] " + WATCHDOG,
+        rank=31,
+        local_rank=7,
+        task=3,
+        level="E",
+        time=C10_TIME,
+        role="default",
+    ),
+    # c10 header forms, oldest → newest (§1.2)
+    row(
+        "[E ProcessGroupNCCL.cpp:414] Some NCCL operations have failed or timed out.",
+        "Some NCCL operations have failed or timed out.",
+        level="E",
+    ),
+    row(
+        "[W411 23:36:06.965860675 Utils.hpp:137] Warning: Environment variable is deprecated",
+        "Warning: Environment variable is deprecated",
+        level="W",
+        time=datetime(YEAR, 4, 11, 23, 36, 6, 965860),
+    ),
+    row(
+        "I0820 14:27:21.482718 4030958 ProcessGroupNCCL.cpp:980] [PG 0 Rank 1] NCCL options",
+        "[PG 0 Rank 1] NCCL options",
+        level="I",
+        time=datetime(YEAR, 8, 20, 14, 27, 21, 482718),
+    ),
+    # §1.4 srun --label: right-aligned, space-padded to the widest task id (384 tasks: 3 wide)
+    row("  3: hello world", "hello world", task=3),
+    row("383: hello world", "hello world", task=383),
+    row(" 0: [default0]:ready", "ready", task=0, local_rank=0, role="default"),
+    # het job: "P%u %*d: ", so the padding sits between the component and the task id
+    row("P1 3: het", "het", task=3),
+    row("P1   3: het", "het", task=3),
+    # §1.5 OpenMPI --tag-output, with and without --timestamp-output
+    row(
+        "[1,3]<stderr>:Traceback (most recent call last):",
+        "Traceback (most recent call last):",
+        rank=3,
+    ),
+    row("[1,3]<stdout>:hello", "hello", rank=3),
+    row(
+        "Mon Mar 21 13:34:34 2022[1,3]<stderr>:Traceback (most recent call last):",
+        "Traceback (most recent call last):",
+        rank=3,
+        time=datetime(2022, 3, 21, 13, 34, 34),
+    ),
+    # §1.6 pdsh: the hostfile's IP or name
+    row(
+        "104.171.201.172: [2023-04-16 02:38:19,113] [INFO] [launch.py:247:main] dist_world_size=16",
+        "dist_world_size=16",
+        host="104.171.201.172",
+        level="I",
+        time=datetime(2023, 4, 16, 2, 38, 19, 113000),
+    ),
+    row("worker-1: some text", "some text", host="worker-1"),
+    # §4 NCCL host:pid:tid [cudaDev]: the device index is not a rank
+    row(
+        "r6i6n4:257714:257714 [0] NCCL INFO Bootstrap : Using ib0:10.148.7.175<0>",
+        "NCCL INFO Bootstrap : Using ib0:10.148.7.175<0>",
+        host="r6i6n4",
+        level=ANY,
+    ),
+    row(
+        "r11i6n2:486514:486651 [1] include/socket.h:403 " + NCCL_CONNECT,
+        "include/socket.h:403 " + NCCL_CONNECT,
+        host="r11i6n2",
+        level=ANY,
+    ),
+    # v2.26+: `[%F %T] ` stamp before the host (WARN only, by default)
+    row(
+        "[2025-03-01 10:00:00] r11i6n2:486514:486651 [1] include/socket.h:403 " + NCCL_CONNECT,
+        "include/socket.h:403 " + NCCL_CONNECT,
+        host="r11i6n2",
+        level=ANY,
+        time=datetime(2025, 3, 1, 10, 0, 0),
+    ),
+    # glog / torch._logging (elastic agent)
+    row(
+        "W1129 12:53:57.233000 6934 torch/distributed/elastic/multiprocessing/api.py:1028] "
+        + SIGTERM,
+        SIGTERM,
+        level="W",
+        time=datetime(YEAR, 11, 29, 12, 53, 57, 233000),
+    ),
+    row(
+        "[2024-04-10 16:02:56,193] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+        + SIGTERM,
+        SIGTERM,
+        level="W",
+        time=datetime(2024, 4, 10, 16, 2, 56, 193000),
+    ),
+    row("WARNING:torch.distributed.elastic.multiprocessing.api:" + SIGTERM, SIGTERM, level="W"),
+    # §1.7 DeepSpeed logger: `[Rank 0]` stays in the message
+    row(
+        "[2021-05-27 21:32:00,332] [INFO] [logging.py:60:log_dist] [Rank 0] DeepSpeed info: v=0.4",
+        "[Rank 0] DeepSpeed info: v=0.4",
+        level="I",
+        time=datetime(2021, 5, 27, 21, 32, 0, 332000),
+    ),
+    row(
+        "104.171.201.171: [2023-04-16 02:38:19,527] [INFO] [launch.py:229:main] nnodes=2",
+        "nnodes=2",
+        host="104.171.201.171",
+        level="I",
+        time=datetime(2023, 4, 16, 2, 38, 19, 527000),
+    ),
+    # §9.6 `[Rank N]` inside a message is a process-group rank, not a global rank
+    row(
+        "[default1]:[E ProcessGroupNCCL.cpp:458] [Rank 1] " + WATCHDOG,
+        "[Rank 1] " + WATCHDOG,
+        local_rank=1,
+        level="E",
+        role="default",
+    ),
+    row("[Rank 1] " + WATCHDOG, SAME),
+    # §9.12 ANSI escapes are stripped before anything else
+    row(
+        "\x1b[32m[default1]:\x1b[0mhello \x1b[1mworld\x1b[0m",
+        "hello world",
+        local_rank=1,
+        role="default",
+    ),
+    row("\x1b[H\x1b[2J[default2]:after clear", "after clear", local_rank=2, role="default"),
+    # messages that must not be taken for a pdsh host
+    row("RuntimeError: boom", SAME),
+    row("srun: error: node01: task 1: Exited with exit code 1", SAME),
+    row("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970", SAME),
+    # a digit in a module name makes a dotted exception name look like a pdsh host
+    row("urllib3.exceptions.ProtocolError: ('Connection aborted.', RemoteDisconnected('x'))", SAME),
+    row("boto3.exceptions.S3UploadFailedError: Failed to upload /ckpt/iter_100.pt", SAME),
+]
+
+
+def fields(line: Line) -> tuple[Any, ...]:
+    return tuple(getattr(line, f) for f in FIELDS)
+
+
+@pytest.mark.parametrize(("raw", "want"), ROWS)
+def test_prefix(raw: str, want: tuple[Any, ...]) -> None:
+    got = parse_line(raw, "job.log", 42, year=YEAR)
+    assert len(got) == 1, [fields(g) for g in got]
+    line = got[0]
+    assert (line.path, line.lineno, line.raw) == ("job.log", 42, raw)
+    mismatched = {
+        f: (g, w)
+        for f, g, w in zip(FIELDS, fields(line), want, strict=True)
+        if w is not ANY and g != w
+    }
+    assert not mismatched, f"{raw!r}: (got, want) {mismatched}"
+
+
+def test_stamps_without_year_get_no_time_when_year_unknown() -> None:
+    for raw in (
+        "[rank1]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog",
+        "W1129 12:53:57.233000 6934 torch/distributed/elastic/multiprocessing/api.py:1028] x",
+    ):
+        (line,) = parse_line(raw, "f", 1, year=None)
+        assert line.time is None, (raw, line)
+        assert line.level in ("E", "W"), line
+
+
+def test_carriage_return_states_are_separate_records_on_one_line() -> None:
+    raw = "[default0]: 12%|#1 | 2/16\r[default0]: 19%|#9 | 3/16\r[default0]:done\n"
+    got = parse_line(raw, "job.log", 9)
+    assert [g.text for g in got] == [" 12%|#1 | 2/16", " 19%|#9 | 3/16", "done"], got
+    assert {g.lineno for g in got} == {9}
+    assert {g.local_rank for g in got} == {0}
+    assert all(g.raw == raw.rstrip("\n") for g in got), got
+
+
+def test_carriage_return_state_without_header_inherits_the_stream() -> None:
+    # §9.2: log text appended to the last tqdm state
+    raw = " 3: [default1]:Epoch 0: 100%|##| 4/4\rEpoch 0: : 10000it [25:24,  6.56it/s]"
+    got = parse_line(raw, "job.log", 5)
+    assert [g.text for g in got] == [
+        "Epoch 0: 100%|##| 4/4",
+        "Epoch 0: : 10000it [25:24,  6.56it/s]",
+    ]
+    assert [(g.task, g.local_rank) for g in got] == [(3, 1), (3, 1)], got
+
+
+def test_crlf_is_not_a_progress_state() -> None:
+    got = parse_line("[default2]:hello\r\n", "job.log", 3)
+    assert [(g.text, g.local_rank) for g in got] == [("hello", 2)], got
+
+
+def test_glued_cpp_header_splits_into_two_records() -> None:
+    raw = (
+        "[default0]: iteration 6000 | consumed_samples=2.56e+7][E ProcessGroupNCCL.cpp:458] "
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120)"
+    )
+    got = parse_line(raw, "job.log", 77)
+    assert len(got) == 2, got
+    first, second = got
+    assert first.text == " iteration 6000 | consumed_samples=2.56e+7]", first
+    assert second.text.startswith("[Rank 0] Watchdog caught"), second
+    assert second.level == "E", second
+    assert second.rank is None, second  # `[Rank 0]` is not a global rank
+    assert (first.lineno, second.lineno) == (77, 77)
+    assert first.raw == second.raw == raw
+
+
+def test_glued_after_traceback_carets() -> None:
+    # §9.1: `^^^^^[rank1]:[E1003 …` after a Python traceback caret line
+    raw = (
+        "[rank0]:    ^^^^^^^^^^^^^^^^^^[rank1]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] "
+        "[Rank 1] Watchdog caught collective operation timeout"
+    )
+    got = parse_line(raw, "job.log", 4, year=YEAR)
+    assert [(g.text, g.rank) for g in got] == [
+        ("   ^^^^^^^^^^^^^^^^^^", 0),
+        ("[Rank 1] Watchdog caught collective operation timeout", 1),
+    ], [fields(g) for g in got]
+
+
+def test_glued_tee_header_of_another_rank() -> None:
+    # §1.1 partial-line hazard: another rank's tailer writes into the middle of a line
+    raw = "[default0]: 12%|#1 | 2/16[default5]:rank 5 ready"
+    got = parse_line(raw, "job.log", 1)
+    assert [(g.text, g.local_rank) for g in got] == [(" 12%|#1 | 2/16", 0), ("rank 5 ready", 5)]
+
+
+def test_invalid_utf8_is_replaced() -> None:
+    data = b"[default1]:caf\xe9 \xff\xfe failed\n"
+    (line,) = parse_line(decode(data), "job.log", 1)
+    assert line.local_rank == 1
+    assert line.text == "caf\ufffd \ufffd\ufffd failed", repr(line.text)
+
+
+def test_control_characters_are_dropped() -> None:
+    (line,) = parse_line("[default1]:a\x00b\x07c\x08d", "job.log", 1)
+    assert line.text == "abcd", repr(line.text)
+
+
+def test_blank_line_gives_one_empty_record() -> None:
+    got = parse_line("", "job.log", 8)
+    assert [(g.text, g.lineno) for g in got] == [("", 8)]
+    got = parse_line("\r\r\n", "job.log", 9)
+    assert [(g.text, g.lineno) for g in got] == [("", 9)]
+
+
+def test_cli_reports_invalid_utf8_and_ansi_lines(tmp_path: Path) -> None:
+    f = tmp_path / "job.log"
+    f.write_bytes(
+        b"\x1b[H\x1b[2J[default0]:rank 0 ready\n"
+        b"[default1]:[rank1]: ValueError: bad byte \xff in batch\n"
+    )
+    result = CliRunner().invoke(app, ["analyze", str(f), "--format", "json"])
+    assert result.exit_code == 1, result.output + result.stderr
+    doc = json.loads(result.stdout)
+    root = doc["incidents"][0]["root_cause"]
+    assert root["line"] == 2, root
+    assert root["rank"] == 1, root
+    assert "\ufffd" in root["text"], root
+
+
+def test_cli_exception_from_a_module_with_a_digit_is_an_incident(tmp_path: Path) -> None:
+    # `urllib3.exceptions.X: ...` taken as pdsh host `urllib3.exceptions.X` hides the exception
+    f = tmp_path / "job.log"
+    f.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "download.py", line 3, in <module>\n'
+        "urllib3.exceptions.ProtocolError: ('Connection aborted.', RemoteDisconnected('x'))\n"
+    )
+    result = CliRunner().invoke(app, ["analyze", str(f), "--format", "json"])
+    assert result.exit_code == 1, result.output + result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["incidents"][0]["root_cause"]["line"] == 3, doc["incidents"]
+    assert doc["job"]["hosts"] == [], doc["job"]

@@ -1,0 +1,183 @@
+"""The RE2 prefilter finds exactly the lines of a block that contain a trigger."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from logscope.engine import default_library
+from logscope.events import BLOCK_TRIGGERS, Prefilter, _re2_escape
+
+LIBRARY = default_library()
+REAL = Prefilter.for_library(LIBRARY)
+# BLOCK_TRIGGERS are literals, or RE2 fragments meant to match inside one line: whichever the
+# prefilter's pattern shows. RE2's `\s` is [\t\n\f\r ] (no \v); the naive check runs a fragment
+# on one line at a time, so it never crosses a newline.
+_LITERAL_BLOCK = [t for t in BLOCK_TRIGGERS if _re2_escape(t) in REAL.pattern or t.isalnum()]
+REAL_TRIGGERS = sorted({*LIBRARY.triggers, *_LITERAL_BLOCK})
+REAL_FRAGMENTS = [
+    re.compile(f.replace(r"\s", r"[\t\n\f\r ]").encode())
+    for f in BLOCK_TRIGGERS
+    if f not in _LITERAL_BLOCK
+]
+
+# Triggers full of regex metacharacters: the prefilter escapes them for RE2.
+ODD_TRIGGERS = ["a.b", "(x)", "[E", "$HOME", "^^", "x|y", "1+1", "{n}", "back\\slash", "*", "?"]
+
+
+def odd_prefilter() -> Prefilter:
+    literals = sorted(set(ODD_TRIGGERS), key=len, reverse=True)
+    return Prefilter("(?:" + "|".join(_re2_escape(t) for t in literals) + ")[^\n]*")
+
+
+ODD = odd_prefilter()
+
+
+def naive(
+    block: bytes, triggers: Sequence[str], fragments: Sequence[re.Pattern[bytes]] = ()
+) -> list[tuple[int, int]]:
+    """(start, end) of every line holding a trigger; end excludes the newline."""
+    needles = [t.encode() for t in triggers]
+    out = []
+    start = 0
+    while start <= len(block):
+        nl = block.find(b"\n", start)
+        end = len(block) if nl < 0 else nl
+        line = block[start:end]
+        if any(n in line for n in needles) or any(f.search(line) for f in fragments):
+            out.append((start, end))
+        if nl < 0:
+            break
+        start = nl + 1
+    return out
+
+
+def check(
+    prefilter: Prefilter,
+    triggers: Sequence[str],
+    block: bytes,
+    fragments: Sequence[re.Pattern[bytes]] = (),
+) -> None:
+    got = list(prefilter.candidates(block))
+    want = naive(block, triggers, fragments)
+    assert got == want, (
+        f"block={block!r}\n"
+        f"got  ={[block[s:e] for s, e in got]}\n"
+        f"want ={[block[s:e] for s, e in want]}"
+    )
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"",
+        b"\n",
+        b"\n\n\n",
+        b"Traceback (most recent call last):",  # trigger is the whole block, no newline
+        b"Traceback (most recent call last):\n",
+        b"plain\nends with a trigger: Traceback",  # last line without newline
+        b"Segmentation fault\nplain\n\nplain\nSegmentation fault",
+        b"x Error y Error z\nError\n",  # two triggers on one line: one candidate
+        b"\nError\n\n",
+        b"no trigger at all\nnone here\n",
+        b"Err\nor\n",  # a trigger split by a newline is no trigger
+        b"\xff\xfeError \xc3\x28 Exception\n\xff\n",  # invalid UTF-8 around triggers
+        b"caf\xc3\xa9 Killed\r\nplain\r\n",
+        # ChildFailedError block lines (FORMATS.md §3.1), next to blank lines: a fragment
+        # must not run across a newline into the next line
+        b"[3]:\n\nplain\nError here\n",
+        b"x\n\n  rank: 3\nplain\nError\n",
+        b"  [1]:\n    time      : 2024-03-12_02:29:19\n    rank      : 1\n",
+        b"=" * 40 + b"\n\n" + b"=" * 40 + b"\nRoot Cause (first observed failure):\n",
+    ],
+)
+def test_real_library_examples(block: bytes) -> None:
+    check(REAL, REAL_TRIGGERS, block, REAL_FRAGMENTS)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"a.b\naxb\n",  # `.` is literal
+        b"(x)\nx\n",
+        b"[E\n[\nE\n",
+        b"$HOME\nHOME\n",
+        b"x|y\nx\ny\n",
+        b"1+1\n11\n",
+        b"{n}\nn\n",
+        b"back\\slash\nbackslash\n",
+        b"*\n?\nplain",
+    ],
+)
+def test_metacharacters_are_literal(block: bytes) -> None:
+    check(ODD, ODD_TRIGGERS, block)
+
+
+# Plain text that may contain anything but a newline: accidental triggers are fine, the
+# naive check sees them too.
+PLAIN = st.binary(max_size=30).map(lambda b: b.replace(b"\n", b""))
+WORDS = st.sampled_from(
+    [
+        *(
+            b"",
+            b" ",
+            b"  ",
+            b"\t",
+            b"\r",
+            b"ok",
+            b"\xff",
+            b"\xc3\xa9",
+            b"[default3]:",
+            b"Err",
+            b"or",
+        ),
+        *(b"[2]:", b"  rank: 1", b"  exitcode  : -9", b"=" * 24, b"host      : n1"),
+    ]
+)
+
+
+def line_with(triggers: Sequence[str]) -> st.SearchStrategy[bytes]:
+    return st.builds(
+        lambda a, t, b: a + t.encode() + b,
+        st.one_of(PLAIN, WORDS),
+        st.sampled_from(list(triggers)),
+        st.one_of(PLAIN, WORDS),
+    )
+
+
+def blocks(triggers: Sequence[str]) -> st.SearchStrategy[bytes]:
+    line = st.one_of(line_with(triggers), PLAIN, WORDS)
+    return st.builds(
+        lambda lines, final_nl: b"\n".join(lines) + (b"\n" if final_nl else b""),
+        st.lists(line, max_size=25),
+        st.booleans(),
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(blocks(REAL_TRIGGERS))
+@example(b"Error")
+@example(b"Error\n")
+@example(b"plain\nError")
+@example(b"Error\nplain")
+@example(b"\n\nError\n\n")
+def test_candidates_match_naive_real_library(block: bytes) -> None:
+    check(REAL, REAL_TRIGGERS, block, REAL_FRAGMENTS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks(ODD_TRIGGERS))
+def test_candidates_match_naive_metacharacter_triggers(block: bytes) -> None:
+    check(ODD, ODD_TRIGGERS, block)
+
+
+def test_candidates_are_ordered_and_disjoint() -> None:
+    block = b"\n".join([b"Error", b"x", b"Killed by Error", b"", b"Traceback"] * 50)
+    got = list(REAL.candidates(block))
+    assert len(got) == 150, len(got)
+    assert all(e1 < s2 for (_, e1), (s2, _) in itertools.pairwise(got)), got
