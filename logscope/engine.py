@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from .incidents import (
     make_job,
 )
 from .lines import decode, parse_line
-from .model import Analysis, Event, InputInfo, Line, Outcome
+from .model import Analysis, Event, InputInfo, Line, Outcome, Progress
 from .patterns import Library, builtin_dirs, load_library
 from .sources import BLOCK_SIZE, Block, ReadStats, Source, expand, read_blocks
 
@@ -29,6 +29,8 @@ MAX_EVENTS_PER_SIGNATURE = 5_000
 _PREFIX_SCAN = re.compile(
     rb"(?m)^(?:\[\d+,\d+\]<\w+>:"
     rb"|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
+    # the character after the prefix tells a c10 `[rank3]:[E` from a torchtitan `[rank3]:text`
+    rb"[ \[]?"
 )
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
 _WORLD_SIZE = re.compile(r"(?:world[ _]size|WORLD_SIZE|dist_world_size)\s*[=:]?\s*\(?(\d+)\)?")
@@ -41,7 +43,7 @@ class Engine:
     library: Library
     extractor: Extractor = field(init=False)
     failures: list[Event] = field(default_factory=list)
-    progress: list[Event] = field(default_factory=list)
+    progress: Progress = field(default_factory=Progress)
     markers: list[Event] = field(default_factory=list)
     streams: set[Who] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
@@ -53,6 +55,7 @@ class Engine:
     _exact: datetime | None = None
     _since_exact_s: float = 0.0
     _last_iter: int | None = None
+    _input_index: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.extractor = Extractor(self.library)
@@ -61,7 +64,7 @@ class Engine:
         """Note every rank prefix in a block (used on the first block of each input)."""
         seen = {m.group(0) for m in _PREFIX_SCAN.finditer(block)}
         for prefix in seen:
-            for line in parse_line(decode(prefix) + "x", path):
+            for line in parse_line(decode(prefix) + ("x" if prefix.endswith(b" ") else "x]"), path):
                 self._note_stream(line)
 
     def feed_block(self, block: Block, path: str, year: int | None) -> list[Event]:
@@ -97,13 +100,15 @@ class Engine:
         self._since_exact_s = 0.0
 
     def _add(self, e: Event) -> None:
+        index = self._input_index.setdefault(e.line.path, len(self._input_index))
+        e = replace(e, seq=(index << 40) | e.line.lineno)
         if e.time is not None and e.time_exact:
             self._tick(e.time)
         if e.line.host:
             self.hosts.add(e.line.host)
         if e.kind == "iteration":
             e = self._clock(e)
-            self.progress.append(e)
+            self.progress.add(e)
             self.last_progress = e.time or self.last_progress
             return
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
@@ -138,14 +143,7 @@ class Engine:
         t = self._exact + timedelta(seconds=self._since_exact_s)
         if self.last_time is None or t > self.last_time:
             self.last_time = t
-        return Event(
-            signature=e.signature,
-            kind=e.kind,
-            line=e.line,
-            fields=e.fields,
-            time=t,
-            time_exact=False,
-        )
+        return replace(e, time=t, time_exact=False)
 
     def world_hint(self, line: Line) -> None:
         m = _WORLD_SIZE.search(line.text)
@@ -179,14 +177,12 @@ class Engine:
             incidents=tuple(incidents),
             verdict=incidents[-1] if incidents else None,
             unrecognized=tuple(clusters.templates()),
-            progress=tuple(self.progress),
+            progress=self.progress,
             extra={"world": world, "markers": tuple(self.markers), "hang_s": ending.hang_s},
         )
 
 
 def _flag_truncated(line: Line) -> Line:
-    from dataclasses import replace
-
     return replace(line, truncated=True)
 
 

@@ -70,7 +70,8 @@ _TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 # Error-looking messages that are not errors of the job, so are never "unrecognized".
 _NOT_AN_ERROR = re.compile(
     r"^\s*(?:raise\b|File \"|\^+$|~+$|During handling of the above exception"
-    r"|The above exception was the direct cause)|error_file:|errors\.html"
+    r"|The above exception was the direct cause|frame #\d+: "
+    r"|Exception raised from \S+ at .* \(most recent call first\):)|error_file:|errors\.html"
 )
 _LOOKS_LIKE_ERROR = re.compile(
     r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed)?|killed|panic|segmentation)\b"
@@ -263,7 +264,7 @@ class Extractor:
         if text.startswith("=====") and blk.section == "root" and blk.current is not None:
             return self._close(key, line)
         if (
-            text.startswith(("-----", "=====", "<NO_OTHER_FAILURES>"))
+            text.lstrip().startswith(("-----", "=====", "<NO_OTHER_FAILURES>"))
             or text.endswith(" FAILED")
             or not text.strip()
         ):

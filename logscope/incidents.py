@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from .events import EXIT_SIGNALS, FAILURE_ENTRY
-from .model import Culprit, Event, Incident, Job, Line, Outcome
+from .model import Culprit, Event, Incident, Job, Line, Outcome, Progress
 from .patterns import Library
 
 _ROLE_RANK = {"cause": 3, "summary": 2, "symptom": 1, "end": 0}
@@ -80,8 +78,8 @@ def build_world(streams: Sequence[Who], declared_size: int | None = None) -> Wor
     return World(world.nodes, nproc, size, frozenset(ranks), world.multi_node_tee)
 
 
-def _order(e: Event) -> tuple[str, int]:
-    return (e.line.path, e.line.lineno)
+def _order(e: Event) -> int:
+    return e.seq
 
 
 def _strength(e: Event) -> tuple[int, int]:
@@ -289,26 +287,18 @@ def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[
     return title, sig.explanation, sig.remedy, sig.references
 
 
-def split_incidents(failures: Sequence[Event], progress: Sequence[Event]) -> list[list[Event]]:
+def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[Event]]:
     """Group failure events: a new group starts once training made progress again."""
-    timeline = sorted([*failures, *progress], key=_order)
     groups: list[list[Event]] = []
     current: list[Event] = []
-    since = 0
-    for e in timeline:
-        if e.kind == "iteration":
-            since += 1
-            continue
-        if e.kind != "failure":
-            continue
+    for e in sorted(failures, key=_order):
         serious = e.severity in _SERIOUS or e.role == "end"
-        if current and since >= _SPLIT_AFTER_PROGRESS:
+        if current and progress.count_between(current[-1].seq, e.seq) >= _SPLIT_AFTER_PROGRESS:
             if any(x.severity in _SERIOUS or x.role == "end" for x in current):
                 groups.append(current)
             current = []
         if serious or current:
             current.append(e)
-            since = 0
     if current and any(x.severity in _SERIOUS or x.role == "end" for x in current):
         groups.append(current)
     return groups
@@ -316,7 +306,7 @@ def split_incidents(failures: Sequence[Event], progress: Sequence[Event]) -> lis
 
 def build_incidents(
     failures: Sequence[Event],
-    progress: Sequence[Event],
+    progress: Progress,
     world: World,
     library: Library,
 ) -> list[Incident]:
@@ -329,7 +319,7 @@ def build_incidents(
         culprit_rank = pick.culprit.rank if pick.culprit else None
         cascade = tuple(e for e in group if e is not root and e.role != "end")
         evidence = tuple(e for e in group if e is not root and e.role == "end")
-        last_iter = _last_iteration_before(progress, root)
+        last_iter = progress.last_iteration_before(root.seq)
         times = [e.time for e in group if e.time is not None]
         category = pick.category
         if (
@@ -369,34 +359,6 @@ def cascade_ranks(incident: Incident, world: World) -> list[int]:
     return sorted(ranks)
 
 
-def _last_iteration_before(progress: Sequence[Event], e: Event) -> int | None:
-    last = None
-    for p in progress:
-        if p.kind != "iteration" or _order(p) > _order(e):
-            continue
-        it = _field_int(p, "iteration")
-        if it is not None:
-            last = it
-    return last
-
-
-def iteration_interval_s(progress: Sequence[Event]) -> float | None:
-    """The typical seconds per logged progress line, from the lines' own elapsed-time fields."""
-    values = []
-    for p in progress:
-        if p.kind != "iteration":
-            continue
-        if "iter_s" in p.fields:
-            values.append(float(p.fields["iter_s"]))
-        elif "iter_ms" in p.fields:
-            values.append(float(p.fields["iter_ms"]) / 1000)
-    if not values:
-        times = [p.time for p in progress if p.kind == "iteration" and p.time is not None]
-        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-        values = [g for g in gaps if g > 0]
-    return statistics.median(values) if values else None
-
-
 @dataclass(frozen=True, slots=True)
 class Ending:
     outcome: Outcome
@@ -406,19 +368,16 @@ class Ending:
 
 def decide_outcome(
     incidents: Sequence[Incident],
-    progress: Sequence[Event],
+    progress: Progress,
     exits: Sequence[Event],
     last_progress: datetime | None,
     end_time: datetime | None,
 ) -> Ending:
     """How the job ended, from the last incident, the end banners and the progress cadence."""
-    iters = [p for p in progress if p.kind == "iteration"]
     final = incidents[-1] if incidents else None
-    if final is not None and iters and _order(iters[-1]) > _order(final.root_cause):
-        after = sum(1 for p in iters if _order(p) > _order(final.root_cause))
-        if after >= _SPLIT_AFTER_PROGRESS:
-            final = None  # training went on after the last incident
-    cadence = iteration_interval_s(progress)
+    if final is not None and progress.count_after(final.root_cause.seq) >= _SPLIT_AFTER_PROGRESS:
+        final = None  # training went on after the last incident
+    cadence = progress.median_interval_s()
     threshold = max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence or 0.0))
     gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None
 
@@ -439,17 +398,15 @@ def decide_outcome(
             )
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
         return Ending(outcome, final.title)
-    last_it = iters[-1] if iters else None
-    if last_it is not None:
-        it = _field_int(last_it, "iteration")
-        total = _field_int(last_it, "train_iters")
-        if it is not None and total is not None and it >= total:
-            return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
+    _first, it = progress.iterations()
+    total = progress.train_iters
+    if it is not None and total is not None and it >= total:
+        return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
     if exits:
         return Ending(Outcome.completed, f"the job says it exited: {exits[-1].line.text.strip()}")
     if gap is not None and gap > threshold:
         return Ending(Outcome.hung, f"no progress for the last {gap:.0f} s of the log", gap)
-    if iters:
+    if len(progress):
         return Ending(Outcome.truncated, "the log ends while training was still progressing")
     return Ending(Outcome.unknown, "no progress markers and no failure found")
 
@@ -460,16 +417,10 @@ def make_job(
     hosts: Sequence[str],
     start: datetime | None,
     end: datetime | None,
-    progress: Sequence[Event],
+    progress: Progress,
     last_progress: datetime | None,
 ) -> Job:
-    its = [
-        i
-        for p in progress
-        if p.kind == "iteration"
-        if (i := _field_int(p, "iteration")) is not None
-    ]
-    totals = [t for p in progress if (t := _field_int(p, "train_iters")) is not None]
+    first_it, last_it = progress.iterations()
     return Job(
         outcome=ending.outcome,
         outcome_reason=ending.reason,
@@ -477,22 +428,22 @@ def make_job(
         hosts=tuple(sorted(set(hosts))),
         start=start,
         end=end,
-        first_iteration=its[0] if its else None,
-        last_iteration=its[-1] if its else None,
-        train_iters=totals[-1] if totals else None,
+        first_iteration=first_it,
+        last_iteration=last_it,
+        train_iters=progress.train_iters,
         last_progress=last_progress,
     )
 
 
 def hang_incident(
     incidents: Sequence[Incident],
-    progress: Sequence[Event],
+    progress: Progress,
     ending: Ending,
 ) -> list[Incident]:
     """Name a hang: the last incident becomes `hang` (its root the line that ended the job), or,
     with no incident at all, a hang incident rooted at the last progress line."""
     out = list(incidents)
-    last = next((p for p in reversed(progress) if p.kind == "iteration"), None)
+    last = progress.last
     stopped = f" after iteration {_field_int(last, 'iteration')}" if last is not None else ""
     title = f"Training hung{stopped}: {ending.reason}"
     explanation = (
