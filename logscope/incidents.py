@@ -61,21 +61,19 @@ class World:
 
 
 def build_world(streams: Sequence[Who], declared_size: int | None = None) -> World:
+    """The job's ranks from every stream seen, and how tee headers map to global ranks."""
     nodes = {(t, h) for t, h, lr, _r in streams if lr is not None}
     max_local = max((lr for _t, _h, lr, _r in streams if lr is not None), default=None)
     nproc = max_local + 1 if max_local is not None else None
-    world = World(
-        nodes=len(nodes),
-        nproc_per_node=nproc,
-        size=None,
-        ranks=frozenset(),
-        multi_node_tee=bool(declared_size and nproc and declared_size > nproc and len(nodes) <= 1),
-    )
+    explicit = max((r for *_x, r in streams if r is not None), default=-1) + 1
+    tee = nproc * max(1, len(nodes)) if nproc else 0
+    size = declared_size or max(explicit, tee) or None
+    # BLOOM's merged main_log.txt: 48 nodes all print `[default3]:` with nothing to tell the
+    # nodes apart, so a bare tee header names a local rank only (FORMATS.md §1.1)
+    multi_node_tee = bool(nproc and size and size > nproc and len(nodes) <= 1)
+    world = World(len(nodes), nproc, size, frozenset(), multi_node_tee)
     ranks = {r for w in streams if (r := world.rank_of_who(w)) is not None}
-    size = declared_size or (max(ranks) + 1 if ranks else None)
-    if size and not ranks.issuperset(range(size)) and len(ranks) < size:
-        ranks = set(ranks)
-    return World(world.nodes, nproc, size, frozenset(ranks), world.multi_node_tee)
+    return World(world.nodes, nproc, size, frozenset(ranks), multi_node_tee)
 
 
 def _order(e: Event) -> int:
@@ -129,7 +127,12 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             host=root.line.host,
             task=root.line.task,
             confidence=0.9 if rank is not None else 0.6,
-            reason=f"first error that is not a symptom of another rank's failure: {root.signature}",
+            reason=f"first error that is not a symptom of another rank's failure: {root.signature}"
+            + (
+                f"; its node is unknown: every node prints the same [{root.line.role}N]: headers"
+                if rank is None and world.multi_node_tee and root.line.role
+                else ""
+            ),
         )
         category = root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
