@@ -98,7 +98,12 @@ def _incident(console: Console, inc: Incident, world: World) -> None:
     grid.add_row("", f"[red]{escape(rc.line.raw.strip()[:400])}[/]")
     if inc.culprit:
         c = inc.culprit
-        name = f"rank {c.rank}" if c.rank is not None else f"local rank {c.local_rank}"
+        if c.rank is not None:
+            name = f"rank {c.rank}"
+        elif c.local_rank is not None:
+            name = f"local rank {c.local_rank}"
+        else:
+            name = "unknown rank"
         if c.host:
             name += f" on {c.host}"
         grid.add_row("culprit", escape(f"{name} (confidence {c.confidence:.2f}): {c.reason}"))
