@@ -5,12 +5,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
+from .accounting import advise, build_ledger, hang_threshold, owner
+from .clusters import Clusters
 from .events import Extractor, who
 from .incidents import (
+    Ending,
     Who,
+    as_hang,
     build_incidents,
     build_world,
     decide_outcome,
@@ -18,9 +22,10 @@ from .incidents import (
     make_job,
 )
 from .lines import decode, parse_line
-from .model import Analysis, Event, InputInfo, Line, Outcome, Progress
+from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress
 from .patterns import Library, builtin_dirs, load_library
 from .sources import BLOCK_SIZE, Block, ReadStats, Source, expand, read_blocks
+from .timeline import Attempt, Timeline
 
 DISCOVERY_BYTES = 8 << 20
 """Bytes at the start of each input scanned for rank prefixes on every line."""
@@ -44,6 +49,7 @@ class Engine:
 
     library: Library
     extractor: Extractor = field(init=False)
+    timeline: Timeline = field(init=False)
     failures: list[Event] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     markers: list[Event] = field(default_factory=list)
@@ -54,8 +60,6 @@ class Engine:
     last_time: datetime | None = None
     last_progress: datetime | None = None
     _per_sig: dict[str, int] = field(default_factory=dict)
-    _exact: datetime | None = None
-    _since_exact_s: float = 0.0
     _last_iter: int | None = None
     _input_index: dict[str, int] = field(default_factory=dict)
     _offsets: dict[str, int] = field(default_factory=dict)
@@ -63,6 +67,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         self.extractor = Extractor(self.library)
+        self.timeline = Timeline(self.progress)
 
     def discover(self, block: Block, path: str) -> None:
         """Note every rank prefix on the lines that start in an input's first DISCOVERY_BYTES.
@@ -98,11 +103,13 @@ class Engine:
 
     def feed_line(self, line: Line) -> list[Event]:
         self._note_stream(line)
-        if line.time is not None:
-            self._tick(line.time)
         events = self.extractor.feed(line)
         for e in events:
             self._add(e)
+        if line.time is not None and not any(e.time_exact for e in events):
+            # a stamped line no signature knows is still a moment of its attempt
+            self._tick(line.time)
+            self.timeline.stamp(self._seq(line), line.time)
         return events
 
     def _note_stream(self, line: Line) -> None:
@@ -116,29 +123,52 @@ class Engine:
             self.first_time = t
         if self.last_time is None or t > self.last_time:
             self.last_time = t
-        self._exact = t
-        self._since_exact_s = 0.0
+
+    def _seq(self, line: Line) -> int:
+        index = self._input_index.setdefault(line.path, len(self._input_index))
+        return (index << 40) | line.lineno
 
     def _add(self, e: Event) -> None:
-        index = self._input_index.setdefault(e.line.path, len(self._input_index))
-        e = replace(e, seq=(index << 40) | e.line.lineno)
+        e = replace(e, seq=self._seq(e.line))
         if e.time is not None and e.time_exact:
             self._tick(e.time)
+            self.timeline.stamp(e.seq, e.time, _stamp_kind(e))
         if e.line.host:
             self.hosts.add(e.line.host)
         if e.kind == "iteration":
-            e = self._clock(e)
+            e = self._duration(e)
             self.progress.add(e)
+            t = self.timeline.add_progress(e, len(self.progress) - 1)
+            if t is not None:
+                when = datetime.fromtimestamp(t)
+                e = replace(e, time=when, time_exact=e.time_exact)
+                self.progress.last = e
+                self._tick_derived(when)
             self.last_progress = e.time or self.last_progress
             return
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
+            if e.kind == "checkpoint_save":
+                self.timeline.save_start(e)
+            elif e.kind == "checkpoint_saved":
+                self.timeline.save_done(e)
+            else:
+                if e.kind == "checkpoint_load":
+                    self.timeline.boundary(e, "checkpoint_load")
             self.markers.append(e)
             return
         if e.kind in ("exit", "launch", "status"):
-            if e.kind == "launch" and "world_size" in e.fields:
-                self.declared_world = int(e.fields["world_size"])
+            if e.kind == "launch":
+                self.timeline.boundary(e, "launch")
+                if "world_size" in e.fields:
+                    self.declared_world = int(e.fields["world_size"])
+            if e.kind == "status" and e.fields.get("which") == "START":
+                self.timeline.boundary(e, "start")
             self.markers.append(e)
             return
+        if e.time is None:
+            t = self.timeline.now(e.seq)
+            if t is not None:
+                e = replace(e, time=datetime.fromtimestamp(t), time_exact=False)
         n = self._per_sig.get(e.signature, 0)
         self._per_sig[e.signature] = n + 1
         if n < MAX_EVENTS_PER_SIGNATURE or e.severity in ("fatal",) or e.role == "end":
@@ -146,39 +176,55 @@ class Engine:
         if e.role == "summary" and "rank" in e.fields and "host" in e.fields:
             self.hosts.add(e.fields["host"])
 
-    def _clock(self, e: Event) -> Event:
-        """Give a stamp-less progress line a derived time: the last stamp plus logged durations."""
+    def _duration(self, e: Event) -> Event:
+        """Seconds a progress line covers: its per-iteration time x iterations since the last."""
         it = e.fields.get("iteration")
         step = 1
         if it is not None and it.isdigit():
-            if self._last_iter is not None and int(it) > self._last_iter:
-                step = int(it) - self._last_iter
-            self._last_iter = int(it)
-        if "iter_s" in e.fields:
-            self._since_exact_s += float(e.fields["iter_s"]) * step
-        elif "iter_ms" in e.fields:
-            self._since_exact_s += float(e.fields["iter_ms"]) / 1000 * step
-        if e.time is not None or self._exact is None:
+            n = int(it)
+            if self._last_iter is not None and 1 < n - self._last_iter <= 100_000:
+                step = n - self._last_iter  # a log interval above 1
+            self._last_iter = n
+        if step == 1 or not ({"iter_s", "iter_ms"} & e.fields.keys()):
             return e
-        t = self._exact + timedelta(seconds=self._since_exact_s)
+        fields = dict(e.fields)
+        if "iter_s" in fields:
+            fields["iter_s"] = str(float(fields["iter_s"]) * step)
+        else:
+            fields["iter_ms"] = str(float(fields["iter_ms"]) * step)
+        return replace(e, fields=fields)
+
+    def _tick_derived(self, t: datetime) -> None:
         if self.last_time is None or t > self.last_time:
             self.last_time = t
-        return replace(e, time=t, time_exact=False)
 
     def world_hint(self, line: Line) -> None:
         m = _WORLD_SIZE.search(line.text)
         if m:
             self.declared_world = int(m.group(1))
 
-    def result(self, inputs: Sequence[InputInfo]) -> Analysis:
+    def result(
+        self,
+        inputs: Sequence[InputInfo],
+        gpus: int | None = None,
+        mtbf_s: float | None = None,
+    ) -> Analysis:
         for e in self.extractor.finish():
             self._add(e)
+        attempts = self.timeline.finish()
         world = build_world(sorted(self.streams, key=repr), self.declared_world)
         incidents = build_incidents(self.failures, self.progress, world, self.library)
         exits = [m for m in self.markers if m.kind == "exit"]
-        ending = decide_outcome(incidents, self.progress, exits, self.last_progress, self.last_time)
-        if ending.outcome is Outcome.hung:
-            incidents = hang_incident(incidents, self.progress, ending)
+        cadence = self.progress.median_interval_s()
+        endings: dict[int, tuple[str, Incident | None]] = {}
+        if attempts:
+            incidents, endings, ending = self._per_attempt(attempts, incidents, exits, cadence)
+        else:
+            ending = decide_outcome(
+                incidents, self.progress, exits, self.last_progress, self.last_time
+            )
+            if ending.outcome is Outcome.hung:
+                incidents = hang_incident(incidents, self.progress, ending)
         job = make_job(
             ending,
             world,
@@ -188,8 +234,8 @@ class Engine:
             self.progress,
             self.last_progress,
         )
-        from .clusters import Clusters
-
+        ledger = build_ledger(attempts, endings, gpus or world.size, cadence)
+        advice = advise(attempts, ledger, cadence, mtbf_s)
         clusters: Clusters = self.extractor.unrecognized
         return Analysis(
             inputs=tuple(inputs),
@@ -198,8 +244,102 @@ class Engine:
             verdict=incidents[-1] if incidents else None,
             unrecognized=tuple(clusters.templates()),
             progress=self.progress,
-            extra={"world": world, "markers": tuple(self.markers), "hang_s": ending.hang_s},
+            extra={
+                "world": world,
+                "markers": tuple(self.markers),
+                "hang_s": ending.hang_s,
+                "attempts": tuple(attempts),
+                "ledger": ledger,
+                "advice": advice,
+            },
         )
+
+    def _per_attempt(
+        self,
+        attempts: Sequence[Attempt],
+        incidents: Sequence[Incident],
+        exits: Sequence[Event],
+        cadence: float | None,
+    ) -> tuple[list[Incident], dict[int, tuple[str, Incident | None]], Ending]:
+        """Each attempt's ending (crash, hang, end) and the job's outcome from the last one."""
+        threshold = hang_threshold(cadence)
+        by_attempt: dict[int | None, list[Incident]] = {}
+        for inc in incidents:
+            by_attempt.setdefault(owner(inc, attempts), []).append(inc)
+        out: list[Incident] = list(by_attempt.pop(None, []))
+        endings: dict[int, tuple[str, Incident | None]] = {}
+        last = attempts[-1]
+        ending = Ending(Outcome.unknown, "")
+        for a in attempts:
+            incs = _merge_ends(by_attempt.get(a.index, []))
+            if a is last:
+                ending = decide_outcome(incs, self.progress, exits, a.last_progress, a.end)
+                if ending.outcome is Outcome.hung:
+                    incs = hang_incident(incs, self.progress, ending) if incs else []
+                    if not incs:
+                        hung = as_hang(None, a.last_event, ending.reason)
+                        incs = [hung] if hung else []
+                if incs and ending.outcome not in (Outcome.completed, Outcome.truncated):
+                    endings[a.index] = (_kind(incs[-1]), incs[-1])
+                out.extend(incs)
+                continue
+            gap = (a.end - a.last_progress).total_seconds() if a.end and a.last_progress else 0.0
+            silent = f"no progress for {gap:.0f} s until the attempt ended"
+            if incs:
+                main = next((i for i in incs if i.root_cause.role != "end"), incs[0])
+                if main.root_cause.role == "end" and gap > threshold:
+                    hung = as_hang(main, a.last_event, silent) or main
+                    incs = [hung if i is main else i for i in incs]
+                    main = hung
+                endings[a.index] = (_kind(main), main)
+            elif gap > threshold:
+                hung = as_hang(None, a.last_event, silent)
+                if hung is not None:
+                    incs = [hung]
+                    endings[a.index] = ("hang", hung)
+            out.extend(incs)
+        out.sort(key=lambda i: (owner(i, attempts) or 0, i.root_cause.seq))
+        renamed = [replace(inc, id=f"I{n}") for n, inc in enumerate(out, 1)]
+        names = {id(old): new for old, new in zip(out, renamed, strict=True)}
+        endings = {
+            k: (kind, names[id(i)] if i is not None else None) for k, (kind, i) in endings.items()
+        }
+        return renamed, endings, ending
+
+
+def _kind(incident: Incident) -> str:
+    if incident.category == "hang":
+        return "hang"
+    if incident.root_cause.role == "end":
+        return "end"
+    return "crash"
+
+
+def _merge_ends(incidents: list[Incident]) -> list[Incident]:
+    """Several end banners for one attempt (the STEP and the JOB line, the main log and the
+    job's .out) are one incident: the first, with the others as evidence."""
+    ends = [i for i in incidents if i.root_cause.role == "end" and not i.cascade]
+    if len(ends) < 2:
+        return incidents
+    first = ends[0]
+    extra = tuple(e for i in ends[1:] for e in (i.root_cause, *i.evidence))
+    merged = replace(first, evidence=first.evidence + extra)
+    return [merged if i is first else i for i in incidents if i is first or i not in ends]
+
+
+def _stamp_kind(e: Event) -> str:
+    """What a stamped event says about its attempt's time span."""
+    if e.kind == "status":
+        which = e.fields.get("which")
+        if which == "START":
+            return "start"
+        if which == "END":
+            return "end"
+        if e.fields.get("state", "").startswith("waiting"):
+            return "waiting"
+    if e.role == "end":
+        return "end"
+    return "anchor"
 
 
 def _flag_truncated(line: Line) -> Line:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .events import EXIT_SIGNALS, FAILURE_ENTRY
@@ -438,64 +438,67 @@ def make_job(
     )
 
 
+_HANG_EXPLANATION = (
+    "Progress stopped and no rank reported an error: a rank is stuck (a dead GPU, a deadlock, "
+    "a collective some rank never entered) and the others wait for it. Without a watchdog "
+    "timeout nothing ends the job, so the time until it was killed is lost."
+)
+_HANG_REMEDIES = (
+    "Watch the job with `logscope tail` and a stall timeout, so a hang is acted on in minutes",
+    "Set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a process-group timeout shorter than the "
+    "time you can afford to lose; TORCH_NCCL_DUMP_ON_TIMEOUT=1 records what each rank "
+    "waited on",
+    "Run `py-spy dump --pid PID` on every rank of a hung job to see where each one is stuck",
+)
+
+
+def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incident | None:
+    """A hang: `incident` (an end banner after a long silence) recategorised, or, with no
+    incident, a new one rooted at the last progress line."""
+    stopped = f" after iteration {_field_int(last, 'iteration')}" if last is not None else ""
+    title = f"Training hung{stopped}: {reason}"
+    if incident is not None:
+        return replace(
+            incident,
+            category="hang",
+            severity="error",
+            title=title,
+            explanation=_HANG_EXPLANATION + " " + incident.explanation,
+            remedies=_HANG_REMEDIES + incident.remedies,
+            start=last.time if last is not None else incident.start,
+        )
+    if last is None:
+        return None
+    return Incident(
+        id="",
+        category="hang",
+        severity="error",
+        title=title,
+        explanation=_HANG_EXPLANATION,
+        remedies=_HANG_REMEDIES,
+        references=(),
+        root_cause=last,
+        culprit=None,
+        cascade=(),
+        evidence=(),
+        iteration=_field_int(last, "iteration"),
+        start=last.time,
+        end=None,
+    )
+
+
 def hang_incident(
     incidents: Sequence[Incident],
     progress: Progress,
     ending: Ending,
 ) -> list[Incident]:
-    """Name a hang: the last incident becomes `hang` (its root the line that ended the job), or,
-    with no incident at all, a hang incident rooted at the last progress line."""
+    """Name the job's final hang: its last incident (an end banner) becomes `hang`, or, with
+    no incident at all, a hang incident rooted at the last progress line."""
     out = list(incidents)
-    last = progress.last
-    stopped = f" after iteration {_field_int(last, 'iteration')}" if last is not None else ""
-    title = f"Training hung{stopped}: {ending.reason}"
-    explanation = (
-        "Progress stopped and no rank reported an error: a rank is stuck (a dead GPU, a deadlock, "
-        "a collective some rank never entered) and the others wait for it. Without a watchdog "
-        "timeout nothing ends the job, so the time until it was killed is lost."
-    )
-    remedies = (
-        "Watch the job with `logscope tail` and a stall timeout, so a hang is acted on in minutes",
-        "Set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a process-group timeout shorter than the "
-        "time you can afford to lose; TORCH_NCCL_DUMP_ON_TIMEOUT=1 records what each rank "
-        "waited on",
-        "Run `py-spy dump --pid PID` on every rank of a hung job to see where each one is stuck",
-    )
     if out and out[-1].root_cause.role == "end":
-        inc = out[-1]
-        out[-1] = Incident(
-            id=inc.id,
-            category="hang",
-            severity="error",
-            title=title,
-            explanation=explanation + " " + inc.explanation,
-            remedies=remedies + inc.remedies,
-            references=inc.references,
-            root_cause=inc.root_cause,
-            culprit=inc.culprit,
-            cascade=inc.cascade,
-            evidence=inc.evidence,
-            iteration=inc.iteration,
-            start=last.time if last is not None else inc.start,
-            end=inc.end,
-        )
-    elif not out and last is not None:
-        out.append(
-            Incident(
-                id="I1",
-                category="hang",
-                severity="error",
-                title=title,
-                explanation=explanation,
-                remedies=remedies,
-                references=(),
-                root_cause=last,
-                culprit=None,
-                cascade=(),
-                evidence=(),
-                iteration=_field_int(last, "iteration"),
-                start=last.time,
-                end=None,
-            )
-        )
+        out[-1] = as_hang(out[-1], progress.last, ending.reason) or out[-1]
+    elif not out:
+        hung = as_hang(None, progress.last, ending.reason)
+        if hung is not None:
+            out.append(replace(hung, id="I1"))
     return out

@@ -17,6 +17,8 @@ ORDER = [
     "patterns",
     "events",
     "incidents",
+    "timeline",
+    "accounting",
     "engine",
     "render",
     "cli",

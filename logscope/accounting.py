@@ -1,0 +1,344 @@
+"""The lost-compute ledger and checkpoint advice: pure functions of attempts and incidents.
+
+Per failed attempt (the time line of one attempt, all seconds):
+
+    L ── productive + checkpointing ── U ── wasted progress ── F ── hang ── E ── restart ── L'
+
+U is the completion of the last checkpoint saved before the failure F, E the end of the attempt,
+L' the next attempt's training loop start. The buckets of all attempts, plus start-up (the first
+attempt's S to L) and `other` (the last attempt's tail after its last progress), sum to wall time.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .model import Incident
+from .timeline import Attempt, input_of
+
+HANG_FLOOR_S = 30.0
+"""Silence before an end shorter than this is not called a hang (same as incidents)."""
+HANG_CADENCE_FACTOR = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerIncident:
+    incident: str | None
+    """The incident id, or None for an attempt that ended by its time limit or a cancel."""
+    attempt: int
+    kind: str
+    """crash, hang or end (a time limit or cancel while still progressing)."""
+    failure: datetime | None
+    failure_exact: bool
+    last_checkpoint_iteration: int | None
+    wasted_progress_s: float
+    hang_s: float
+    restart_s: float | None
+    lost_gpu_hours: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    gpus: int | None
+    wall_s: float
+    productive_s: float
+    badput_s: dict[str, float]
+    """wasted_progress, hang, disruption_recovery, checkpointing, startup, other."""
+    incidents: tuple[LedgerIncident, ...]
+
+    @property
+    def ettr(self) -> float | None:
+        return self.productive_s / self.wall_s if self.wall_s > 0 else None
+
+    @property
+    def lost_gpu_hours(self) -> float | None:
+        if self.gpus is None:
+            return None
+        lost = sum(i.wasted_progress_s + i.hang_s + (i.restart_s or 0.0) for i in self.incidents)
+        return lost * self.gpus / 3600
+
+
+def _ts(t: datetime | None) -> float | None:
+    return t.timestamp() if t is not None else None
+
+
+def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:
+    """The attempt an incident belongs to: by position in the same input, else by time."""
+    root = incident.root_cause
+    for a in attempts:
+        if input_of(root.seq) == a.input and a.first_seq <= root.seq <= a.last_seq:
+            return a.index
+    same = [a for a in attempts if a.input == input_of(root.seq) and a.first_seq <= root.seq]
+    if same:
+        return same[-1].index  # after the attempt's last line, before the next one
+    t = _ts(incident.start or root.time)
+    if t is None:
+        return None
+    found = None
+    for a in attempts:
+        start = _ts(a.loop_start) or _ts(a.start)
+        if start is not None and start <= t:
+            found = a.index
+    return found
+
+
+def hang_threshold(cadence_s: float | None) -> float:
+    return max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence_s or 0.0))
+
+
+def failure_time(
+    incident: Incident | None, attempt: Attempt, cadence_s: float | None
+) -> tuple[float | None, bool]:
+    """When the attempt failed, and whether a log line says so exactly.
+
+    A stamped root cause is the failure time. With a watchdog timeout in the cascade, the stuck
+    collective began `ran for N ms` before the first stamp after it (FORMATS.md §2.2). Otherwise
+    the failure came during the iteration after the last progress line: its middle is the best
+    guess. A hang (or an end banner) fails at the last progress line.
+    """
+    last = _ts(attempt.last_progress)
+    if incident is None or incident.category in ("hang", "timelimit", "cancelled", "preemption"):
+        return last, last is not None
+    root = incident.root_cause
+    if root.time is not None and root.time_exact:
+        return root.time.timestamp(), True
+    elapsed = [
+        float(e.fields["elapsed_ms"]) / 1000 for e in incident.cascade if "elapsed_ms" in e.fields
+    ]
+    stamped = [
+        e.time.timestamp()
+        for e in incident.cascade
+        if e.time is not None and e.time_exact and e.seq > root.seq
+    ]
+    if elapsed and stamped:
+        t = min(stamped) - max(elapsed)
+        if last is None or t >= last:
+            return t, False
+    if last is None:
+        return (root.time.timestamp() if root.time else None), False
+    return last + (cadence_s or 0.0) / 2, False
+
+
+def _last_save_before(attempt: Attempt, t: float | None) -> tuple[float | None, int | None]:
+    best: tuple[float | None, int | None] = (None, None)
+    for s in attempt.saves:
+        end = _ts(s.end)
+        if end is not None and (t is None or end <= t):
+            best = (end, s.iteration)
+    return best
+
+
+def build_ledger(
+    attempts: Sequence[Attempt],
+    endings: dict[int, tuple[str, Incident | None]],
+    gpus: int | None,
+    cadence_s: float | None,
+) -> Ledger | None:
+    """The ledger of a run. `endings` maps a failed attempt to (kind, incident)."""
+    timed = [
+        (a, loop, end)
+        for a in attempts
+        if (loop := _ts(a.loop_start)) is not None and (end := _ts(a.end)) is not None
+    ]
+    if not timed:
+        return None
+    first, first_loop, _ = timed[0]
+    e_last = timed[-1][2]
+    s1 = min(_ts(first.start) or first_loop, first_loop)
+    wall = max(0.0, e_last - s1)
+    buckets = dict.fromkeys(
+        ("wasted_progress", "hang", "disruption_recovery", "checkpointing", "startup", "other"),
+        0.0,
+    )
+    productive = 0.0
+    buckets["startup"] = first_loop - s1
+    rows: list[LedgerIncident] = []
+    for i, (a, loop, end) in enumerate(timed):
+        nxt_loop = timed[i + 1][1] if i + 1 < len(timed) else None
+        kind, incident = endings.get(a.index, ("", None))
+        if kind:
+            f, exact = failure_time(incident, a, cadence_s)
+            f = min(max(f if f is not None else end, loop), end)
+            u, ckpt_it = _last_save_before(a, f)
+            u = loop if u is None else max(u, loop)
+            restart = max(0.0, nxt_loop - end) if nxt_loop is not None else None
+            row = LedgerIncident(
+                incident=incident.id if incident is not None else None,
+                attempt=a.index,
+                kind=kind,
+                failure=datetime.fromtimestamp(f),
+                failure_exact=exact,
+                last_checkpoint_iteration=ckpt_it if ckpt_it is not None else a.resumed_from,
+                wasted_progress_s=f - u,
+                hang_s=end - f,
+                restart_s=restart,
+                lost_gpu_hours=None
+                if gpus is None
+                else (f - u + end - f + (restart or 0.0)) * gpus / 3600,
+            )
+            rows.append(row)
+            buckets["wasted_progress"] += row.wasted_progress_s
+            buckets["hang"] += row.hang_s
+        else:
+            u = _ts(a.last_progress) or loop
+            buckets["other"] += max(0.0, end - u)
+        ckpt = sum(s.duration_s for s in a.saves if (_ts(s.end) or math.inf) <= u)
+        buckets["checkpointing"] += ckpt
+        productive += max(0.0, u - loop - ckpt)
+        if nxt_loop is not None:
+            buckets["disruption_recovery"] += max(0.0, nxt_loop - end)
+    return Ledger(gpus, wall, productive, buckets, tuple(rows))
+
+
+# -- checkpoint advice ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    interval_s: float
+    interval_iterations: float | None
+    detection_s: float
+    overhead: float
+    """Expected fraction of wall time lost: saving, redone work, detection, restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    save_s: float | None
+    interval_iterations: float | None
+    interval_s: float | None
+    iteration_s: float | None
+    mtbf_s: float | None
+    mtbf_source: str
+    """`given` (--mtbf), `observed` (wall time / failures) or `none`."""
+    young_interval_s: float | None
+    young_interval_iterations: float | None
+    daly_interval_s: float | None
+    overhead_now: float | None
+    overhead_optimal: float | None
+    detection_s: float
+    restart_s: float
+    what_if: tuple[WhatIf, ...]
+    verdict: str
+
+
+def young(save_s: float, mtbf_s: float) -> float:
+    """Young (1974): the interval that minimises save + rework overhead, sqrt(2 C M)."""
+    return math.sqrt(2 * save_s * mtbf_s)
+
+
+def daly(save_s: float, mtbf_s: float) -> float:
+    """Daly (2006), higher-order: sqrt(2CM)(1 + sqrt(C/2M)/3 + C/18M) - C, for C < 2M."""
+    if save_s >= 2 * mtbf_s:
+        return mtbf_s
+    x = save_s / (2 * mtbf_s)
+    return math.sqrt(2 * save_s * mtbf_s) * (1 + math.sqrt(x) / 3 + x / 9) - save_s
+
+
+def overhead(interval_s: float, save_s: float, mtbf_s: float, lost_per_failure_s: float) -> float:
+    """First-order expected overhead: C/tau for saving, (tau/2 + D + R)/M per failure."""
+    return save_s / interval_s + (interval_s / 2 + lost_per_failure_s) / mtbf_s
+
+
+def advise(
+    attempts: Sequence[Attempt],
+    ledger: Ledger | None,
+    iteration_s: float | None,
+    mtbf_s: float | None = None,
+) -> Advice:
+    durations = [s.duration_s for a in attempts for s in a.saves if s.duration_s > 0]
+    save_s = statistics.median(durations) if durations else None
+    gaps = [
+        b.iteration - a.iteration
+        for at in attempts
+        for a, b in zip(at.saves, at.saves[1:], strict=False)
+        if a.iteration is not None and b.iteration is not None and b.iteration > a.iteration
+    ]
+    interval_it = float(statistics.median(gaps)) if gaps else None
+    interval_s = interval_it * iteration_s if interval_it and iteration_s else None
+    failures = [i for i in ledger.incidents if i.kind in ("crash", "hang")] if ledger else []
+    source = "given" if mtbf_s else "none"
+    if mtbf_s is None and ledger is not None and failures:
+        mtbf_s = ledger.wall_s / len(failures)
+        source = "observed"
+    hangs = [i.hang_s for i in failures]
+    restarts = [i.restart_s for i in failures if i.restart_s is not None]
+    detection = statistics.mean(hangs) if hangs else 0.0
+    restart = statistics.mean(restarts) if restarts else 0.0
+    y = young(save_s, mtbf_s) if save_s and mtbf_s else None
+    d = daly(save_s, mtbf_s) if save_s and mtbf_s else None
+    now = (
+        overhead(interval_s, save_s, mtbf_s, detection + restart)
+        if (interval_s and save_s and mtbf_s)
+        else None
+    )
+    best = overhead(y, save_s, mtbf_s, restart + 60.0) if y and save_s and mtbf_s else None
+    rows: list[WhatIf] = []
+    if save_s and mtbf_s:
+        candidates = [c for c in (interval_s, y, d) if c]
+        if interval_s:
+            candidates += [interval_s / 2, interval_s * 2]
+        rows = [
+            WhatIf(
+                interval_s=tau,
+                interval_iterations=tau / iteration_s if iteration_s else None,
+                detection_s=det,
+                overhead=overhead(tau, save_s, mtbf_s, det + restart),
+            )
+            for tau in sorted({round(c, 3) for c in candidates})
+            for det in sorted({round(detection, 3), 60.0})
+        ]
+    verdict = _verdict(interval_s, y, detection, save_s, mtbf_s, iteration_s)
+    return Advice(
+        save_s=save_s,
+        interval_iterations=interval_it,
+        interval_s=interval_s,
+        iteration_s=iteration_s,
+        mtbf_s=mtbf_s,
+        mtbf_source=source,
+        young_interval_s=y,
+        young_interval_iterations=y / iteration_s if y and iteration_s else None,
+        daly_interval_s=d,
+        overhead_now=now,
+        overhead_optimal=best,
+        detection_s=detection,
+        restart_s=restart,
+        what_if=tuple(rows),
+        verdict=verdict,
+    )
+
+
+def _verdict(
+    interval_s: float | None,
+    young_s: float | None,
+    detection_s: float,
+    save_s: float | None,
+    mtbf_s: float | None,
+    iteration_s: float | None,
+) -> str:
+    if not save_s:
+        return "No checkpoint save time in the log: cannot advise an interval."
+    if not mtbf_s:
+        return "No failure observed: give --mtbf (e.g. --mtbf 7d) for interval advice."
+    if young_s is None:
+        return "No interval advice."
+    per_it = f" ({young_s / iteration_s:.0f} iterations)" if iteration_s else ""
+    advice = f"Optimal interval (Young): {young_s:.0f} s{per_it}."
+    if interval_s:
+        rework = interval_s / 2
+        if detection_s > rework:
+            return (
+                f"{advice} Detection latency dominates: failures went unnoticed for "
+                f"{detection_s / 3600:.1f} h on average, more than the {rework / 3600:.1f} h of "
+                "work a failure costs at today's interval. Watch the run (logscope tail) "
+                "before tuning the interval."
+            )
+        ratio = interval_s / young_s
+        if 0.7 <= ratio <= 1.4:
+            return f"{advice} Today's interval ({interval_s:.0f} s) is close to it."
+        return f"{advice} Today's interval is {interval_s:.0f} s: change it."
+    return advice

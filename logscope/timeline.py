@@ -1,0 +1,361 @@
+"""Attempts and their clocks: where one attempt of a run ends and the next begins, and when each
+stamp-less progress line happened.
+
+One run spans many SLURM jobs and files: a `main_log.txt` appended across restarts, one `.out` per
+job. An attempt starts at a launch banner, a checkpoint load, a `START TIME:` line, a new input
+with progress, or an iteration number going back; it becomes an attempt only once it logs
+progress. Files with no progress at all (a BLOOM `.out` holding only `START TIME`, `END TIME` and
+slurmstepd banners) are companions: their times are given to the attempt they overlap.
+
+The clock of an attempt runs on anchors (lines with a wall-clock time) and on the durations the
+progress lines report: a line's time is the previous line's time plus its own elapsed time (plus
+checkpoint saves in between), never earlier than an anchor logged before it. Lines before the
+attempt's first anchor are placed backwards from the first line whose time is known.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .model import Event, Progress
+
+_INPUT_SHIFT = 40
+
+
+def input_of(seq: int) -> int:
+    return seq >> _INPUT_SHIFT
+
+
+@dataclass(frozen=True, slots=True)
+class Save:
+    """A checkpoint save that completed."""
+
+    iteration: int | None
+    start: datetime | None
+    end: datetime | None
+    duration_s: float
+    """Measured by the log (`save-checkpoint: ms`, or two stamped lines); 0 when it says nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    index: int
+    input: int
+    """The input whose progress lines make this attempt."""
+    first_seq: int
+    last_seq: int
+    boundary: str
+    """What started it: `start`, `launch`, `checkpoint_load`, `iteration_reset`, `input`."""
+    start: datetime | None
+    """When the attempt began (the job's `START TIME`, or its first stamped line)."""
+    loop_start: datetime | None
+    """When its first training iteration began."""
+    end: datetime | None
+    """The last moment the attempt is known to exist (its last stamped line, an end banner)."""
+    last_progress: datetime | None
+    first_iteration: int | None
+    last_iteration: int | None
+    resumed_from: int | None
+    """The iteration of the checkpoint it loaded."""
+    saves: tuple[Save, ...]
+    unfinished_saves: tuple[int | None, ...]
+    """Iterations of saves that started and never completed: they are no checkpoint."""
+    progress: tuple[int, int]
+    """Index range [first, last] of its lines in the run's Progress."""
+    last_event: Event | None
+
+
+@dataclass(slots=True)
+class _Open:
+    index: int
+    input: int
+    first_seq: int
+    boundary: str
+    resumed_from: int | None = None
+    last_seq: int = 0
+    start: float = math.inf
+    end: float = -math.inf
+    first_idx: int = -1
+    last_idx: int = -1
+    first_it: int | None = None
+    last_it: int | None = None
+    t_prev: float | None = None
+    anchor: float | None = None
+    """The latest anchor since the previous progress line."""
+    pending_save_s: float = 0.0
+    unknown: list[tuple[int, float]] = field(default_factory=list)
+    """(progress index, seconds) of lines before the first known time, for the backward fill."""
+    loop_start: float | None = None
+    open_save: tuple[int | None, float | None] | None = None
+    saves: list[list[float | int | None]] = field(default_factory=list)
+    """[iteration, start, duration or None]"""
+    unfinished: list[int | None] = field(default_factory=list)
+    last_event: Event | None = None
+
+
+def _ts(t: datetime | None) -> float | None:
+    return t.timestamp() if t is not None else None
+
+
+def _dt(v: float | None) -> datetime | None:
+    if v is None or math.isinf(v) or math.isnan(v):
+        return None
+    return datetime.fromtimestamp(v)
+
+
+def _int(e: Event, name: str) -> int | None:
+    v = e.fields.get(name)
+    return int(v) if v is not None and v.isdigit() else None
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Builds attempts while events arrive in log order; `finish` closes them."""
+
+    progress: Progress
+    attempts: list[Attempt] = field(default_factory=list)
+    companions: list[tuple[str, float, int]] = field(default_factory=list)
+    """(kind, time, seq) of stamped lines in inputs without progress so far."""
+    _cur: _Open | None = None
+    _pending: dict[int, tuple[int, str, int | None]] = field(default_factory=dict)
+    """Per input: a boundary seen (seq, kind, resumed iteration) that waits for progress."""
+    _pre: dict[int, list[tuple[str, float, int]]] = field(default_factory=dict)
+    """Per input: stamped lines after a pending boundary, before its first progress line."""
+    _has_progress: set[int] = field(default_factory=set)
+
+    # -- feeding -----------------------------------------------------------------------------
+
+    def boundary(self, e: Event, kind: str) -> None:
+        """A line that starts a new attempt if training had already progressed."""
+        inp = input_of(e.seq)
+        resumed = _int(e, "iteration") if kind == "checkpoint_load" else None
+        old = self._pending.get(inp)
+        if old is not None and resumed is None:
+            resumed = old[2]
+        if old is None:
+            self._pending[inp] = (e.seq, kind, resumed)
+            self._pre.setdefault(inp, [])
+        else:
+            self._pending[inp] = (old[0], old[1], resumed)
+
+    def stamp(self, seq: int, t: datetime, kind: str = "anchor") -> None:
+        """A wall-clock time seen in the log. `kind`: anchor, start, end, waiting."""
+        inp = input_of(seq)
+        v = t.timestamp()
+        if inp in self._pending:
+            self._pre[inp].append((kind, v, seq))
+            return
+        cur = self._cur
+        if cur is not None and cur.input == inp:
+            self._stamp_open(cur, kind, v, seq)
+        elif inp not in self._has_progress:
+            self.companions.append((kind, v, seq))
+
+    def _stamp_open(self, cur: _Open, kind: str, v: float, seq: int) -> None:
+        if kind == "waiting":
+            return  # the queue, between attempts: not a moment of this attempt
+        cur.end = max(cur.end, v)
+        cur.start = min(cur.start, v)
+        cur.last_seq = max(cur.last_seq, seq)
+        if kind == "anchor" or kind == "start":
+            cur.anchor = v if cur.anchor is None else max(cur.anchor, v)
+
+    def add_progress(self, e: Event, idx: int) -> float | None:
+        """An iteration line (index `idx` in Progress); returns the time given to it."""
+        inp = input_of(e.seq)
+        it = _int(e, "iteration")
+        cur = self._cur
+        pending = self._pending.pop(inp, None)
+        reset = cur is not None and it is not None and cur.last_it is not None and it <= cur.last_it
+        if cur is None or cur.input != inp or pending is not None or reset:
+            if cur is not None:
+                self._close(cur)
+            if pending is not None:
+                first_seq, kind, resumed = pending
+            else:
+                first_seq, kind, resumed = e.seq, "iteration_reset" if reset else "input", None
+            if cur is None and pending is None:
+                kind = "start"
+            cur = self._cur = _Open(len(self.attempts), inp, first_seq, kind, resumed)
+            for k, v, s in self._pre.pop(inp, []):
+                self._stamp_open(cur, k, v, s)
+        self._has_progress.add(inp)
+        d = self.progress.iter_s[idx]
+        d = 0.0 if math.isnan(d) else d
+        exact = e.time.timestamp() if e.time is not None and e.time_exact else None
+        if exact is not None:
+            t: float | None = exact
+        elif cur.t_prev is not None:
+            t = cur.t_prev + d + cur.pending_save_s
+            if cur.anchor is not None:
+                t = max(t, cur.anchor)
+        elif cur.anchor is not None:
+            t = cur.anchor + d
+        else:
+            t = None
+            cur.unknown.append((idx, d))
+        if t is not None and cur.unknown:
+            self._backfill(cur, t, d)
+        if t is not None:
+            self.progress.time[idx] = t
+            if cur.loop_start is None:
+                cur.loop_start = t - d
+            cur.end = max(cur.end, t)
+            cur.start = min(cur.start, cur.loop_start)
+        cur.t_prev = t if t is not None else cur.t_prev
+        cur.anchor = None
+        cur.pending_save_s = 0.0
+        if cur.first_idx < 0:
+            cur.first_idx = idx
+            cur.first_it = it
+        cur.last_idx = idx
+        cur.last_it = it if it is not None else cur.last_it
+        cur.last_seq = max(cur.last_seq, e.seq)
+        cur.last_event = e
+        return t
+
+    def now(self, seq: int) -> float | None:
+        """The clock of the attempt a line without a stamp belongs to: its last known moment."""
+        cur = self._cur
+        if cur is None or cur.input != input_of(seq) or cur.t_prev is None:
+            return None
+        t = cur.t_prev + cur.pending_save_s
+        return max(t, cur.anchor) if cur.anchor is not None else t
+
+    def _backfill(self, cur: _Open, t_known: float, d_known: float) -> None:
+        t = t_known - d_known
+        for idx, d in reversed(cur.unknown):
+            self.progress.time[idx] = t
+            t -= d
+        cur.loop_start = t
+        cur.start = min(cur.start, t)
+        cur.unknown.clear()
+
+    def save_start(self, e: Event) -> None:
+        cur = self._cur
+        if cur is None or cur.input != input_of(e.seq) or input_of(e.seq) in self._pending:
+            return
+        it = _int(e, "iteration")
+        if cur.open_save is not None:
+            if it is None or cur.open_save[0] in (None, it):
+                return  # another line about the same save (Megatron's and DeepSpeed's)
+            cur.unfinished.append(cur.open_save[0])
+        start = e.time.timestamp() if e.time is not None and e.time_exact else cur.t_prev
+        cur.open_save = (it, start)
+
+    def save_done(self, e: Event) -> None:
+        cur = self._cur
+        if cur is None or cur.input != input_of(e.seq):
+            return
+        ms = e.fields.get("save_ms") or e.fields.get("save_max_ms")
+        duration = float(ms) / 1000 if ms else None
+        if cur.open_save is not None:
+            it, start = cur.open_save
+            if duration is None and e.time is not None and e.time_exact and start is not None:
+                duration = max(0.0, e.time.timestamp() - start)
+            cur.saves.append([it, start, duration])
+            cur.open_save = None
+            cur.pending_save_s += duration or 0.0
+        elif duration is not None and cur.saves and cur.saves[-1][2] is None:
+            cur.saves[-1][2] = duration  # the timer line that follows "successfully saved"
+            cur.pending_save_s += duration
+
+    def finish(self) -> list[Attempt]:
+        if self._cur is not None:
+            self._close(self._cur)
+            self._cur = None
+        for inp, stamps in self._pre.items():
+            if inp not in self._has_progress:
+                self.companions.extend(stamps)  # an input that never logged progress
+        self._pre.clear()
+        self._pending.clear()
+        self._place_companions()
+        return self.attempts
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def _close(self, cur: _Open) -> None:
+        if cur.open_save is not None:
+            cur.unfinished.append(cur.open_save[0])
+            cur.open_save = None
+        saves = []
+        for it, start, dur in cur.saves:
+            s = float(start) if start is not None else None
+            d = float(dur) if dur is not None else 0.0
+            saves.append(
+                Save(
+                    iteration=int(it) if it is not None else None,
+                    start=_dt(s),
+                    end=_dt(s + d) if s is not None else None,
+                    duration_s=d,
+                )
+            )
+        last_t = self.progress.time[cur.last_idx] if cur.last_idx >= 0 else math.nan
+        self.attempts.append(
+            Attempt(
+                index=cur.index,
+                input=cur.input,
+                first_seq=cur.first_seq,
+                last_seq=cur.last_seq,
+                boundary=cur.boundary,
+                start=_dt(cur.start),
+                loop_start=_dt(cur.loop_start),
+                end=_dt(max([cur.end, *(s.end.timestamp() for s in saves if s.end)])),
+                last_progress=_dt(last_t),
+                first_iteration=cur.first_it,
+                last_iteration=cur.last_it,
+                resumed_from=cur.resumed_from,
+                saves=tuple(saves),
+                unfinished_saves=tuple(cur.unfinished),
+                progress=(cur.first_idx, cur.last_idx),
+                last_event=cur.last_event,
+            )
+        )
+
+    def _place_companions(self) -> None:
+        """Give stamped lines of progress-less inputs to the attempt they belong to, by time."""
+        if not self.attempts or not self.companions:
+            return
+        starts = [_ts(a.loop_start) for a in self.attempts]
+        lasts = [_ts(a.last_progress) for a in self.attempts]
+        for kind, v, _seq in self.companions:
+            if kind == "waiting":
+                continue
+            i = self._owner(kind, v, starts, lasts)
+            if i is None:
+                continue
+            a = self.attempts[i]
+            start, end = _ts(a.start), _ts(a.end)
+            if kind == "start":
+                start = v if start is None else min(start, v)
+            else:
+                end = v if end is None else max(end, v)
+            self.attempts[i] = _replace_times(a, _dt(start), _dt(end))
+
+    @staticmethod
+    def _owner(
+        kind: str, v: float, starts: list[float | None], lasts: list[float | None]
+    ) -> int | None:
+        n = len(starts)
+        if kind == "start":
+            # the job started before its training loop: the first attempt whose loop starts after
+            for i in range(n):
+                s = starts[i]
+                if s is not None and s >= v and (i == 0 or (lasts[i - 1] or -math.inf) < v):
+                    return i
+            return None
+        # an end, or any other stamp: the last attempt that had started by then
+        owner = None
+        for i in range(n):
+            s = starts[i]
+            if s is not None and s <= v:
+                owner = i
+        return owner
+
+
+def _replace_times(a: Attempt, start: datetime | None, end: datetime | None) -> Attempt:
+    from dataclasses import replace
+
+    return replace(a, start=start, end=end)
