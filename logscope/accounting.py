@@ -241,6 +241,8 @@ def daly(save_s: float, mtbf_s: float) -> float:
 
 def overhead(interval_s: float, save_s: float, mtbf_s: float, lost_per_failure_s: float) -> float:
     """First-order expected overhead: C/tau for saving, (tau/2 + D + R)/M per failure."""
+    if interval_s <= 0 or mtbf_s <= 0:
+        return math.inf
     return save_s / interval_s + (interval_s / 2 + lost_per_failure_s) / mtbf_s
 
 
@@ -250,7 +252,8 @@ def advise(
     iteration_s: float | None,
     mtbf_s: float | None = None,
 ) -> Advice:
-    durations = [s.duration_s for a in attempts for s in a.saves if s.duration_s > 0]
+    # a save shorter than a millisecond is a log's rounding, not a measurement
+    durations = [s.duration_s for a in attempts for s in a.saves if s.duration_s >= 1e-3]
     save_s = statistics.median(durations) if durations else None
     gaps = [
         b.iteration - a.iteration

@@ -43,6 +43,23 @@ def _color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """`7d`, `36h`, `90m`, `45s` or plain seconds."""
+    value = text.strip().lower()
+    unit = value[-1] if value and value[-1] in _UNITS else "s"
+    number = value[:-1] if value and value[-1] in _UNITS else value
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        raise LogscopeError(f"not a duration: {text!r} (use e.g. 7d, 36h, 90m, 3600)") from None
+    if seconds <= 0:
+        raise LogscopeError(f"a duration must be positive: {text!r}")
+    return seconds
+
+
 def exit_code(analysis: Analysis) -> int:
     return EXIT_HEALTHY if analysis.verdict is None else EXIT_INCIDENTS
 
@@ -54,8 +71,15 @@ def analyze(
     ],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
     patterns: PatternDirs = None,
+    gpus: Annotated[
+        int | None, typer.Option(help="GPUs of the job, for GPU-hours (default: world size).")
+    ] = None,
+    mtbf: Annotated[
+        str | None,
+        typer.Option(help="Mean time between failures for checkpoint advice: 7d, 36h, 90m, 3600."),
+    ] = None,
 ) -> None:
-    """Explain why a training job died or hung.
+    """Explain why a training job died or hung, and what it cost.
 
     Exit status: 0 healthy run, 1 incidents found, 2 usage or input error.
 
@@ -63,8 +87,9 @@ def analyze(
     """
     warnings: list[str] = []
     try:
+        mtbf_s = parse_duration(mtbf) if mtbf else None
         library = default_library(patterns or [])
-        analysis = run_analysis(paths, library, warn=warnings)
+        analysis = run_analysis(paths, library, warn=warnings, gpus=gpus, mtbf_s=mtbf_s)
     except LogscopeError as err:
         _fail(err)
     for w in warnings:

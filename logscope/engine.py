@@ -130,6 +130,10 @@ class Engine:
 
     def _add(self, e: Event) -> None:
         e = replace(e, seq=self._seq(e.line))
+        boundary = _boundary(e)
+        if boundary:
+            # before its stamp: the line's time belongs to the attempt it starts
+            self.timeline.boundary(e, boundary)
         if e.time is not None and e.time_exact:
             self._tick(e.time)
             self.timeline.stamp(e.seq, e.time, _stamp_kind(e))
@@ -151,18 +155,11 @@ class Engine:
                 self.timeline.save_start(e)
             elif e.kind == "checkpoint_saved":
                 self.timeline.save_done(e)
-            else:
-                if e.kind == "checkpoint_load":
-                    self.timeline.boundary(e, "checkpoint_load")
             self.markers.append(e)
             return
         if e.kind in ("exit", "launch", "status"):
-            if e.kind == "launch":
-                self.timeline.boundary(e, "launch")
-                if "world_size" in e.fields:
-                    self.declared_world = int(e.fields["world_size"])
-            if e.kind == "status" and e.fields.get("which") == "START":
-                self.timeline.boundary(e, "start")
+            if e.kind == "launch" and "world_size" in e.fields:
+                self.declared_world = int(e.fields["world_size"])
             self.markers.append(e)
             return
         if e.time is None:
@@ -327,6 +324,18 @@ def _merge_ends(incidents: list[Incident]) -> list[Incident]:
     return [merged if i is first else i for i in incidents if i is first or i not in ends]
 
 
+def _boundary(e: Event) -> str:
+    """The kind of attempt boundary a line is, or ''."""
+    if e.kind in ("launch", "checkpoint_load"):
+        return e.kind
+    if e.kind == "status":
+        if e.fields.get("which") == "START":
+            return "start"
+        if e.fields.get("what", "").startswith("before the start of training"):
+            return "launch"  # Megatron prints it once per launch, right before training
+    return ""
+
+
 def _stamp_kind(e: Event) -> str:
     """What a stamped event says about its attempt's time span."""
     if e.kind == "status":
@@ -367,6 +376,8 @@ def analyze(
     library: Library | None = None,
     warn: list[str] | None = None,
     block_size: int = BLOCK_SIZE,
+    gpus: int | None = None,
+    mtbf_s: float | None = None,
 ) -> Analysis:
     """Analyze logs that have ended. `warn` collects non-fatal input problems."""
     library = library or default_library()
@@ -393,4 +404,4 @@ def analyze(
         inputs.append(
             InputInfo(src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings))
         )
-    return engine.result(inputs)
+    return engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)

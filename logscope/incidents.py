@@ -134,6 +134,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
                 else ""
             ),
         )
+        culprit = _locate(culprit, events)
         category = root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
@@ -191,6 +192,32 @@ def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
         and _order(e) < _order(death)
         and world.rank_of(e.line) == rank
         for e in events
+    )
+
+
+def _locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
+    """A culprit known by local rank only: torchrun's failure block may say its global rank and
+    host (each node's agent prints its own block), when exactly one entry fits."""
+    if culprit.rank is not None or culprit.local_rank is None:
+        return culprit
+    fits = {
+        (_field_int(e, "rank"), e.fields.get("host"))
+        for e in events
+        if e.signature == FAILURE_ENTRY
+        and _field_int(e, "local_rank") == culprit.local_rank
+        and e.fields.get("signal_name") != "SIGTERM"
+        and _field_int(e, "rank") is not None
+    }
+    if len(fits) != 1:
+        return culprit
+    rank, host = fits.pop()
+    return replace(
+        culprit,
+        rank=rank,
+        host=culprit.host or host,
+        confidence=max(culprit.confidence, 0.8),
+        reason=f"{culprit.reason.split('; its node is unknown')[0]}; torchrun's failure block "
+        f"names local rank {culprit.local_rank} as rank {rank}" + (f" on {host}" if host else ""),
     )
 
 

@@ -181,7 +181,12 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
         m = _C10.match(text) or _GLOG.match(text)
         if m:
             p.level = m["lvl"]
-            p.time = _time(m.groupdict(), year) or p.time
+            g = m.groupdict()
+            if m.re is _C10:
+                # c10's 9-digit fraction comes from CLOCK_MONOTONIC, not the printed second
+                # (FORMATS.md §1.2): keep the whole seconds only
+                g["frac"] = None
+            p.time = _time(g, year) or p.time
             text = text[m.end() :]
             continue
         m = _PYLOG_NAMED.match(text) or _DEEPSPEED.match(text) or _HF.match(text)

@@ -144,14 +144,15 @@ class Timeline:
         """A wall-clock time seen in the log. `kind`: anchor, start, end, waiting."""
         inp = input_of(seq)
         v = t.timestamp()
-        if inp in self._pending:
-            self._pre[inp].append((kind, v, seq))
-            return
         cur = self._cur
-        if cur is not None and cur.input == inp:
+        if inp in self._pending or (
+            (cur is None or cur.input != inp) and inp not in self._has_progress
+        ):
+            # before this input's next attempt starts: it belongs to that attempt, or, if the
+            # input never logs progress, it is a companion's (see finish)
+            self._pre.setdefault(inp, []).append((kind, v, seq))
+        elif cur is not None and cur.input == inp:
             self._stamp_open(cur, kind, v, seq)
-        elif inp not in self._has_progress:
-            self.companions.append((kind, v, seq))
 
     def _stamp_open(self, cur: _Open, kind: str, v: float, seq: int) -> None:
         if kind == "waiting":

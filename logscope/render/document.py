@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..accounting import Advice, Ledger
 from ..incidents import World, cascade_ranks
 from ..model import Analysis, Event, Incident
+from ..timeline import Attempt
 
 SCHEMA_VERSION = 1
 
@@ -82,6 +84,87 @@ def _evidence(inc: Incident, limit: int = 12) -> list[Event]:
     return out
 
 
+def _r(v: float | None, digits: int = 1) -> float | None:
+    return round(v, digits) if v is not None else None
+
+
+def ledger_doc(ledger: Ledger | None) -> dict[str, Any] | None:
+    if ledger is None:
+        return None
+    return {
+        "gpus": ledger.gpus,
+        "wall_s": _r(ledger.wall_s),
+        "productive_s": _r(ledger.productive_s),
+        "ettr": _r(ledger.ettr, 4),
+        "badput_s": {k: _r(v) for k, v in ledger.badput_s.items()},
+        "lost_gpu_hours": _r(ledger.lost_gpu_hours, 2),
+        "incidents": [
+            {
+                "incident": i.incident,
+                "attempt": i.attempt,
+                "kind": i.kind,
+                "failure": _iso(i.failure),
+                "failure_exact": i.failure_exact,
+                "last_checkpoint_iteration": i.last_checkpoint_iteration,
+                "wasted_progress_s": _r(i.wasted_progress_s),
+                "hang_s": _r(i.hang_s),
+                "restart_s": _r(i.restart_s),
+                "lost_gpu_hours": _r(i.lost_gpu_hours, 2),
+            }
+            for i in ledger.incidents
+        ],
+    }
+
+
+def advice_doc(advice: Advice | None) -> dict[str, Any] | None:
+    if advice is None:
+        return None
+    return {
+        "save_s": _r(advice.save_s),
+        "interval_iterations": _r(advice.interval_iterations),
+        "interval_s": _r(advice.interval_s),
+        "iteration_s": _r(advice.iteration_s, 3),
+        "mtbf_s": _r(advice.mtbf_s),
+        "mtbf_source": advice.mtbf_source,
+        "young_interval_s": _r(advice.young_interval_s),
+        "young_interval_iterations": _r(advice.young_interval_iterations),
+        "daly_interval_s": _r(advice.daly_interval_s),
+        "overhead_now": _r(advice.overhead_now, 4),
+        "overhead_optimal": _r(advice.overhead_optimal, 4),
+        "detection_s": _r(advice.detection_s),
+        "restart_s": _r(advice.restart_s),
+        "what_if": [
+            {
+                "interval_s": _r(w.interval_s),
+                "interval_iterations": _r(w.interval_iterations),
+                "detection_s": _r(w.detection_s),
+                "overhead": _r(w.overhead, 4),
+            }
+            for w in advice.what_if
+        ],
+        "verdict": advice.verdict,
+    }
+
+
+def attempts_doc(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": a.index,
+            "boundary": a.boundary,
+            "start": _iso(a.start),
+            "loop_start": _iso(a.loop_start),
+            "end": _iso(a.end),
+            "last_progress": _iso(a.last_progress),
+            "first_iteration": a.first_iteration,
+            "last_iteration": a.last_iteration,
+            "resumed_from": a.resumed_from,
+            "checkpoints": [s.iteration for s in a.saves],
+            "unfinished_saves": list(a.unfinished_saves),
+        }
+        for a in attempts
+    ]
+
+
 def document(analysis: Analysis) -> dict[str, Any]:
     world: World = analysis.extra["world"]
     job = analysis.job
@@ -114,6 +197,9 @@ def document(analysis: Analysis) -> dict[str, Any]:
         if v is None
         else {"incident": v.id, "category": v.category, "summary": summary(analysis)},
         "incidents": [incident_doc(i, world) for i in analysis.incidents],
+        "attempts": attempts_doc(analysis.extra.get("attempts", ())),
+        "ledger": ledger_doc(analysis.extra.get("ledger")),
+        "checkpoint_advice": advice_doc(analysis.extra.get("advice")),
         "unrecognized": [
             {
                 "template": t.template,
@@ -134,6 +220,13 @@ def summary(analysis: Analysis) -> str:
     v = analysis.verdict
     if v is None:
         return f"Job {analysis.job.outcome.value}: no incident found."
+    if analysis.job.outcome.value in ("completed", "truncated"):
+        n = len(analysis.incidents)
+        state = "completed" if analysis.job.outcome.value == "completed" else "still running or cut"
+        return (
+            f"Job {state} after {n} incident{'s' if n > 1 else ''}; the last: {v.title} "
+            f"({v.root_cause.line.path}:{v.root_cause.line.lineno})."
+        )
     where = []
     if v.culprit and v.culprit.rank is not None:
         where.append(f"rank {v.culprit.rank}")

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..accounting import Advice, Ledger
 from ..incidents import World, cascade_ranks
 from ..model import Analysis, Incident, Outcome
 from .document import summary
@@ -61,6 +62,10 @@ def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 10
     for inc in analysis.incidents:
         console.print()
         _incident(console, inc, world)
+    ledger = analysis.extra.get("ledger")
+    if ledger is not None:
+        console.print()
+        _ledger(console, ledger, analysis.extra.get("advice"))
     if analysis.unrecognized:
         console.print()
         console.print("[bold]Unrecognized error lines[/] (no signature knows them)")
@@ -71,6 +76,45 @@ def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 10
     for i in analysis.inputs:
         for w in i.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def _h(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"
+
+
+def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
+    ettr = f"{ledger.ettr:.1%}" if ledger.ettr is not None else "-"
+    gpu_h = f", {ledger.lost_gpu_hours:,.1f} GPU-hours lost" if ledger.lost_gpu_hours else ""
+    console.print(
+        f"[bold]Ledger[/]  wall {_h(ledger.wall_s)}, productive {_h(ledger.productive_s)}, "
+        f"ETTR {ettr}{gpu_h}" + (f" ({ledger.gpus} GPUs)" if ledger.gpus else "")
+    )
+    if ledger.incidents:
+        table = Table(box=None, padding=(0, 2), show_edge=False)
+        for col in ("incident", "attempt", "kind", "wasted progress", "hang", "restart", "GPU-h"):
+            table.add_column(col, justify="left" if col in ("incident", "kind") else "right")
+        for i in ledger.incidents:
+            table.add_row(
+                i.incident or "-",
+                str(i.attempt + 1),
+                i.kind,
+                _h(i.wasted_progress_s),
+                _h(i.hang_s),
+                _h(i.restart_s),
+                f"{i.lost_gpu_hours:,.1f}" if i.lost_gpu_hours is not None else "-",
+            )
+        console.print(table)
+    badput = ", ".join(f"{k.replace('_', ' ')} {_h(v)}" for k, v in ledger.badput_s.items() if v)
+    if badput:
+        console.print(f"  badput: {badput}")
+    if advice is not None:
+        console.print(f"[bold]Checkpoint advice[/]  {escape(advice.verdict)}")
 
 
 def _t(value: object) -> str:

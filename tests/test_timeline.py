@@ -1,0 +1,159 @@
+"""Attempts and clocks: each anchor format, unfinished saves, the attempt splitter."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from logscope.engine import analyze
+
+ITER = (
+    "[default7]: iteration {it:8d}/  115311 | consumed samples: {s:12d} | elapsed time per "
+    "iteration (s): 100.00 | learning rate: 5.969E-05 | global batch size:  2048 | lm loss: "
+    "2.463556E+00 | grad norm: 0.174 |"
+)
+
+
+def iters(first: int, last: int) -> list[str]:
+    return [ITER.format(it=i, s=i * 2048) for i in range(first, last + 1)]
+
+
+def run(tmp_path: Path, *files: tuple[str, list[str]]):
+    for name, lines in files:
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    return analyze([str(tmp_path / name) for name, _ in files])
+
+
+# Each anchor format, as a line before three iteration lines of 100 s: the third ends 300 s after.
+ANCHORS = [
+    ("megatron print_datetime", "[default0]:[before the start of training step] datetime: 2022-03-21 13:20:00 "),
+    ("PULSE status line", "[2022-03-21 13:20:00] PULSE: tr11-176B-ml is running for 1:00:00 since 2022-03-21T12:20:00 (1528763 on 'gpu_p5' partition (jean-zay-iam[01-34,36-49])"),
+    ("START TIME (date, zone name)", "START TIME: Mon Mar 21 13:20:00 CET 2022"),
+    ("c10 glog stamp", "[default0]:[rank0]:[W321 13:20:00.123456789 Utils.hpp:137] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function operator())"),
+    ("torch._logging stamp", "W0321 13:20:00.000000 1359 torch/distributed/elastic/multiprocessing/api.py:897] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded"),
+    ("DeepSpeed asctime", "[default0]:[2022-03-21 13:20:00,000] [INFO] [logging.py:69:log_dist] [Rank 0] step=0, skipped=0, lr=[5e-05], mom=[[0.9, 0.999]]"),
+    ("torchtitan ISO prefix", "2022-03-21 13:20:00,000 - root - INFO - Training starts at step 1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "anchor"), ANCHORS, ids=[a[0] for a in ANCHORS])
+def test_anchor_places_stampless_iterations(tmp_path: Path, name: str, anchor: str) -> None:
+    a = run(tmp_path, ("log.txt", [anchor, *iters(1, 3)]))
+    (attempt,) = a.extra["attempts"]
+    # stamps without a year (c10, glog) take it from the file: compare the rest
+    assert attempt.loop_start.replace(year=2022) == datetime(2022, 3, 21, 13, 20, 0), name
+    assert attempt.last_progress.replace(year=2022) == datetime(2022, 3, 21, 13, 25, 0), name
+
+
+@pytest.mark.parametrize(
+    "end_line",
+    [
+        "slurmstepd: error: *** JOB 1528763 ON jean-zay-iam01 CANCELLED AT 2022-03-21T14:25:00 ***",
+        "END TIME: Mon Mar 21 14:25:00 CET 2022",
+    ],
+)
+def test_end_anchor_after_silence_makes_a_hang(tmp_path: Path, end_line: str) -> None:
+    lines = [ANCHORS[0][1], *iters(1, 3), end_line]
+    a = run(tmp_path, ("log.txt", lines))
+    (attempt,) = a.extra["attempts"]
+    assert attempt.end == datetime(2022, 3, 21, 14, 25, 0)
+    # an hour without progress or error before the end: hung, whoever ended it
+    assert a.job.outcome.value == "hung"
+    assert a.verdict is not None and a.verdict.category == "hang"
+
+
+def test_torchrun_block_time_is_an_anchor(tmp_path: Path) -> None:
+    block = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2022-03-21_13:40:00",
+        "  host      : node01",
+        "  rank      : 3 (local_rank: 3)",
+        "  exitcode  : -9 (pid: 4711)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 4711",
+        "============================================================",
+    ]
+    a = run(tmp_path, ("log.txt", [ANCHORS[0][1], *iters(1, 3), *block]))
+    (attempt,) = a.extra["attempts"]
+    assert attempt.end == datetime(2022, 3, 21, 13, 40, 0)
+
+
+def test_save_without_completion_is_no_checkpoint(tmp_path: Path) -> None:
+    lines = [
+        ANCHORS[0][1],
+        *iters(1, 2),
+        "[default0]:saving checkpoint at iteration       2 to /ckpt",
+        "[default0]:  successfully saved checkpoint at iteration       2 to /ckpt",
+        "[default7]:time (ms) | save-checkpoint: 30000.00",
+        *iters(3, 4),
+        "[default0]:saving checkpoint at iteration       4 to /ckpt",
+        "[default3]:  what():  CUDA error: unknown error",
+    ]
+    a = run(tmp_path, ("log.txt", lines))
+    (attempt,) = a.extra["attempts"]
+    assert [s.iteration for s in attempt.saves] == [2]
+    assert attempt.saves[0].duration_s == 30.0
+    assert attempt.unfinished_saves == (4,)
+    (inc,) = a.extra["ledger"].incidents
+    assert inc.last_checkpoint_iteration == 2
+    # from the save's completion (200 s + 30 s) to the failure during iteration 5 (~450 s)
+    assert 200 <= inc.wasted_progress_s <= 300
+
+
+BANNER = [
+    "*****************************************",
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed. ",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("second_start", "boundary"),
+    [
+        (BANNER, "launch"),
+        (["[default0]: loading checkpoint from /ckpt at iteration 2"], "checkpoint_load"),
+        (["START TIME: Mon Mar 21 16:00:00 CET 2022"], "start"),
+        ([], "iteration_reset"),
+    ],
+)
+def test_attempt_splitter(tmp_path: Path, second_start: list[str], boundary: str) -> None:
+    lines = [ANCHORS[0][1], *iters(1, 5), *second_start, *iters(3, 8)]
+    a = run(tmp_path, ("main_log.txt", lines))
+    attempts = a.extra["attempts"]
+    assert [(x.first_iteration, x.last_iteration) for x in attempts] == [(1, 5), (3, 8)]
+    assert attempts[1].boundary == boundary
+    assert a.job.first_iteration == 1 and a.job.last_iteration == 8
+
+
+def test_one_attempt_per_file_and_companion_out_files(tmp_path: Path) -> None:
+    a = run(
+        tmp_path,
+        ("a-1.out", ["START TIME: Mon Mar 21 13:10:00 CET 2022"]),
+        ("a-2.out", ["START TIME: Mon Mar 21 16:00:00 CET 2022", "END TIME: Mon Mar 21 17:00:00 CET 2022"]),
+        ("main_log.txt", [ANCHORS[0][1], *iters(1, 5), "[default0]:[before the start of training step] datetime: 2022-03-21 16:10:00 ", *iters(3, 8)]),
+    )  # fmt: skip
+    attempts = a.extra["attempts"]
+    assert [(x.first_iteration, x.last_iteration) for x in attempts] == [(1, 5), (3, 8)]
+    assert attempts[0].start == datetime(2022, 3, 21, 13, 10, 0)
+    assert attempts[1].start == datetime(2022, 3, 21, 16, 0, 0)
+    assert attempts[1].end == datetime(2022, 3, 21, 17, 0, 0)
+    assert a.extra["ledger"].badput_s["startup"] == 600
+
+
+def test_status_lines_are_not_progress(tmp_path: Path) -> None:
+    pulse = "[2022-03-21 {h}:00:00] PULSE: tr11-176B-ml is running for 1:00:00 since 2022-03-21T12:20:00 (1528763 on 'gpu_p5' partition (jean-zay-iam[01-34,36-49])"
+    lines = [ANCHORS[0][1], *iters(1, 3), *(pulse.format(h=h) for h in (14, 15, 16, 17))]
+    a = run(tmp_path, ("log.txt", lines))
+    assert len(a.progress) == 3
+    assert a.job.last_iteration == 3
+    # the job kept saying "running" while making no progress: a hang
+    assert a.job.outcome.value == "hung"
