@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (real log lines are kept whole)
 """Attempts and clocks: each anchor format, unfinished saves, the attempt splitter."""
 
 from __future__ import annotations
