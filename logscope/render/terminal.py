@@ -115,6 +115,14 @@ def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
         console.print(f"  badput: {badput}")
     if advice is not None:
         console.print(f"[bold]Checkpoint advice[/]  {escape(advice.verdict)}")
+        if advice.what_if:
+            table = Table(box=None, padding=(0, 2), show_edge=False)
+            for col in ("interval", "iterations", "detection", "expected overhead"):
+                table.add_column(col, justify="right")
+            for w in advice.what_if:
+                its = f"{w.interval_iterations:.0f}" if w.interval_iterations else "-"
+                table.add_row(_h(w.interval_s), its, _h(w.detection_s), f"{w.overhead:.1%}")
+            console.print(table)
 
 
 def _t(value: object) -> str:
