@@ -78,3 +78,24 @@ def test_readme_documents_every_category_and_command() -> None:
     for command in ("logscope analyze", "logscope patterns list", "logscope patterns test"):
         assert command in README, command
     assert "make demo" in README and "make test" in README
+
+
+def _keys(doc: object) -> set[str]:
+    if isinstance(doc, dict):
+        out = set(doc)
+        for k, v in doc.items():
+            if k not in ("fields", "badput_s"):  # open-ended maps, documented as such
+                out |= _keys(v)
+        return out
+    if isinstance(doc, list):
+        return set().union(*map(_keys, doc)) if doc else set()
+    return set()
+
+
+def test_readme_documents_every_json_key(tmp_path: Path, analyze_json) -> None:
+    from .generators.bloom_run import generate
+
+    generate(tmp_path)
+    _, doc = analyze_json(tmp_path)
+    missing = sorted(k for k in _keys(doc) if f'"{k}"' not in README)
+    assert not missing, f"JSON keys not in README: {missing}"
