@@ -9,13 +9,16 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from .actions import Actions, run_tail
+from .engine import Engine, default_library
 from .engine import analyze as run_analysis
-from .engine import default_library
 from .errors import LogscopeError
 from .model import Analysis
 from .patterns import builtin_dirs, check_samples, load_library
 from .render import Format, terminal
 from .render import json as json_render
+from .render.stream import TailPrinter
+from .watch import Watcher
 
 app = typer.Typer(
     add_completion=False,
@@ -142,6 +145,79 @@ def patterns_test(
     checked = [s for s in library.signatures if only is None or s.source in only]
     typer.echo(f"{len(checked)} signatures checked, {len(problems)} problems")
     raise typer.Exit(1 if problems else 0)
+
+
+@app.command()
+def tail(
+    paths: Annotated[list[str], typer.Argument(help="Log files, globs or directories to follow.")],
+    from_start: Annotated[
+        bool, typer.Option("--from-start", help="Replay what the files hold, then follow.")
+    ] = False,
+    stall_after: Annotated[
+        str,
+        typer.Option(help="Silence that is a hang: a duration (90s, 10m) or auto (learned)."),
+    ] = "auto",
+    on_incident: Annotated[
+        str | None,
+        typer.Option(
+            help="Command to run on each incident, without a shell: $VARS come from the "
+            "environment, the incident is in LOGSCOPE_* variables and as JSON on stdin."
+        ),
+    ] = None,
+    kill_switch: Annotated[
+        Path | None, typer.Option(help="Create this file on an incident (Megatron kill switch).")
+    ] = None,
+    exit_on_incident: Annotated[
+        bool, typer.Option("--exit-on-incident", help="Exit 1 once an incident's actions ran.")
+    ] = False,
+    metrics_file: Annotated[
+        Path | None, typer.Option(help="Keep a Prometheus textfile here, rewritten atomically.")
+    ] = None,
+    json_lines: Annotated[
+        bool, typer.Option("--json", help="One JSON object per event and incident on stdout.")
+    ] = False,
+    poll: Annotated[float, typer.Option(help="Seconds between polls of the files.")] = 0.25,
+    max_duration: Annotated[
+        str | None, typer.Option(help="Stop watching after this long (e.g. 12h).")
+    ] = None,
+    patterns: PatternDirs = None,
+) -> None:
+    """Follow growing logs; raise crashes at once and silent hangs after a stall.
+
+    Polls the files (works on NFS and Lustre), follows rotation and truncation, picks up files
+    that appear later. Exit status: 0 stopped with no incident, 1 incidents raised, 2 usage error.
+
+    Example: logscope tail 'logs/*.out' --stall-after 20m --on-incident 'scancel $SLURM_JOB_ID'
+    """
+    try:
+        stall = None if stall_after == "auto" else parse_duration(stall_after)
+        limit = parse_duration(max_duration) if max_duration else None
+        library = default_library(patterns or [])
+    except LogscopeError as err:
+        _fail(err)
+    watcher = Watcher(Engine(library), stall_after_s=stall)
+    actions = Actions(on_incident, kill_switch, metrics_file, dict(os.environ))
+    live = sys.stderr.isatty() and not json_lines
+    printer = TailPrinter(sys.stdout, sys.stderr, json_lines=json_lines, live=live)
+    try:
+        result = run_tail(
+            paths,
+            watcher,
+            actions,
+            from_start=from_start,
+            poll_s=poll,
+            exit_on_incident=exit_on_incident,
+            max_seconds=limit,
+            on_alert=printer.alert,
+            on_event=printer.event if json_lines else None,
+            on_notice=printer.notice,
+            on_tick=(lambda now: printer.status(watcher.status(now))) if live else None,
+        )
+    except KeyboardInterrupt:
+        printer.done()
+        raise typer.Exit(EXIT_INCIDENTS if watcher.alerts else EXIT_HEALTHY) from None
+    printer.done()
+    raise typer.Exit(EXIT_INCIDENTS if result.alerts else EXIT_HEALTHY)
 
 
 def main() -> None:

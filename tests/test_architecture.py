@@ -20,6 +20,8 @@ ORDER = [
     "timeline",
     "accounting",
     "engine",
+    "watch",
+    "actions",
     "render",
     "cli",
 ]

@@ -1,0 +1,299 @@
+"""Live watching: crashes and silent hangs raised as alerts while the log grows.
+
+The same engine as `analyze` reads the lines; the watcher adds wall-clock knowledge the log does
+not have: when each progress line was *seen*. A hang is progress that stopped for longer than the
+current phase allows (training, checkpoint save, evaluation, start-up), learned from the cadence
+seen so far or given with `--stall-after`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import Engine
+from .events import EXIT_SIGNALS
+from .incidents import build_incidents, build_world
+from .model import Event, Progress
+from .sources import Block
+
+GRACE_S = 0.5
+"""After the first failure line, wait this long for the rest of the burst before naming the root
+cause (a peer's `Connection closed` often comes before the dying rank's own exception)."""
+AUTO_FLOOR_S = 300.0
+AUTO_FACTOR = 5.0
+SAVE_FLOOR_S = 600.0
+"""A save or an evaluation never seen before may take this long before it counts as a hang."""
+STARTUP_FLOOR_S = 1800.0
+"""Before an attempt's first iteration (start-up, checkpoint load) no hang is called sooner."""
+_INTERVALS_KEPT = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """An incident raised while the job runs. Each fires once."""
+
+    id: str
+    kind: str
+    """`crash` or `hang`."""
+    category: str
+    title: str
+    reason: str
+    detected_at: float
+    """Monotonic seconds when it was raised."""
+    event: Event | None
+    """The root-cause line (None for a hang: silence has no line)."""
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    iteration: int | None = None
+    since_progress_s: float | None = None
+    last_checkpoint_iteration: int | None = None
+
+    def doc(self) -> dict[str, Any]:
+        e = self.event
+        return {
+            "type": "incident",
+            "id": self.id,
+            "kind": self.kind,
+            "category": self.category,
+            "title": self.title,
+            "reason": self.reason,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "host": self.host,
+            "iteration": self.iteration,
+            "since_progress_s": _round(self.since_progress_s),
+            "last_checkpoint_iteration": self.last_checkpoint_iteration,
+            "root_cause": None
+            if e is None
+            else {
+                "pattern": e.signature,
+                "file": e.line.path,
+                "line": e.line.lineno,
+                "text": e.line.raw,
+                "time": e.time.isoformat() if e.time else None,
+            },
+        }
+
+
+def _round(v: float | None) -> float | None:
+    return round(v, 1) if v is not None else None
+
+
+def _serious(e: Event) -> bool:
+    if e.kind != "failure" or e.severity not in ("fatal", "error"):
+        return False
+    if e.role in ("cause", "end"):
+        return True
+    if e.role == "summary":
+        code = e.fields.get("exit_code", "")
+        return code.lstrip("-").isdigit() and int(code) in EXIT_SIGNALS and int(code) != -15
+    return e.role == "symptom" and e.category in ("collective_timeout", "comm_error")
+
+
+@dataclass(slots=True)
+class Watcher:
+    """Feeds the engine and raises alerts; `tick` checks for stalls."""
+
+    engine: Engine
+    stall_after_s: float | None = None
+    """None: learn it (max(5 x p99 of the intervals seen, 5 min))."""
+    alerts: list[Alert] = field(default_factory=list)
+    recent: list[Event] = field(default_factory=list)
+    """The events of the last block fed."""
+    last_progress_at: float | None = None
+    started_at: float | None = None
+    _intervals: deque[float] = field(default_factory=lambda: deque(maxlen=_INTERVALS_KEPT))
+    _eval_gaps: list[float] = field(default_factory=list)
+    _save_s: list[float] = field(default_factory=list)
+    _phase: str = "startup"
+    _phase_since: float | None = None
+    _window: list[Event] = field(default_factory=list)
+    _window_deadline: float | None = None
+    _fired_crash_attempt: int | None = None
+    _fired_hang_progress: int = -1
+    _last_checkpoint: int | None = None
+
+    # -- feeding ----------------------------------------------------------------------------
+
+    def feed(self, path: str, block: Block, now: float, year: int | None) -> list[Alert]:
+        if self.started_at is None:
+            self.started_at = now
+        self.recent = self.engine.feed_block(block, path, year)
+        for e in self.recent:
+            self._event(e, now)
+        return self._flush(now)
+
+    def _event(self, e: Event, now: float) -> None:
+        if e.kind == "iteration":
+            if self.last_progress_at is not None and self._phase == "training":
+                self._intervals.append(now - self.last_progress_at)
+            elif self._phase == "eval" and self._phase_since is not None:
+                self._eval_gaps.append(now - self._phase_since)
+            self.last_progress_at = now
+            self._phase, self._phase_since = "training", now
+            return
+        if e.kind == "checkpoint_save":
+            self._phase, self._phase_since = "save", now
+        elif e.kind == "checkpoint_saved":
+            if self._phase == "save" and self._phase_since is not None:
+                self._save_s.append(now - self._phase_since)
+            it = e.fields.get("iteration")
+            if it and it.isdigit():
+                self._last_checkpoint = int(it)
+        elif e.kind == "validation":
+            self._phase, self._phase_since = "eval", now
+        elif e.kind in ("launch", "checkpoint_load"):
+            self._phase, self._phase_since = "startup", now
+        elif _serious(e):
+            self._window.append(e)
+            if self._window_deadline is None:
+                self._window_deadline = now + GRACE_S
+
+    # -- deciding -----------------------------------------------------------------------------
+
+    def tick(self, now: float) -> list[Alert]:
+        """Called every poll round: fire a crash whose grace ran out, or a hang."""
+        if self.started_at is None:
+            self.started_at = now
+        out = self._flush(now)
+        limit = self.stall_limit()
+        since = now - (self.last_progress_at or self._phase_since or self.started_at)
+        if self.last_progress_at is None and self._phase_since is None:
+            return out  # nothing seen yet: no cadence to judge
+        n = len(self.engine.progress)
+        if since > limit and self._fired_hang_progress != n and not self._crashed():
+            self._fired_hang_progress = n
+            out.append(self._hang(now, since, limit))
+        return out
+
+    def _crashed(self) -> bool:
+        return (
+            self._fired_crash_attempt is not None and self._fired_crash_attempt == self._attempt()
+        )
+
+    def _attempt(self) -> int:
+        return len(self.engine.timeline.attempts)
+
+    def stall_limit(self) -> float:
+        """Seconds of silence the current phase allows."""
+        base = self.stall_after_s
+        if base is None:
+            p99 = _p99(self._intervals)
+            base = max(AUTO_FACTOR * p99, AUTO_FLOOR_S) if p99 else AUTO_FLOOR_S
+        if self._phase == "save":
+            return max(base, 5 * max(self._save_s) if self._save_s else SAVE_FLOOR_S)
+        if self._phase == "eval":
+            return max(base, 1.5 * max(self._eval_gaps) if self._eval_gaps else SAVE_FLOOR_S)
+        if self._phase == "startup":
+            return max(base, STARTUP_FLOOR_S)
+        return base
+
+    def _flush(self, now: float) -> list[Alert]:
+        if self._window_deadline is None or now < self._window_deadline:
+            return []
+        window, self._window, self._window_deadline = self._window, [], None
+        if self._crashed():
+            return []
+        self._fired_crash_attempt = self._attempt()
+        return [self._crash(window, now)]
+
+    def _crash(self, window: Sequence[Event], now: float) -> Alert:
+        engine = self.engine
+        world = build_world(sorted(engine.streams, key=repr), engine.declared_world)
+        incidents = build_incidents(window, Progress(), world, engine.library)
+        since = now - self.last_progress_at if self.last_progress_at is not None else None
+        last_it = engine.progress.iterations()[1]
+        if not incidents:
+            e = window[0]
+            return self._new(
+                "crash", e.category or "process_killed", e.signature, "", now, e, since, last_it
+            )
+        inc = incidents[-1]
+        c = inc.culprit
+        return self._new(
+            "crash",
+            inc.category,
+            inc.title,
+            c.reason if c else "",
+            now,
+            inc.root_cause,
+            since,
+            last_it,
+            rank=c.rank if c else world.rank_of(inc.root_cause.line),
+            local_rank=c.local_rank if c else inc.root_cause.line.local_rank,
+            host=c.host if c else inc.root_cause.line.host,
+        )
+
+    def _hang(self, now: float, since: float, limit: float) -> Alert:
+        last_it = self.engine.progress.iterations()[1]
+        where = f" after iteration {last_it}" if last_it is not None else ""
+        phase = {"save": " during a checkpoint save", "eval": " during evaluation"}.get(
+            self._phase, " before the first iteration" if self._phase == "startup" else ""
+        )
+        return self._new(
+            "hang",
+            "hang",
+            f"No progress for {since:.0f} s{where}{phase}",
+            f"the {self._phase} phase allows {limit:.0f} s of silence",
+            now,
+            None,
+            since,
+            last_it,
+        )
+
+    def _new(
+        self,
+        kind: str,
+        category: str,
+        title: str,
+        reason: str,
+        now: float,
+        event: Event | None,
+        since: float | None,
+        iteration: int | None,
+        rank: int | None = None,
+        local_rank: int | None = None,
+        host: str | None = None,
+    ) -> Alert:
+        alert = Alert(
+            id=f"A{len(self.alerts) + 1}",
+            kind=kind,
+            category=category,
+            title=title,
+            reason=reason,
+            detected_at=now,
+            event=event,
+            rank=rank,
+            local_rank=local_rank,
+            host=host,
+            iteration=iteration,
+            since_progress_s=since,
+            last_checkpoint_iteration=self._last_checkpoint,
+        )
+        self.alerts.append(alert)
+        return alert
+
+    def status(self, now: float) -> str:
+        """One line for a terminal: iteration, seconds per iteration, time since progress."""
+        last_it = self.engine.progress.iterations()[1]
+        per = self.engine.progress.median_interval_s()
+        since = now - self.last_progress_at if self.last_progress_at is not None else None
+        parts = [f"iteration {last_it}" if last_it is not None else "no progress yet"]
+        if per:
+            parts.append(f"{per:.2f} s/it")
+        if since is not None:
+            parts.append(f"last progress {since:.0f} s ago")
+        parts.append(f"{len(self.alerts)} incident{'s' if len(self.alerts) != 1 else ''}")
+        return " | ".join(parts)
+
+
+def _p99(values: Sequence[float]) -> float | None:
+    if len(values) < 3:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
