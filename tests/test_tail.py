@@ -1,0 +1,223 @@
+# ruff: noqa: E501  (real log lines are kept whole)
+"""`logscope tail`: the watcher's crash and hang decisions, the actions, the CLI on a growing file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from logscope.actions import Actions, command_argv, metrics_text, run_tail
+from logscope.engine import Engine, default_library
+from logscope.sources import Block
+from logscope.watch import Watcher
+
+from .conftest import FIXTURES
+
+LIBRARY = default_library()
+ITER = (
+    "[default0]: iteration {it:8d}/      40 | consumed samples: {s:12d} | elapsed time per "
+    "iteration (ms): 250.0 | learning rate: 1.0E-04 | global batch size:    32 | lm loss: "
+    "1.3E+00 |"
+)
+
+
+class Feeder:
+    """Feeds lines to a watcher as blocks, with a fake clock."""
+
+    def __init__(self, stall: float | None = None) -> None:
+        self.watcher = Watcher(Engine(LIBRARY), stall_after_s=stall)
+        self.lineno = 1
+        self.now = 0.0
+
+    def lines(self, *lines: str, at: float | None = None) -> list:
+        if at is not None:
+            self.now = at
+        data = ("\n".join(lines) + "\n").encode()
+        block = Block(data, self.lineno, [])
+        self.lineno += len(lines)
+        return self.watcher.feed("job.log", block, self.now, 2026)
+
+    def tick(self, at: float) -> list:
+        self.now = at
+        return self.watcher.tick(at)
+
+    def iterations(self, first: int, last: int, start: float, every: float) -> None:
+        for i, it in enumerate(range(first, last + 1)):
+            self.lines(ITER.format(it=it, s=it * 32), at=start + i * every)
+
+
+def test_hang_fires_once_after_the_stall() -> None:
+    f = Feeder(stall=5)
+    f.iterations(1, 10, start=0, every=1)
+    assert f.tick(13.9) == []
+    (alert,) = f.tick(14.1)
+    assert alert.kind == "hang" and alert.iteration == 10
+    assert alert.since_progress_s == pytest.approx(5.1)
+    assert f.tick(30) == []  # fires once
+    f.iterations(11, 11, start=31, every=1)
+    assert f.tick(33) == []
+    assert [a.kind for a in f.tick(40)] == ["hang"]  # a new stall is a new incident
+
+
+def test_auto_stall_learns_the_cadence_with_a_floor() -> None:
+    f = Feeder()
+    f.iterations(1, 30, start=0, every=100)  # 100 s per iteration: 5 x p99 = 500 s
+    assert f.watcher.stall_limit() == pytest.approx(500)
+    assert f.tick(2900 + 499) == []
+    assert [a.kind for a in f.tick(2900 + 501)] == ["hang"]
+    fast = Feeder()
+    fast.iterations(1, 30, start=0, every=1)
+    assert fast.watcher.stall_limit() == 300  # the floor
+
+
+def test_checkpoint_save_is_allowed_longer_than_training() -> None:
+    f = Feeder(stall=3)
+    f.iterations(1, 10, start=0, every=1)
+    f.lines("[default0]:saving checkpoint at iteration      10 to /ckpt", at=9.5)
+    assert f.tick(60) == []  # a save never seen before: up to 10 min
+    f.lines("[default0]:  successfully saved checkpoint at iteration      10 to /ckpt", at=70)
+    f.iterations(11, 20, start=71, every=1)
+    f.lines("[default0]:saving checkpoint at iteration      20 to /ckpt", at=80.5)
+    # the first save took 60.5 s: five times that is allowed now, and no more
+    assert f.tick(80.5 + 300) == []
+    assert [a.kind for a in f.tick(80.5 + 303.5)] == ["hang"]
+
+
+def test_evaluation_pause_seen_before_is_no_hang() -> None:
+    f = Feeder(stall=3)
+    val = "[default0]: validation loss at iteration 10 | lm loss value: 7.48E+00 | lm loss PPL: 1.78E+03 | "
+    f.iterations(1, 10, start=0, every=1)
+    f.lines(val, at=9.5)
+    assert f.tick(100) == []
+    f.iterations(11, 20, start=130, every=1)
+    f.lines(val.replace("10", "20"), at=140)
+    assert f.tick(140 + 150) == []  # 1.5 x the 120.5 s seen before
+    assert [a.kind for a in f.tick(140 + 190)] == ["hang"]
+
+
+def test_crash_waits_for_its_burst_then_names_the_root_cause() -> None:
+    f = Feeder(stall=60)
+    f.iterations(1, 5, start=0, every=1)
+    closed = "[default0]:[rank0]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:47005"
+    assert f.lines(closed, at=5.0) == []
+    assert f.lines("[default1]:[rank1]: ValueError: injected fault", at=5.1) == []
+    (alert,) = f.tick(5.6)
+    assert (alert.kind, alert.category, alert.rank) == ("crash", "python_exception", 1)
+    assert alert.event is not None and "ValueError" in alert.event.line.raw
+    assert f.tick(200) == []  # a dead job is not also a hang
+
+
+def test_status_lines_are_not_progress() -> None:
+    f = Feeder(stall=5)
+    f.iterations(1, 3, start=0, every=1)
+    pulse = "[2022-05-01 03:56:11] PULSE: tr11-176B-ml is running for 1-07:27:33 since 2022-04-29T20:28:38 (1528763 on 'gpu_p5' partition (jean-zay-iam[01-34,36-49])"
+    for t in (3, 5, 7):
+        f.lines(pulse, at=t)
+    assert [a.kind for a in f.tick(8)] == ["hang"]
+
+
+def test_command_runs_without_a_shell(tmp_path: Path) -> None:
+    f = Feeder(stall=1)
+    evil = "[default1]:[rank1]: ValueError: $(touch PWNED); `touch PWNED2`; rm -rf / | <script>"
+    f.iterations(1, 2, start=0, every=1)
+    f.lines(evil, at=2)
+    (alert,) = f.tick(3)
+    out = tmp_path / "got.json"
+    script = "import os,sys,json; d=json.load(sys.stdin); open(sys.argv[1],'w').write(json.dumps([d, os.environ['LOGSCOPE_TEXT'], sys.argv[2]]))"
+    actions = Actions(
+        f'{sys.executable} -c "{script}" {out} $MY_JOB', environ={**os.environ, "MY_JOB": "4711"}
+    )
+    os.chdir(tmp_path)
+    (result,) = actions.on_alert(alert)
+    assert result.ok, result
+    doc, text, arg = json.loads(out.read_text())
+    assert text == evil and doc["root_cause"]["text"] == evil
+    assert arg == "4711"
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED2").exists()
+
+
+def test_command_argv_expands_only_known_variables() -> None:
+    env = {"SLURM_JOB_ID": "12", "A": "x y"}
+    assert command_argv("scancel $SLURM_JOB_ID ${A} $NOPE", env) == [
+        "scancel",
+        "12",
+        "x y",
+        "$NOPE",
+    ]
+
+
+def test_kill_switch_and_metrics(tmp_path: Path) -> None:
+    f = Feeder(stall=1)
+    f.iterations(1, 4, start=0, every=1)
+    (alert,) = f.tick(10)
+    ks = tmp_path / "sub" / "kill-switch"
+    (result,) = Actions(kill_switch_path=ks).on_alert(alert)
+    assert result.ok and ks.exists()
+    text = metrics_text(f.watcher, 10)
+    assert "logscope_iteration 4\n" in text
+    assert 'logscope_incidents_total{category="hang"} 1' in text
+    assert "logscope_seconds_since_progress 7\n" in text
+
+
+def _replay(src: Path, dst: Path, delay: float, stop_after: str | None = None) -> None:
+    with dst.open("a") as out:
+        for line in src.read_text().splitlines(True):
+            out.write(line)
+            out.flush()
+            if stop_after and stop_after in line:
+                return
+            time.sleep(delay)
+
+
+def test_run_tail_on_a_growing_file(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.touch()
+    writer = threading.Thread(
+        target=_replay, args=(FIXTURES / "lab" / "raise_rank1.log", log, 0.002)
+    )
+    watcher = Watcher(Engine(LIBRARY), stall_after_s=30)
+    writer.start()
+    result = run_tail(
+        [str(log)], watcher, Actions(), poll_s=0.05, exit_on_incident=True, max_seconds=20
+    )
+    writer.join()
+    (alert,) = result.alerts
+    assert result.exited_on_incident
+    assert (alert.kind, alert.category, alert.rank) == ("crash", "python_exception", 1)
+
+
+def test_cli_tail_hang_and_json(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logscope", "tail", str(log), "--stall-after", "2s",
+         "--exit-on-incident", "--json", "--poll", "0.1", "--max-duration", "60s",
+         "--metrics-file", str(tmp_path / "m.prom")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.0)
+    _replay(FIXTURES / "lab" / "hang_all_rank1.log", log, 0.005)
+    t_last = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    latency = time.monotonic() - t_last
+    assert proc.returncode == 1, err
+    docs = [json.loads(line) for line in out.splitlines()]
+    incidents = [d for d in docs if d["type"] == "incident"]
+    assert [(d["kind"], d["iteration"], d["last_checkpoint_iteration"]) for d in incidents] == [
+        ("hang", 16, 10)
+    ]
+    assert any(d["type"] == "event" and d["kind"] == "iteration" for d in docs)
+    assert latency < 2 + 5, latency
+    assert "logscope_iteration 16" in (tmp_path / "m.prom").read_text()
+
+
+def test_cli_tail_usage_errors(run_cli) -> None:
+    code, _, err = run_cli("tail", "x.log", "--stall-after", "soon")
+    assert code == 2 and "not a duration" in err
