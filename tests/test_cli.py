@@ -75,7 +75,12 @@ def test_help_documents_exit_codes(run_cli) -> None:
 def test_readme_documents_every_category_and_command() -> None:
     for cat in CATEGORIES:
         assert f"`{cat}`" in README, cat
-    for command in ("logscope analyze", "logscope patterns list", "logscope patterns test"):
+    for command in (
+        "logscope analyze",
+        "logscope tail",
+        "logscope patterns list",
+        "logscope patterns test",
+    ):
         assert command in README, command
     assert "make demo" in README and "make test" in README
 
@@ -99,3 +104,19 @@ def test_readme_documents_every_json_key(tmp_path: Path, analyze_json) -> None:
     _, doc = analyze_json(tmp_path)
     missing = sorted(k for k in _keys(doc) if f'"{k}"' not in README)
     assert not missing, f"JSON keys not in README: {missing}"
+
+
+def test_readme_documents_every_option() -> None:
+    import typer.main
+
+    from logscope.cli import app
+
+    group = typer.main.get_command(app)
+    missing = []
+    for name in ("analyze", "tail"):
+        command = group.commands[name]  # type: ignore[attr-defined]
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("--") and opt not in ("--help",) and opt not in README:
+                    missing.append(f"{name} {opt}")
+    assert not missing, missing
