@@ -436,10 +436,13 @@ class _Watch:
         yield from self._open(from_end)
 
     def _open(self, from_end: bool, announce: bool = True) -> Iterator[Chunk | Notice]:
+        fh: BinaryIO | None = None
         try:
             fh = Path(self.path).open("rb", buffering=0)  # noqa: SIM115 - held across polls
             fst = os.fstat(fh.fileno())
         except OSError as err:
+            if fh is not None:
+                fh.close()
             yield from self._error(f"cannot open: {err.strerror or err}")
             return
         self.fh = fh
