@@ -114,6 +114,9 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        Path(tmp).chmod(0o666 & ~umask)  # mkstemp makes 0600; a report is for sharing
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

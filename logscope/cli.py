@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
+from . import __version__
 from .actions import Actions, run_tail
 from .engine import Engine, default_library
 from .engine import analyze as run_analysis
 from .errors import LogscopeError
 from .model import Analysis
 from .patterns import builtin_dirs, check_samples, load_library
-from .render import Format, terminal
+from .render import Format, ReportFormat, markdown, terminal
 from .render import json as json_render
+from .render.document import SCHEMA_VERSION, document
+from .render.report import write_report
 from .render.stream import TailPrinter
 from .watch import Watcher
 
@@ -31,6 +35,10 @@ app.add_typer(patterns_app, name="patterns")
 
 EXIT_HEALTHY, EXIT_INCIDENTS, EXIT_ERROR = 0, 1, 2
 
+ReportDir = Annotated[
+    Path, typer.Option("--out", help="Directory for the HTML postmortem (default ./reports).")
+]
+Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing report.")]
 PatternDirs = Annotated[
     list[Path] | None,
     typer.Option("--patterns", help="Extra signature directory (repeatable); same id overrides."),
@@ -81,6 +89,11 @@ def analyze(
         str | None,
         typer.Option(help="Mean time between failures for checkpoint advice: 7d, 36h, 90m, 3600."),
     ] = None,
+    html: Annotated[
+        bool, typer.Option("--html", help="Also write the HTML postmortem (see --out).")
+    ] = False,
+    out: ReportDir = Path("reports"),
+    force: Force = False,
 ) -> None:
     """Explain why a training job died or hung, and what it cost.
 
@@ -99,9 +112,47 @@ def analyze(
         typer.echo(f"logscope: warning: {w}", err=True)
     if fmt is Format.json:
         json_render.render(analysis, sys.stdout)
+    elif fmt is Format.md:
+        sys.stdout.write(markdown.render(document(analysis)))
     else:
         terminal.render(analysis, sys.stdout, color=_color())
+    if html:
+        _write_report(document(analysis), out, force)
     raise typer.Exit(exit_code(analysis))
+
+
+def _write_report(doc: dict[str, Any], out: Path, force: bool) -> None:
+    try:
+        path = write_report(doc, out, force=force, generated=f"{__version__}")
+    except LogscopeError as err:
+        _fail(err)
+    typer.echo(f"logscope: wrote {path}", err=True)
+
+
+@app.command()
+def report(
+    analysis_json: Annotated[Path, typer.Argument(help="A document from analyze --format json.")],
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option("--format", "-f", help="html (a file under --out) or md (stdout)."),
+    ] = ReportFormat.html,
+    out: ReportDir = Path("reports"),
+    force: Force = False,
+) -> None:
+    """Write the HTML postmortem (or Markdown) from a saved analysis.
+
+    Example: logscope analyze job.out --format json > a.json && logscope report a.json
+    """
+    try:
+        doc = json.loads(analysis_json.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        _fail(f"{analysis_json}: not an analysis document: {err}")
+    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
+        _fail(f"{analysis_json}: not a logscope analysis document (schema_version 1)")
+    if fmt is ReportFormat.md:
+        sys.stdout.write(markdown.render(doc))
+        return
+    _write_report(doc, out, force)
 
 
 @patterns_app.command("list")

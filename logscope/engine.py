@@ -24,7 +24,7 @@ from .incidents import (
 from .lines import decode, parse_line
 from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress
 from .patterns import Library, builtin_dirs, load_library
-from .sources import BLOCK_SIZE, Block, ReadStats, Source, expand, read_blocks
+from .sources import BLOCK_SIZE, Block, ReadStats, Source, expand, read_blocks, read_lines
 from .timeline import Attempt, Timeline
 
 DISCOVERY_BYTES = 8 << 20
@@ -404,4 +404,41 @@ def analyze(
         inputs.append(
             InputInfo(src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings))
         )
-    return engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
+    analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
+    analysis.extra["context"] = root_context(analysis.incidents)
+    return analysis
+
+
+CONTEXT_LINES = 5
+"""Lines of the same rank shown before and after a root cause."""
+_CONTEXT_WINDOW = 400
+"""Physical lines searched each side: other ranks' lines interleave with the culprit's."""
+
+
+def root_context(
+    incidents: Sequence[Incident], radius: int = CONTEXT_LINES
+) -> dict[str, list[tuple[int, str]]]:
+    """For each incident, its root-cause line with the lines of the same rank around it."""
+    wanted: dict[str, set[int]] = {}
+    for inc in incidents:
+        n = inc.root_cause.line.lineno
+        lo = max(1, n - _CONTEXT_WINDOW)
+        wanted.setdefault(inc.root_cause.line.path, set()).update(range(lo, n + _CONTEXT_WINDOW))
+    lines = {path: read_lines(path, nums) for path, nums in wanted.items()}
+    out: dict[str, list[tuple[int, str]]] = {}
+    for inc in incidents:
+        root = inc.root_cause.line
+        mine = who(root)
+        got = lines.get(root.path, {})
+        before: list[tuple[int, str]] = []
+        after: list[tuple[int, str]] = []
+        for n in sorted(got):
+            if n == root.lineno:
+                continue
+            text = decode(got[n]).rstrip("\r")
+            decoded = parse_line(text, root.path, n)
+            if not any(who(x) == mine for x in decoded):
+                continue
+            (before if n < root.lineno else after).append((n, text))
+        out[inc.id] = [*before[-radius:], (root.lineno, root.raw), *after[:radius]]
+    return out

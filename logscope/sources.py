@@ -615,3 +615,29 @@ def follow(
     finally:
         for watch in watches.values():
             watch.close()
+
+
+def read_lines(path: str, wanted: set[int], max_line: int = MAX_LINE) -> dict[int, bytes]:
+    """The physical lines `wanted` of a file (decompressed), read once from its start.
+
+    Used for the context around a root cause after the analysis: only the few lines asked for
+    are kept. Stdin cannot be read again, so it yields nothing.
+    """
+    if path == "-" or not wanted:
+        return {}
+    out: dict[int, bytes] = {}
+    last = max(wanted)
+    stats = ReadStats()
+    try:
+        for block in read_blocks(Source(path), stats, max_line=max_line):
+            n = block.first_lineno
+            end = n + block.nlines - 1
+            if any(n <= w <= end for w in wanted):
+                for i, line in enumerate(block.data.split(b"\n")):
+                    if n + i in wanted:
+                        out[n + i] = line
+            if end >= last:
+                break
+    except InputError:
+        return out
+    return out

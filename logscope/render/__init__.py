@@ -5,6 +5,12 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+class ReportFormat(StrEnum):
+    html = "html"
+    md = "md"
+
+
 class Format(StrEnum):
     text = "text"
     json = "json"
+    md = "md"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
 from ..accounting import Advice, Ledger
 from ..incidents import World, cascade_ranks
-from ..model import Analysis, Event, Incident
+from ..model import Analysis, Event, Incident, Progress
 from ..timeline import Attempt
 
 SCHEMA_VERSION = 1
@@ -41,7 +42,9 @@ def _root(e: Event, world: World) -> dict[str, Any]:
     }
 
 
-def incident_doc(inc: Incident, world: World) -> dict[str, Any]:
+def incident_doc(
+    inc: Incident, world: World, context: list[tuple[int, str]] | None = None
+) -> dict[str, Any]:
     c = inc.culprit
     return {
         "id": inc.id,
@@ -66,6 +69,7 @@ def incident_doc(inc: Incident, world: World) -> dict[str, Any]:
         "start": _iso(inc.start),
         "end": _iso(inc.end),
         "evidence": [_line_ref(e) for e in _evidence(inc)],
+        "context": [{"line": n, "text": t} for n, t in (context or [])],
     }
 
 
@@ -146,6 +150,27 @@ def advice_doc(advice: Advice | None) -> dict[str, Any] | None:
     }
 
 
+PROGRESS_POINTS = 400
+"""Progress points kept for the timeline: enough to draw it, small for a 5 GB log."""
+
+
+def progress_doc(progress: Progress) -> list[list[Any]]:
+    """[time, iteration] pairs, evenly thinned, always keeping the first and last line."""
+    n = len(progress)
+    if n == 0:
+        return []
+    step = max(1, math.ceil(n / PROGRESS_POINTS))
+    picks = sorted({*range(0, n, step), n - 1})
+    out = []
+    for i in picks:
+        t = progress.time[i]
+        it = progress.iteration[i]
+        if math.isnan(t) or it < 0:
+            continue
+        out.append([datetime.fromtimestamp(t).isoformat(), it])
+    return out
+
+
 def attempts_doc(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
     return [
         {
@@ -158,7 +183,10 @@ def attempts_doc(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
             "first_iteration": a.first_iteration,
             "last_iteration": a.last_iteration,
             "resumed_from": a.resumed_from,
-            "checkpoints": [s.iteration for s in a.saves],
+            "checkpoints": [
+                {"iteration": s.iteration, "end": _iso(s.end), "save_s": _r(s.duration_s)}
+                for s in a.saves
+            ],
             "unfinished_saves": list(a.unfinished_saves),
         }
         for a in attempts
@@ -196,8 +224,12 @@ def document(analysis: Analysis) -> dict[str, Any]:
         "verdict": None
         if v is None
         else {"incident": v.id, "category": v.category, "summary": summary(analysis)},
-        "incidents": [incident_doc(i, world) for i in analysis.incidents],
+        "incidents": [
+            incident_doc(i, world, analysis.extra.get("context", {}).get(i.id))
+            for i in analysis.incidents
+        ],
         "attempts": attempts_doc(analysis.extra.get("attempts", ())),
+        "progress": progress_doc(analysis.progress),
         "ledger": ledger_doc(analysis.extra.get("ledger")),
         "checkpoint_advice": advice_doc(analysis.extra.get("advice")),
         "unrecognized": [

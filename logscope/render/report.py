@@ -1,0 +1,36 @@
+"""Writing the postmortem file: a name from the job, never overwriting, atomically."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..actions import write_atomic
+from ..errors import LogscopeError
+from . import html
+
+
+def report_name(doc: dict[str, Any]) -> str:
+    """`<job>-postmortem.html`: the SLURM job id if a banner names one, else the first input."""
+    for inc in doc.get("incidents", []):
+        job = inc["root_cause"].get("fields", {}).get("job_id")
+        if job:
+            return f"job-{job}-postmortem.html"
+    inputs = doc.get("inputs") or [{"path": "stdin"}]
+    stem = Path(inputs[0]["path"]).name or "stdin"
+    stem = re.sub(r"\.(gz|bz2|xz)$", "", stem)
+    stem = re.sub(r"\.(log|out|txt|err)$", "", stem)
+    stem = re.sub(r"[^\w.-]+", "_", stem).strip("._") or "job"
+    return f"{stem}-postmortem.html"
+
+
+def write_report(doc: dict[str, Any], out: Path, *, force: bool, generated: str) -> Path:
+    path = out / report_name(doc)
+    if path.exists() and not force:
+        raise LogscopeError(f"{path}: exists; use --force to overwrite it")
+    try:
+        write_atomic(path, html.render(doc, generated))
+    except OSError as err:
+        raise LogscopeError(f"{path}: cannot write: {err.strerror or err}") from None
+    return path
