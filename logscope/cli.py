@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from . import __version__
 from .actions import Actions, run_tail
 from .engine import Engine, default_library
 from .engine import analyze as run_analysis
@@ -121,9 +121,16 @@ def analyze(
     raise typer.Exit(exit_code(analysis))
 
 
+def _version() -> str:
+    try:
+        return metadata.version("logscope")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def _write_report(doc: dict[str, Any], out: Path, force: bool) -> None:
     try:
-        path = write_report(doc, out, force=force, generated=f"{__version__}")
+        path = write_report(doc, out, force=force, generated=_version())
     except LogscopeError as err:
         _fail(err)
     typer.echo(f"logscope: wrote {path}", err=True)
