@@ -136,15 +136,21 @@ class Watcher:
                 self._eval_gaps.append(now - self._phase_since)
             self.last_progress_at = now
             self._phase, self._phase_since = "training", now
+            it, total = e.fields.get("iteration", ""), e.fields.get("train_iters", "")
+            if it.isdigit() and total.isdigit() and int(it) >= int(total):
+                self._phase = "done"  # the last iteration: what follows is shutdown
             return
         if e.kind == "checkpoint_save":
             self._phase, self._phase_since = "save", now
         elif e.kind == "checkpoint_saved":
             if self._phase == "save" and self._phase_since is not None:
                 self._save_s.append(now - self._phase_since)
-            it = e.fields.get("iteration")
-            if it and it.isdigit():
-                self._last_checkpoint = int(it)
+                self._phase, self._phase_since = "training", now
+            saved = e.fields.get("iteration", "")
+            if saved.isdigit():
+                self._last_checkpoint = int(saved)
+        elif _finished(e):
+            self._phase, self._phase_since = "done", now
         elif e.kind == "validation":
             self._phase, self._phase_since = "eval", now
         elif e.kind in ("launch", "checkpoint_load"):
@@ -162,9 +168,11 @@ class Watcher:
             self.started_at = now
         out = self._flush(now)
         limit = self.stall_limit()
-        since = now - (self.last_progress_at or self._phase_since or self.started_at)
-        if self.last_progress_at is None and self._phase_since is None:
-            return out  # nothing seen yet: no cadence to judge
+        if (self.last_progress_at is None and self._phase_since is None) or self._phase == "done":
+            return out  # nothing seen yet, or the job said it finished: silence is expected
+        # silence counts from the last sign of life: progress, or the end of a save
+        alive = max(t for t in (self.last_progress_at, self._phase_since) if t is not None)
+        since = now - alive
         n = len(self.engine.progress)
         if since > limit and self._fired_hang_progress != n and not self._crashed():
             self._fired_hang_progress = n
@@ -290,6 +298,17 @@ class Watcher:
             parts.append(f"last progress {since:.0f} s ago")
         parts.append(f"{len(self.alerts)} incident{'s' if len(self.alerts) != 1 else ''}")
         return " | ".join(parts)
+
+
+def _finished(e: Event) -> bool:
+    """The job says training is over: an exit marker, Megatron's last print_datetime, `END TIME`."""
+    if e.kind == "exit":
+        return True
+    if e.kind == "status":
+        return e.fields.get("which") == "END" or e.fields.get("what", "").startswith(
+            "after training is done"
+        )
+    return False
 
 
 def _p99(values: Sequence[float]) -> float | None:

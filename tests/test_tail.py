@@ -221,3 +221,22 @@ def test_cli_tail_hang_and_json(tmp_path: Path) -> None:
 def test_cli_tail_usage_errors(run_cli) -> None:
     code, _, err = run_cli("tail", "x.log", "--stall-after", "soon")
     assert code == 2 and "not a duration" in err
+
+
+def test_no_hang_after_the_job_says_it_finished() -> None:
+    f = Feeder(stall=3)
+    f.iterations(38, 40, start=0, every=1)  # 40 of 40: the last iteration
+    assert f.tick(100) == []
+    g = Feeder(stall=3)
+    g.iterations(1, 5, start=0, every=1)
+    g.lines("[default0]:[after training is done] datetime: 2026-11-29 13:46:13 ", at=5)
+    assert g.tick(100) == []
+
+
+def test_silence_after_a_save_counts_from_its_end() -> None:
+    f = Feeder(stall=3)
+    f.iterations(1, 10, start=0, every=1)
+    f.lines("[default0]:saving checkpoint at iteration      10 to /ckpt", at=9.2)
+    f.lines("[default0]:  successfully saved checkpoint at iteration      10 to /ckpt", at=50)
+    assert f.tick(52) == []  # 43 s since the last iteration, 2 s since the save ended
+    assert [a.title for a in f.tick(53.5)] == ["No progress for 4 s after iteration 10"]

@@ -2,19 +2,33 @@
 
 It renders the JSON document (`logscope.document`), never the Analysis object or the logs, so
 `logscope report analysis.json` makes the same page and every figure on it is also in the JSON.
+The templates only loop and branch over what is prepared here: joins, pivots, coordinates and
+wording choices live in this module, where they are tested.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
 WIDTH = 960
 LANE_H = 46
-LEFT = 90
+LEFT = 120
+RIGHT = 40
+
+_EPOCH = datetime(1970, 1, 1)
+_TICK_STEPS = (
+    *(1, 2, 5, 10, 15, 30),
+    *(60 * m for m in (1, 2, 5, 10, 15, 30)),
+    *(3600 * h for h in (1, 2, 3, 6, 12)),
+    *(86400 * d for d in (1, 2, 7, 14, 28)),
+)
 
 
 def environment() -> jinja2.Environment:
@@ -50,6 +64,15 @@ class Mark:
 
 
 @dataclass(frozen=True, slots=True)
+class Label:
+    x: float
+    y: float
+    text: str
+    cls: str = ""
+    anchor: str = "start"
+
+
+@dataclass(frozen=True, slots=True)
 class Timeline:
     width: int
     height: int
@@ -57,8 +80,45 @@ class Timeline:
     marks: tuple[Mark, ...]
     paths: tuple[tuple[str, str], ...]
     """(class, SVG path data) of the progress lines."""
-    labels: tuple[tuple[float, float, str], ...]
-    axis: tuple[tuple[float, str], ...]
+    labels: tuple[Label, ...]
+    axis: tuple[Label, ...]
+    ticks: tuple[float, ...]
+    """x of the axis ticks (vertical grid lines)."""
+
+
+def _ticks(t0: float, t1: float) -> list[tuple[float, str]]:
+    """Round times between t0 and t1 (at most 7), labelled in the log's wall-clock time."""
+    span = t1 - t0
+    step = next((s for s in _TICK_STEPS if span / s <= 6), _TICK_STEPS[-1])
+    wall0 = datetime.fromtimestamp(t0)
+    offset = (wall0 - _EPOCH).total_seconds()
+    first = _EPOCH + timedelta(seconds=math.ceil(offset / step) * step)
+    out: list[tuple[float, str]] = []
+    day = None
+    k = 0
+    while True:
+        wall = first + timedelta(seconds=k * step)
+        t = wall.timestamp()
+        if t > t1 + 1e-6:
+            break
+        fmt = "%H:%M:%S" if step < 60 else "%H:%M"
+        if wall.date() != day:
+            fmt = "%m-%d " + fmt
+            day = wall.date()
+        out.append((t, wall.strftime(fmt)))
+        k += 1
+    return out
+
+
+def _lane_outcome(doc: dict[str, Any], index: int, inc: dict[str, Any] | None) -> tuple[str, str]:
+    """The second lane label and its class: how the attempt ended."""
+    if inc:
+        return f"{inc['kind']} {inc['incident'] or ''}".strip(), "bad"
+    if index == len(doc["attempts"]) - 1:
+        outcome = doc["job"]["outcome"]
+        text = "running at log end" if outcome == "truncated" else outcome
+        return text, "ok" if outcome in ("completed", "truncated") else "bad"
+    return "restarted", ""
 
 
 def timeline(doc: dict[str, Any]) -> Timeline | None:
@@ -69,14 +129,14 @@ def timeline(doc: dict[str, Any]) -> Timeline | None:
     if len(times) < 2 or max(times) <= min(times):
         return None
     t0, t1 = min(times), max(times)
-    scale = (WIDTH - LEFT - 20) / (t1 - t0)
+    scale = (WIDTH - LEFT - RIGHT) / (t1 - t0)
 
     def x(t: float) -> float:
         return round(LEFT + (t - t0) * scale, 1)
 
     boxes: list[Box] = []
     marks: list[Mark] = []
-    labels: list[tuple[float, float, str]] = []
+    labels: list[Label] = []
     paths: list[tuple[str, str]] = []
     ledger = doc.get("ledger") or {"incidents": []}
     by_attempt = {i["attempt"]: i for i in ledger["incidents"]}
@@ -85,18 +145,38 @@ def timeline(doc: dict[str, Any]) -> Timeline | None:
         if s is None or e is None:
             continue
         y = 10 + i * LANE_H
-        labels.append((8, y + 26, f"attempt {i + 1}"))
+        inc = by_attempt.get(i)
+        labels.append(Label(8, y + 20, f"attempt {i + 1}"))
+        text, cls = _lane_outcome(doc, i, inc)
+        labels.append(Label(8, y + 34, text, cls))
         boxes.append(Box(x(s), y + 8, max(1.0, x(e) - x(s)), 30, "lane", f"attempt {i + 1}"))
         loop = _t(a["loop_start"])
         if loop is not None and loop > s:
             boxes.append(Box(x(s), y + 8, x(loop) - x(s), 30, "startup", "start-up"))
-        inc = by_attempt.get(i)
         if inc and inc["failure"]:
             f = _t(inc["failure"]) or e
             u = f - (inc["wasted_progress_s"] or 0)
-            boxes.append(Box(x(u), y + 8, max(1.0, x(f) - x(u)), 30, "wasted", "wasted progress"))
-            boxes.append(Box(x(f), y + 8, max(1.0, x(e) - x(f)), 30, "hang", "hang"))
-            title = f"{inc['incident'] or ''} {inc['kind']}".strip()
+            boxes.append(
+                Box(
+                    x(u),
+                    y + 8,
+                    max(1.0, x(f) - x(u)),
+                    30,
+                    "wasted",
+                    "progress lost since the last checkpoint: " + _hours(inc["wasted_progress_s"]),
+                )
+            )
+            boxes.append(
+                Box(
+                    x(f),
+                    y + 8,
+                    max(1.0, x(e) - x(f)),
+                    30,
+                    "hang",
+                    f"from the failure to the end of the attempt: {_hours(inc['hang_s'])}",
+                )
+            )
+            title = f"{inc['incident'] or ''} {inc['kind']} at {_when(inc['failure'])}".strip()
             marks.append(Mark(x(f), y + 4, "incident", title))
         for c in a["checkpoints"]:
             ct = _t(c["end"])
@@ -111,13 +191,27 @@ def timeline(doc: dict[str, Any]) -> Timeline | None:
                 f"{x(t)},{round(y + 36 - 26 * (it - base) / max(1, span), 1)}" for t, it in mine
             ]
             paths.append(("progress", "M" + " L".join(coords)))
-    axis = []
-    for k in range(5):
-        t = t0 + (t1 - t0) * k / 4
-        axis.append((x(t), datetime.fromtimestamp(t).strftime("%m-%d %H:%M")))
+            labels.append(Label(x(mine[-1][0]) + 3, y + 8, f"{hi}", "iter"))
     height = 10 + len(attempts) * LANE_H + 24
+    ticks = _ticks(t0, t1)
+    axis = tuple(
+        Label(
+            x(t),
+            height - 6,
+            text,
+            anchor="end" if x(t) > WIDTH - RIGHT / 2 - 30 else "middle",
+        )
+        for t, text in ticks
+    )
     return Timeline(
-        WIDTH, height, tuple(boxes), tuple(marks), tuple(paths), tuple(labels), tuple(axis)
+        WIDTH,
+        height,
+        tuple(boxes),
+        tuple(marks),
+        tuple(paths),
+        tuple(labels),
+        axis,
+        tuple(x(t) for t, _ in ticks),
     )
 
 
@@ -146,21 +240,164 @@ def _hours(seconds: float | None) -> str:
     return f"{seconds:.1f} s"
 
 
+def _gpuh(value: float | None) -> str:
+    """GPU-hours: one decimal for big figures, two for the small ones a short job loses."""
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _when(value: str | None) -> str:
+    """An ISO time as `2022-03-22 04:43:17` (the log's own clock, no sub-seconds)."""
+    return value[:19].replace("T", " ") if value else "-"
+
+
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _code(text: str) -> Markup:
+    """Escape text, then show its `backticked` parts as <code>: remedies quote commands so."""
+    parts = _CODE.split(str(text))
+    out = Markup("")
+    for k, part in enumerate(parts):
+        out += Markup("<code>{}</code>").format(part) if k % 2 else escape(part)
+    return out
+
+
+def _who(culprit: dict[str, Any] | None) -> str | None:
+    if not culprit:
+        return None
+    if culprit["rank"] is not None:
+        who = f"rank {culprit['rank']}"
+    elif culprit["local_rank"] is not None:
+        who = f"local rank {culprit['local_rank']}"
+    else:
+        who = "rank unknown"
+    return f"{who} on {culprit['host']}" if culprit["host"] else who
+
+
+def overview(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per incident for the banner: what, where, when, what it cost, what to do first."""
+    ledger = doc.get("ledger") or {"incidents": []}
+    by_id = {i["incident"]: i for i in ledger["incidents"] if i["incident"]}
+    rows = []
+    for inc in doc["incidents"]:
+        rc = inc["root_cause"]
+        cost = by_id.get(inc["id"])
+        where = _who(inc["culprit"])
+        if where is None:
+            where = f"no rank named (host {rc['host']})" if rc["host"] else "no rank named"
+        rows.append(
+            {
+                "id": inc["id"],
+                "category": inc["category"],
+                "title": inc["title"],
+                "where": where,
+                "when": _when((cost or {}).get("failure") or inc["start"] or rc["time"]),
+                "attempt": cost["attempt"] + 1 if cost else None,
+                "kind": cost["kind"] if cost else None,
+                "lost_gpu_hours": cost["lost_gpu_hours"] if cost else None,
+                "cost": cost,
+                "line": f"{rc['file']}:{rc['line']}",
+                "first_remedy": inc["remedies"][0] if inc["remedies"] else None,
+            }
+        )
+    return rows
+
+
+def context_rows(inc: dict[str, Any]) -> dict[str, Any]:
+    """The root cause's neighbourhood, flagging the root line and where other lines were skipped."""
+    rc = inc["root_cause"]
+    lines = inc["context"] or [{"line": rc["line"], "text": rc["text"]}]
+    rows = []
+    prev = None
+    for c in lines:
+        rows.append(
+            {
+                "line": c["line"],
+                "text": c["text"],
+                "root": c["line"] == rc["line"],
+                "gap": prev is not None and c["line"] > prev + 1,
+            }
+        )
+        prev = c["line"]
+    return {"rows": rows, "gaps": any(r["gap"] for r in rows)}
+
+
+def what_if(advice: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The what-if rows pivoted: one row per interval, one overhead column per detection latency."""
+    if not advice or not advice["what_if"]:
+        return None
+    detections: list[float | None] = []
+    rows: dict[float | None, dict[str, Any]] = {}
+    for w in advice["what_if"]:
+        if w["detection_s"] not in detections:
+            detections.append(w["detection_s"])
+        row = rows.setdefault(
+            w["interval_s"],
+            {
+                "interval_s": w["interval_s"],
+                "interval_iterations": w["interval_iterations"],
+                "notes": [],
+                "overheads": {},
+            },
+        )
+        row["overheads"][w["detection_s"]] = w["overhead"]
+    named = (
+        ("interval_s", "today"),
+        ("young_interval_s", "Young"),
+        ("daly_interval_s", "Daly"),
+    )
+    for key, name in named:
+        value = advice.get(key)
+        if value is None:
+            continue
+        for row in rows.values():
+            if row["interval_s"] is not None and abs(row["interval_s"] - value) <= 1:
+                row["notes"].append(name)
+    detected = advice.get("detection_s")
+    columns = [
+        {
+            "detection_s": d,
+            "note": "as detected in this run"
+            if detected is not None and d is not None and abs(d - detected) <= 1
+            else "if failures are caught quickly",
+        }
+        for d in detections
+    ]
+    return {
+        "columns": columns,
+        "rows": [
+            {**r, "cells": [r["overheads"].get(d) for d in detections]} for r in rows.values()
+        ],
+    }
+
+
 def render(doc: dict[str, Any], generated: str) -> str:
     """The page for an analysis document. `generated` is a label (time, version) for the footer."""
     env = environment()
     env.filters["hours"] = _hours
     env.filters["ranks"] = _ranks
+    env.filters["gpuh"] = _gpuh
+    env.filters["when"] = _when
+    env.filters["code"] = _code
     env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"
+    env.filters["num"] = lambda v: "-" if v is None else f"{v:,.0f}"
     template = env.get_template("report.html.j2")
     verdict = doc.get("verdict")
     verdict_incident = next(
         (i for i in doc["incidents"] if verdict and i["id"] == verdict["incident"]), None
     )
+    rows = overview(doc)
     # jinja's tojson escapes <, >, & and ': log text cannot close the embedded <script>
     return template.render(
         doc=doc,
         verdict_incident=verdict_incident,
+        verdict_row=next((r for r in rows if verdict and r["id"] == verdict["incident"]), None),
+        overview=rows,
+        context={inc["id"]: context_rows(inc) for inc in doc["incidents"]},
+        costs={r["id"]: r["cost"] for r in rows},
+        what_if=what_if(doc.get("checkpoint_advice")),
         timeline=timeline(doc),
         generated=generated,
         doc_json=doc,

@@ -5,11 +5,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .html import _hours, _ranks
+from .html import _gpuh, _hours, _ranks
 
 
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return _inline(text).replace("|", "\\|")
+
+
+def _inline(text: object) -> str:
+    """Text that may quote the log, outside a fence: HTML in it stays text in any renderer."""
+    return (
+        str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    )
 
 
 def _fence(text: str) -> str:
@@ -22,7 +29,7 @@ def _fence(text: str) -> str:
 def render(doc: dict[str, Any]) -> str:
     job = doc["job"]
     out = [f"# logscope postmortem: {job['outcome']}", ""]
-    out.append(doc["verdict"]["summary"] if doc["verdict"] else job["outcome_reason"])
+    out.append(_inline(doc["verdict"]["summary"] if doc["verdict"] else job["outcome_reason"]))
     out.append("")
     out.append(
         f"- world: {job['world_size'] or '?'} ranks; iterations {job['first_iteration']} to "
@@ -31,19 +38,19 @@ def render(doc: dict[str, Any]) -> str:
     ledger = doc.get("ledger")
     if ledger:
         lost = ledger["lost_gpu_hours"]
+        ettr = f"{ledger['ettr']:.1%}" if ledger["ettr"] is not None else "-"
         out.append(
             f"- wall {_hours(ledger['wall_s'])}, productive {_hours(ledger['productive_s'])}, "
-            f"ETTR {ledger['ettr']:.1%}"
-            + (f", **{lost:,.1f} GPU-hours lost**" if lost is not None else "")
+            f"ETTR {ettr}" + (f", **{_gpuh(lost)} GPU-hours lost**" if lost is not None else "")
         )
     for inc in doc["incidents"]:
         rc = inc["root_cause"]
         out += ["", f"## {inc['id']} {inc['category']}: {_cell(inc['title'])}", ""]
-        where = f"`{rc['file']}:{rc['line']}`"
+        where = f"`{rc['file'].replace('`', chr(39))}:{rc['line']}`"  # a code span shows it as is
         if rc["rank"] is not None:
             where += f", rank {rc['rank']}"
         if rc["host"]:
-            where += f", host {rc['host']}"
+            where += f", host {_inline(rc['host'])}"
         if rc["time"]:
             where += f", {rc['time']}"
         out.append(f"Root cause at {where}:")
@@ -59,7 +66,13 @@ def render(doc: dict[str, Any]) -> str:
                 if c["local_rank"] is not None
                 else "unknown"
             )
-            out += ["", f"Culprit: **{who}** (confidence {c['confidence']:.2f}): {c['reason']}"]
+            if c["host"]:
+                who += f" on {c['host']}"
+            out += [
+                "",
+                f"Culprit: **{_inline(who)}** (confidence {c['confidence']:.2f}): "
+                f"{_inline(c['reason'])}",
+            ]
         ranks = _ranks(inc["cascade"]["ranks"])
         out += [
             "",
@@ -74,7 +87,7 @@ def render(doc: dict[str, Any]) -> str:
         out.append("| incident | attempt | kind | wasted progress | hang | restart | GPU-hours |")
         out.append("|---|---:|---|---:|---:|---:|---:|")
         for i in ledger["incidents"]:
-            gpu_h = f"{i['lost_gpu_hours']:,.1f}" if i["lost_gpu_hours"] is not None else "-"
+            gpu_h = _gpuh(i["lost_gpu_hours"])
             out.append(
                 f"| {i['incident'] or '-'} | {i['attempt'] + 1} | {i['kind']} | "
                 f"{_hours(i['wasted_progress_s'])} | {_hours(i['hang_s'])} | "
@@ -83,4 +96,22 @@ def render(doc: dict[str, Any]) -> str:
     advice = doc.get("checkpoint_advice")
     if advice:
         out += ["", "## Checkpoint advice", "", _cell(advice["verdict"])]
+    unrecognized = doc.get("unrecognized") or []
+    if unrecognized:
+        out += ["", "## Unrecognized error lines", ""]
+        out.append("Error-looking lines no signature knows (count, first example):")
+        out.append("")
+        shown = unrecognized[:10]
+        width = max(len(str(u["count"])) for u in shown)
+        out.append(
+            _fence(
+                "\n".join(
+                    f"{u['count']:>{width}}x  {u['example']['file']}:{u['example']['line']}  "
+                    f"{u['example']['text']}"
+                    for u in shown
+                )
+            )
+        )
+        if len(unrecognized) > len(shown):
+            out += ["", f"{len(unrecognized) - len(shown)} more in the JSON document."]
     return "\n".join(out) + "\n"

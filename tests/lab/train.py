@@ -2,7 +2,6 @@
 for the real-log fixtures in tests/fixtures/ (keep line numbers stable!).  Launch e.g.:
 
     torchrun --nproc_per_node 4 --tee 3 tests/lab/train.py
-
 Environment knobs (all optional):
     LAB_ITERS           number of iterations (default 40)
     LAB_ITER_SLEEP      extra sleep per iteration in seconds (default 0.25)
@@ -14,6 +13,7 @@ Environment knobs (all optional):
     LAB_FAULT_RANK      global rank that gets the fault (default 1)
     LAB_FAULT_ITER      iteration at which the fault fires (default 17)
     LAB_GBS             global batch size printed in the log (default 32)
+    LAB_SAVE_SLEEP      extra seconds rank 0 spends saving each checkpoint (default 0)
 """
 
 # fmt: off
@@ -139,6 +139,7 @@ def main():
                            Path(ckpt_dir) / f"iter_{it:07d}.pt")
                 tracker = Path(ckpt_dir) / "latest_checkpointed_iteration.txt"
                 tracker.write_text(str(it))
+                time.sleep(float(os.environ.get("LAB_SAVE_SLEEP", "0")))  # slow save
             dist.barrier()
             if rank == 0:
                 print(f"  successfully saved checkpoint at iteration {it:7d} to {ckpt_dir}",
@@ -148,7 +149,6 @@ def main():
     dist.barrier()
     dist.destroy_process_group()
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,422 @@
+"""The HTML postmortem and the Markdown report: content, hostile log text, offline, --force,
+and a real headless Chromium load (Debian's `chromium`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.generators.bloom_run import generate
+
+LAB = FIXTURES / "lab"
+DATA_BLOCK = re.compile(
+    r'<script type="application/json" id="logscope-analysis">(.*?)</script>', re.S
+)
+RunCli = Callable[..., tuple[int, str, str]]
+PAYLOAD = (
+    '<script>alert(1)</script> "><img src=x onerror=alert(1)> {{7*7}} '
+    "</script><script>alert(2)</script> {% raw %}{% endraw %}"
+)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def analyze_html(run_cli: RunCli, cwd: Path, *args: str, out: Path) -> tuple[int, Path, str]:
+    """`logscope analyze ARGS --html --out OUT` run from `cwd`; (exit code, report, stderr)."""
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        code, _, err = run_cli("analyze", *args, "--html", "--out", str(out))
+    finally:
+        os.chdir(old)
+    assert code in (0, 1), err
+    written = re.search(r"logscope: wrote (.+)", err)
+    assert written, err
+    return code, Path(written.group(1).strip()), err
+
+
+def analysis_doc(run_cli: RunCli, cwd: Path, *args: str) -> dict[str, Any]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        code, out, err = run_cli("analyze", *args, "--format", "json")
+    finally:
+        os.chdir(old)
+    assert code in (0, 1), err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def embedded(html: str) -> dict[str, Any]:
+    blocks = DATA_BLOCK.findall(html)
+    assert len(blocks) == 1
+    doc: dict[str, Any] = json.loads(blocks[0])
+    return doc
+
+
+def text_of(html: str) -> str:
+    """The visible text (tags dropped, entities decoded), whitespace collapsed."""
+
+    class P(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.parts: list[str] = []
+            self.skip = 0
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag in ("script", "style"):
+                self.skip += 1
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("script", "style"):
+                self.skip -= 1
+
+        def handle_data(self, data: str) -> None:
+            if not self.skip:
+                self.parts.append(data)
+
+    p = P()
+    p.feed(html)
+    return " ".join(" ".join(p.parts).split())
+
+
+class Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    handle_startendtag = handle_starttag
+
+
+def tags(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    p = Tags()
+    p.feed(html)
+    return p.tags
+
+
+# ---------------------------------------------------------------------------- scenarios
+
+
+@pytest.fixture(scope="module")
+def bloom(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bloom")
+    generate(out, seed=0)
+    return out
+
+
+@pytest.fixture(scope="module")
+def bloom_report(bloom: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from typer.testing import CliRunner
+
+    from logscope.cli import app
+
+    out = tmp_path_factory.mktemp("bloom-report")
+    old = Path.cwd()
+    os.chdir(bloom)
+    try:
+        res = CliRunner().invoke(app, ["analyze", ".", "--mtbf", "7d", "--html", "--out", str(out)])
+    finally:
+        os.chdir(old)
+    assert res.exit_code == 1, res.stderr
+    (path,) = out.glob("*.html")
+    return path
+
+
+def test_bloom_report_content(bloom_report: Path) -> None:
+    html = bloom_report.read_text(encoding="utf-8")
+    text = text_of(html)
+    assert bloom_report.name == "job-1528874-postmortem.html"
+    assert (
+        "TRUNCATED" in text.upper() and "the log ends while training was still progressing" in text
+    )
+    # what failed, where, when, cost, what to do
+    assert "CUDA reported `unknown error`" in text
+    assert "rank 195 on jean-zay-iam25.idris.fr" in text
+    assert "Training hung after iteration 1137" in text
+    assert "2022-03-22 04:43:17" in text and "2022-03-22 22:32:36" in text
+    assert "5,313.4 GPU-h" in text and "1,869.7" in text and "3,443.7" in text
+    assert "ETTR" in text and "74.3%" in text
+    assert "Drain the node" in text and "logscope tail" in text
+    assert "Checkpoint advice" in text and "Young" in text and "Daly" in text
+    # the timeline: three lanes with how each ended
+    assert "<svg" in html and "crash I1" in text and "hang I2" in text
+    assert "running at log end" in text
+    # relative inputs stay relative: no tmp path of the test machine in the page
+    assert "main_log.txt:1598" in text and str(bloom_report.parent.parent) not in html
+    assert bloom_report.stat().st_size < 1_000_000
+
+
+def test_bloom_embedded_json_is_the_document(
+    bloom: Path, bloom_report: Path, run_cli: RunCli
+) -> None:
+    doc = analysis_doc(run_cli, bloom, ".", "--mtbf", "7d")
+    assert embedded(bloom_report.read_text(encoding="utf-8")) == doc
+    assert doc["job"]["world_size"] == 384
+
+
+LAB_EXPECT = {
+    "hang_rank1.log": ("crashed", "rank 1", "Gloo timed out waiting for a peer"),
+    "raise_rank1.log": ("crashed", "rank 1", "Uncaught Python exception"),
+    "segv_rank3.log": ("crashed", "rank 3", None),
+    "sigkill_rank2.log": ("crashed", "rank 2", None),
+    "healthy.log": ("completed", None, None),
+    "hang_all_rank1.log": (None, None, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAB_EXPECT))
+def test_lab_reports(name: str, run_cli: RunCli, tmp_path: Path) -> None:
+    code, path, _ = analyze_html(run_cli, LAB, name, out=tmp_path)
+    html = path.read_text(encoding="utf-8")
+    text = text_of(html)
+    doc = analysis_doc(run_cli, LAB, name)
+    assert embedded(html) == doc
+    outcome, culprit, title = LAB_EXPECT[name]
+    assert doc["job"]["outcome"].upper() in text.upper()
+    if outcome:
+        assert doc["job"]["outcome"] == outcome
+    if culprit:
+        assert doc["incidents"][0]["culprit"]["rank"] == int(culprit.split()[1])
+        # the banner's "where" figure names the culprit
+        assert re.search(rf"where {culprit}\b", text), text[:400]
+    if title:
+        assert title in text
+    if doc["verdict"]:
+        assert doc["verdict"]["summary"] in text
+        assert "GPU-h" in text
+    else:
+        assert code == 0
+    if doc["ledger"]:
+        assert "ETTR" in text and "Wall time" in text
+    assert f"{name}" in text  # the inputs table
+
+
+# ---------------------------------------------------------------------------- hostile text
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    """raise_rank1 with the payload in the exception line and in an unknown error line."""
+    lines = (LAB / "raise_rank1.log").read_text(encoding="utf-8").splitlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        if line.startswith("[default1]:[rank1]: ValueError:"):
+            line = "[default1]:[rank1]: ValueError: " + PAYLOAD
+        out.append(line)
+        if n == 20:
+            out.append("[default2]:[rank2]: ERROR: weird failure " + PAYLOAD)
+    path = tmp_path / "logs" / "hostile.log"
+    path.parent.mkdir()
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+def test_hostile_log_text_is_escaped(hostile: Path, run_cli: RunCli, tmp_path: Path) -> None:
+    _, path, _ = analyze_html(run_cli, hostile.parent, hostile.name, out=tmp_path / "r")
+    html = path.read_text(encoding="utf-8")
+    doc = embedded(html)
+    assert PAYLOAD in doc["incidents"][0]["root_cause"]["text"]
+    assert any(PAYLOAD in u["example"]["text"] for u in doc["unrecognized"])
+    visible = html.split('<script type="application/json"')[0]
+    # shown, as text, in the root-cause context and in the unrecognized table
+    assert visible.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 2
+    assert "&lt;img src=x onerror=alert(1)&gt;" in visible
+    assert "{{7*7}}" in visible and "49" not in text_of(visible).replace("1,049", "")
+    assert "{% raw %}{% endraw %}" in visible
+    assert PAYLOAD in text_of(html)
+    # nothing of it became markup
+    assert html.count("<script") == 1
+    assert "<img" not in html
+    assert [t for t, _ in tags(html)].count("script") == 1
+    assert not any(t == "img" or "onerror" in a for t, a in tags(html))
+    # the data block cannot be closed by the text inside it
+    assert "</script><script>alert(2)" not in html
+
+
+def test_hostile_markdown_is_fenced(hostile: Path, run_cli: RunCli) -> None:
+    old = Path.cwd()
+    os.chdir(hostile.parent)
+    try:
+        code, md, _ = run_cli("analyze", hostile.name, "--format", "md")
+    finally:
+        os.chdir(old)
+    assert code == 1
+    fence = False
+    for line in md.splitlines():
+        if re.fullmatch(r"`{3,}", line):
+            fence = not fence
+            continue
+        if "alert(" in line or "{{7*7}}" in line:
+            assert fence, f"log text outside a code fence: {line!r}"
+    assert not fence
+    assert md.count("alert(1)</script>") >= 2  # the root cause and the unrecognized line
+
+
+def test_markdown_fence_outlasts_backticks() -> None:
+    from logscope.render.markdown import _fence
+
+    text = "a ```` b"
+    fenced = _fence(text)
+    assert fenced.startswith("`````\n") and fenced.endswith("\n`````")
+
+
+# ---------------------------------------------------------------------------- offline
+
+
+def test_no_external_resource_and_strict_csp(bloom_report: Path) -> None:
+    html = bloom_report.read_text(encoding="utf-8")
+    found = tags(html)
+    for tag, attrs in found:
+        for key in ("src", "href", "srcset", "action", "data", "poster", "xlink:href"):
+            value = (attrs.get(key) or "").strip().lower()
+            if value:
+                assert value.startswith("#"), f"<{tag} {key}={value!r}> leaves the document"
+                assert not value.startswith(("http:", "https:", "//", "javascript:"))
+        assert tag not in ("link", "iframe", "object", "embed", "base", "img", "audio", "video")
+    assert not re.search(r"url\(|@import", html, re.I)
+    csp = [
+        a["content"]
+        for t, a in found
+        if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    ]
+    assert len(csp) == 1 and "default-src 'none'" in (csp[0] or "")
+    assert "script-src" not in (csp[0] or "")  # no script may run
+    scripts = [a for t, a in found if t == "script"]
+    assert scripts == [{"type": "application/json", "id": "logscope-analysis"}]
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def test_force_and_atomic_write(run_cli: RunCli, tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    _, path, _ = analyze_html(run_cli, LAB, "hang_rank1.log", out=out)
+    path.write_text("an earlier report", encoding="utf-8")
+    old = Path.cwd()
+    os.chdir(LAB)
+    try:
+        code, _, err = run_cli("analyze", "hang_rank1.log", "--html", "--out", str(out))
+        assert code == 2
+        assert "exists" in err and "--force" in err
+        assert path.read_text(encoding="utf-8") == "an earlier report"
+        code, _, err = run_cli("analyze", "hang_rank1.log", "--html", "--out", str(out), "--force")
+    finally:
+        os.chdir(old)
+    assert code == 1, err
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in out.iterdir()) == [path.name]  # no temp file left behind
+
+
+def test_report_command_renders_the_same_page(run_cli: RunCli, tmp_path: Path) -> None:
+    doc = analysis_doc(run_cli, LAB, "sigkill_rank2.log")
+    saved = tmp_path / "a.json"
+    saved.write_text(json.dumps(doc), encoding="utf-8")
+    _, from_analyze, _ = analyze_html(run_cli, LAB, "sigkill_rank2.log", out=tmp_path / "x")
+    code, _, err = run_cli("report", str(saved), "--out", str(tmp_path / "y"))
+    assert code == 0, err
+    from_report = tmp_path / "y" / from_analyze.name
+    assert from_report.read_text(encoding="utf-8") == from_analyze.read_text(encoding="utf-8")
+    code, md, _ = run_cli("report", str(saved), "--format", "md")
+    assert code == 0 and md.startswith("# logscope postmortem: crashed")
+    code, _, err = run_cli("report", str(saved), "--out", str(tmp_path / "y"))
+    assert code == 2 and "--force" in err
+
+
+# ---------------------------------------------------------------------------- chromium
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.environ.get("CI"):
+        pytest.fail("no chromium in CI: install Debian's chromium (apt-get install -y chromium)")
+    pytest.skip("no chromium binary (apt-get install -y chromium); CI runs this test")
+
+
+def load_in_chromium(page: Path) -> tuple[str, list[str], list[str]]:
+    """(DOM after load, console lines, URLs the page itself asked the network for)."""
+    browser = _chromium()
+    assert browser
+    with tempfile.TemporaryDirectory() as profile:
+        netlog = Path(profile) / "net.json"
+        proc = subprocess.run(
+            [
+                browser,
+                "--headless=new",
+                "--no-sandbox",  # root in a container
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}/profile",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--host-resolver-rules=MAP * ~NOTFOUND",  # nothing can leave the machine
+                f"--log-net-log={netlog}",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+        console += [
+            line
+            for line in proc.stderr.splitlines()
+            if re.search(r"Refused to|Uncaught|Content Security Policy|ERR_", line)
+        ]
+        events = json.loads(netlog.read_text(encoding="utf-8")).get("events", [])
+    requested = sorted(
+        {
+            e["params"]["url"]
+            for e in events
+            if "url" in e.get("params", {})
+            and "file://" in str(e["params"].get("network_isolation_key", ""))
+            and not e["params"]["url"].startswith(("file:", "data:"))
+        }
+    )
+    return proc.stdout, console, requested
+
+
+def test_chromium_detector_sees_errors_and_requests(tmp_path: Path) -> None:
+    """The control: a page that breaks both rules is caught (so a pass below means something)."""
+    bad = tmp_path / "bad.html"
+    bad.write_text(
+        '<!DOCTYPE html><meta http-equiv="Content-Security-Policy" content="img-src http:">'
+        '<p>hello</p><img src="http://logscope-test.invalid/x.png"><script>nope()</script>',
+        encoding="utf-8",
+    )
+    dom, console, requested = load_in_chromium(bad)
+    assert "hello" in dom
+    assert any("Uncaught" in line for line in console), console
+    assert requested == ["http://logscope-test.invalid/x.png"]
+
+
+def test_report_loads_in_chromium_offline_without_errors(bloom_report: Path) -> None:
+    dom, console, requested = load_in_chromium(bloom_report)
+    assert "Training hung after iteration 1137" in dom
+    assert "rank 195 on jean-zay-iam25.idris.fr" in dom
+    assert 'id="logscope-analysis"' in dom
+    assert console == []
+    assert requested == []
