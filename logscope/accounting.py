@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from .model import Incident
+from .model import Incident, duration
 from .timeline import Attempt, input_of
 
 HANG_FLOOR_S = 30.0
@@ -330,7 +330,7 @@ def _verdict(
     if young_s is None:
         return "No interval advice."
     per_it = f" ({young_s / iteration_s:.0f} iterations)" if iteration_s else ""
-    advice = f"Optimal interval (Young): {young_s:.0f} s{per_it}."
+    advice = f"Optimal interval (Young): {duration(young_s)}{per_it}."
     if interval_s:
         rework = interval_s / 2
         if detection_s > rework:
@@ -342,6 +342,6 @@ def _verdict(
             )
         ratio = interval_s / young_s
         if 0.7 <= ratio <= 1.4:
-            return f"{advice} Today's interval ({interval_s:.0f} s) is close to it."
-        return f"{advice} Today's interval is {interval_s:.0f} s: change it."
+            return f"{advice} Today's interval ({duration(interval_s)}) is close to it."
+        return f"{advice} Today's interval is {duration(interval_s)}: change it."
     return advice

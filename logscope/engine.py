@@ -22,7 +22,7 @@ from .incidents import (
     make_job,
 )
 from .lines import decode, parse_line
-from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress
+from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress, duration
 from .patterns import Library, builtin_dirs, load_library
 from .sources import BLOCK_SIZE, Block, ReadStats, Source, expand, read_blocks, read_lines
 from .timeline import Attempt, Timeline
@@ -281,7 +281,7 @@ class Engine:
                 out.extend(incs)
                 continue
             gap = (a.end - a.last_progress).total_seconds() if a.end and a.last_progress else 0.0
-            silent = f"no progress for {gap:.0f} s until the attempt ended"
+            silent = f"no progress for {duration(gap)} until the attempt ended"
             if incs:
                 main = next((i for i in incs if i.root_cause.role != "end"), incs[0])
                 if main.root_cause.role == "end" and gap > threshold:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .events import EXIT_SIGNALS, FAILURE_ENTRY
-from .model import Culprit, Event, Incident, Job, Line, Outcome, Progress
+from .model import Culprit, Event, Incident, Job, Line, Outcome, Progress, duration
 from .patterns import Library
 
 _ROLE_RANK = {"cause": 3, "summary": 2, "symptom": 1, "end": 0}
@@ -311,6 +311,10 @@ def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[
     if sig is None:
         return e.signature, "", (), ()
     title = sig.title
+    if sig.id == "python.exception" and e.fields.get("exception"):
+        # the generic signature: the exception itself says more than its title
+        message = e.fields.get("message", "").strip()
+        title = f"{e.fields['exception']}: {message}"[:160] if message else e.fields["exception"]
     xid = _field_int(e, "xid")
     if xid is not None and xid in library.xid:
         title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
@@ -422,7 +426,7 @@ def decide_outcome(
         if gap is not None and gap > threshold and end.category in ("timelimit", "cancelled"):
             return Ending(
                 Outcome.hung,
-                f"no progress for {gap:.0f} s before the job was "
+                f"no progress for {duration(gap)} before the job was "
                 f"{'killed at its time limit' if end.category == 'timelimit' else 'cancelled'}",
                 gap,
             )
@@ -435,7 +439,7 @@ def decide_outcome(
     if exits:
         return Ending(Outcome.completed, f"the job says it exited: {exits[-1].line.text.strip()}")
     if gap is not None and gap > threshold:
-        return Ending(Outcome.hung, f"no progress for the last {gap:.0f} s of the log", gap)
+        return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
     if len(progress):
         return Ending(Outcome.truncated, "the log ends while training was still progressing")
     return Ending(Outcome.unknown, "no progress markers and no failure found")

@@ -13,6 +13,17 @@ from enum import StrEnum
 from typing import Any
 
 
+def duration(seconds: float | None) -> str:
+    """A duration for people: `42 s`, `7.5 min`, `6.98 h`."""
+    if seconds is None:
+        return "-"
+    if abs(seconds) >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if abs(seconds) >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s" if abs(seconds) >= 10 else f"{seconds:.1f} s"
+
+
 class Outcome(StrEnum):
     completed = "completed"
     crashed = "crashed"

@@ -16,7 +16,7 @@ attempt's first anchor are placed backwards from the first line whose time is kn
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from .model import Event, Progress
@@ -214,7 +214,7 @@ class Timeline:
         cur.last_idx = idx
         cur.last_it = it if it is not None else cur.last_it
         cur.last_seq = max(cur.last_seq, e.seq)
-        cur.last_event = e
+        cur.last_event = replace(e, time=_dt(t), time_exact=e.time_exact) if t is not None else e
         return t
 
     def now(self, seq: int) -> float | None:
@@ -357,6 +357,4 @@ class Timeline:
 
 
 def _replace_times(a: Attempt, start: datetime | None, end: datetime | None) -> Attempt:
-    from dataclasses import replace
-
     return replace(a, start=start, end=end)

@@ -17,7 +17,7 @@ from typing import Any
 from .engine import Engine
 from .events import EXIT_SIGNALS
 from .incidents import build_incidents, build_world
-from .model import Event, Progress
+from .model import Event, Progress, duration
 from .sources import Block
 
 GRACE_S = 0.5
@@ -246,8 +246,8 @@ class Watcher:
         return self._new(
             "hang",
             "hang",
-            f"No progress for {since:.0f} s{where}{phase}",
-            f"the {self._phase} phase allows {limit:.0f} s of silence",
+            f"No progress for {duration(since)}{where}{phase}",
+            f"the {self._phase} phase allows {duration(limit)} of silence",
             now,
             None,
             since,

@@ -239,4 +239,4 @@ def test_silence_after_a_save_counts_from_its_end() -> None:
     f.lines("[default0]:saving checkpoint at iteration      10 to /ckpt", at=9.2)
     f.lines("[default0]:  successfully saved checkpoint at iteration      10 to /ckpt", at=50)
     assert f.tick(52) == []  # 43 s since the last iteration, 2 s since the save ended
-    assert [a.title for a in f.tick(53.5)] == ["No progress for 4 s after iteration 10"]
+    assert [a.title for a in f.tick(53.5)] == ["No progress for 3.5 s after iteration 10"]

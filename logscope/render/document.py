@@ -260,7 +260,7 @@ def summary(analysis: Analysis) -> str:
             f"({v.root_cause.line.path}:{v.root_cause.line.lineno})."
         )
     where = []
-    if v.culprit and v.culprit.rank is not None:
+    if v.culprit and v.culprit.rank is not None and f"rank {v.culprit.rank}" not in v.title:
         where.append(f"rank {v.culprit.rank}")
     elif v.culprit and v.culprit.local_rank is not None:
         where.append(f"local rank {v.culprit.local_rank}")

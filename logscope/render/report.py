@@ -12,11 +12,15 @@ from . import html
 
 
 def report_name(doc: dict[str, Any]) -> str:
-    """`<job>-postmortem.html`: the SLURM job id if a banner names one, else the first input."""
-    for inc in doc.get("incidents", []):
-        job = inc["root_cause"].get("fields", {}).get("job_id")
-        if job:
-            return f"job-{job}-postmortem.html"
+    """`<job>-postmortem.html`: the SLURM job id of a one-attempt job if a banner names it,
+    else the first input's name (a run of several jobs is named after its merged log)."""
+    jobs = {
+        job
+        for inc in doc.get("incidents", [])
+        if (job := inc["root_cause"].get("fields", {}).get("job_id"))
+    }
+    if len(jobs) == 1 and len(doc.get("attempts") or []) <= 1:
+        return f"job-{jobs.pop()}-postmortem.html"
     inputs = doc.get("inputs") or [{"path": "stdin"}]
     stem = Path(inputs[0]["path"]).name or "stdin"
     stem = re.sub(r"\.(gz|bz2|xz)$", "", stem)
