@@ -140,7 +140,7 @@ def bloom_report(bloom: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_bloom_report_content(bloom_report: Path) -> None:
     html = bloom_report.read_text(encoding="utf-8")
     text = text_of(html)
-    assert bloom_report.name == "job-1528874-postmortem.html"
+    assert bloom_report.name == "main_log-postmortem.html"
     assert (
         "TRUNCATED" in text.upper() and "the log ends while training was still progressing" in text
     )

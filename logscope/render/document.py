@@ -14,6 +14,22 @@ from ..timeline import Attempt
 SCHEMA_VERSION = 1
 
 
+def rank_ranges(ranks: list[int]) -> str:
+    """`0-2,4-7`: ranges of consecutive ranks ('' for none)."""
+    out: list[str] = []
+    if not ranks:
+        return ""
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ",".join(out)
+
+
 def _iso(t: datetime | None) -> str | None:
     return t.isoformat() if t is not None else None
 

@@ -17,6 +17,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
+from ..model import duration
+from .document import rank_ranges
+
 WIDTH = 960
 LANE_H = 46
 LEFT = 120
@@ -215,29 +218,8 @@ def timeline(doc: dict[str, Any]) -> Timeline | None:
     )
 
 
-def _ranks(ranks: list[int]) -> str:
-    if not ranks:
-        return ""
-    out: list[str] = []
-    start = prev = ranks[0]
-    for r in [*ranks[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ",".join(out)
-
-
-def _hours(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if abs(seconds) >= 3600:
-        return f"{seconds / 3600:.2f} h"
-    if abs(seconds) >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
+_ranks = rank_ranges
+_hours = duration
 
 
 def _gpuh(value: float | None) -> str:

@@ -10,30 +10,14 @@ from rich.table import Table
 
 from ..accounting import Advice, Ledger
 from ..incidents import World, cascade_ranks
-from ..model import Analysis, Incident, Outcome
-from .document import summary
+from ..model import Analysis, Incident, Outcome, duration
+from .document import rank_ranges, summary
 
 _OUTCOME_STYLE = {
     Outcome.completed: "bold green",
     Outcome.truncated: "bold yellow",
     Outcome.unknown: "bold yellow",
 }
-
-
-def _ranks(ranks: list[int]) -> str:
-    """`0-2,4-7`: ranges of consecutive ranks."""
-    if not ranks:
-        return "-"
-    out: list[str] = []
-    start = prev = ranks[0]
-    for r in [*ranks[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ",".join(out)
 
 
 def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 100) -> None:
@@ -78,21 +62,12 @@ def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 10
             console.print(f"[yellow]warning:[/] {escape(w)}")
 
 
-def _h(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.2f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
-
-
 def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
     ettr = f"{ledger.ettr:.1%}" if ledger.ettr is not None else "-"
     gpu_h = f", {ledger.lost_gpu_hours:,.1f} GPU-hours lost" if ledger.lost_gpu_hours else ""
     console.print(
-        f"[bold]Ledger[/]  wall {_h(ledger.wall_s)}, productive {_h(ledger.productive_s)}, "
+        f"[bold]Ledger[/]  wall {duration(ledger.wall_s)}, "
+        f"productive {duration(ledger.productive_s)}, "
         f"ETTR {ettr}{gpu_h}" + (f" ({ledger.gpus} GPUs)" if ledger.gpus else "")
     )
     if ledger.incidents:
@@ -104,13 +79,15 @@ def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
                 i.incident or "-",
                 str(i.attempt + 1),
                 i.kind,
-                _h(i.wasted_progress_s),
-                _h(i.hang_s),
-                _h(i.restart_s),
+                duration(i.wasted_progress_s),
+                duration(i.hang_s),
+                duration(i.restart_s),
                 f"{i.lost_gpu_hours:,.1f}" if i.lost_gpu_hours is not None else "-",
             )
         console.print(table)
-    badput = ", ".join(f"{k.replace('_', ' ')} {_h(v)}" for k, v in ledger.badput_s.items() if v)
+    badput = ", ".join(
+        f"{k.replace('_', ' ')} {duration(v)}" for k, v in ledger.badput_s.items() if v
+    )
     if badput:
         console.print(f"  badput: {badput}")
     if advice is not None:
@@ -121,7 +98,9 @@ def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
                 table.add_column(col, justify="right")
             for w in advice.what_if:
                 its = f"{w.interval_iterations:.0f}" if w.interval_iterations else "-"
-                table.add_row(_h(w.interval_s), its, _h(w.detection_s), f"{w.overhead:.1%}")
+                table.add_row(
+                    duration(w.interval_s), its, duration(w.detection_s), f"{w.overhead:.1%}"
+                )
             console.print(table)
 
 
@@ -161,7 +140,8 @@ def _incident(console: Console, inc: Incident, world: World) -> None:
         grid.add_row("culprit", escape(f"{name} (confidence {c.confidence:.2f}): {c.reason}"))
     ranks = cascade_ranks(inc, world)
     grid.add_row(
-        "cascade", f"{len(inc.cascade)} lines" + (f" from ranks {_ranks(ranks)}" if ranks else "")
+        "cascade",
+        f"{len(inc.cascade)} lines" + (f" from ranks {rank_ranges(ranks)}" if ranks else ""),
     )
     if inc.iteration is not None:
         grid.add_row("iteration", str(inc.iteration))
