@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 from .accounting import advise, build_ledger, hang_threshold, owner
 from .clusters import Clusters
-from .events import Extractor, who
+from .errors import InputError
+from .events import Extractor, Prefilter, scan_range, who
 from .incidents import (
     Ending,
     Who,
@@ -24,7 +27,19 @@ from .incidents import (
 from .lines import decode, parse_line
 from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress, duration
 from .patterns import Library, builtin_dirs, load_library
-from .sources import BLOCK_SIZE, Block, ReadStats, Source, expand, read_blocks, read_lines
+from .sources import (
+    BLOCK_SIZE,
+    MAX_LINE,
+    Block,
+    ReadStats,
+    Source,
+    compression_of,
+    expand,
+    note_cut,
+    read_blocks,
+    read_lines,
+    split_ranges,
+)
 from .timeline import Attempt, Timeline
 
 DISCOVERY_BYTES = 8 << 20
@@ -69,6 +84,10 @@ class Engine:
         self.extractor = Extractor(self.library)
         self.timeline = Timeline(self.progress)
 
+    def discovered(self, path: str) -> bool:
+        """The discovery window of an input has been read."""
+        return self._offsets.get(path, 0) >= DISCOVERY_BYTES
+
     def discover(self, block: Block, path: str) -> None:
         """Note every rank prefix on the lines that start in an input's first DISCOVERY_BYTES.
 
@@ -99,6 +118,15 @@ class Engine:
             if truncated and line.lineno in truncated:
                 line = _flag_truncated(line)
             out.extend(self.feed_line(line))
+        return out
+
+    def feed_raw(
+        self, path: str, lineno: int, raw: bytes, year: int | None, truncated: bool = False
+    ) -> list[Event]:
+        """One candidate line found elsewhere (a worker process): decode it, then feed it."""
+        out: list[Event] = []
+        for line in parse_line(decode(raw), path, lineno, year):
+            out.extend(self.feed_line(_flag_truncated(line) if truncated else line))
         return out
 
     def feed_line(self, line: Line) -> list[Event]:
@@ -351,6 +379,53 @@ def _stamp_kind(e: Event) -> str:
     return "anchor"
 
 
+def _feed_sequential(
+    engine: Engine, src: Source, stats: ReadStats, block_size: int, tick: Callable[[int], None]
+) -> None:
+    year: int | None = None
+    for i, block in enumerate(read_blocks(src, stats, block_size=block_size)):
+        if i == 0:
+            year = _year_hint(src, block.data[:65536])
+        engine.discover(block, src.path)
+        engine.feed_block(block, src.path, year)
+        tick(stats.bytes)
+
+
+def _feed_parallel(
+    engine: Engine,
+    src: Source,
+    stats: ReadStats,
+    pool: ProcessPoolExecutor,
+    pattern: str,
+    block_size: int,
+    chunk_bytes: int,
+    tick: Callable[[int], None],
+) -> None:
+    """Workers find candidate lines in ranges of the file; this process feeds them in order."""
+    year: int | None = None
+    # the rank-discovery window and the year, from the same blocks the sequential path reads
+    for i, block in enumerate(read_blocks(src, ReadStats(), block_size=block_size)):
+        if i == 0:
+            year = _year_hint(src, block.data[:65536])
+        engine.discover(block, src.path)
+        if block.first_lineno > 1 and engine.discovered(src.path):
+            break
+    size = Path(src.path).stat().st_size
+    ranges = split_ranges(src.path, size, chunk_bytes)
+    tasks = [(src.path, start, end, pattern) for start, end in ranges]
+    base = 0
+    for candidates, nlines, nbytes, cut in pool.map(scan_range, tasks):
+        cut_abs = {base + c + 1 for c in cut}
+        for rel, raw in candidates:
+            lineno = base + rel + 1
+            engine.feed_raw(src.path, lineno, raw, year, lineno in cut_abs)
+        note_cut(stats, src.path, sorted(cut_abs), MAX_LINE)
+        base += nlines
+        stats.bytes += nbytes
+        stats.lines = base
+        tick(stats.bytes)
+
+
 def _flag_truncated(line: Line) -> Line:
     return replace(line, truncated=True)
 
@@ -371,6 +446,11 @@ def default_library(extra: Iterable[Path | str] = ()) -> Library:
     return load_library([*builtin_dirs(), *extra])
 
 
+PARALLEL_MIN_BYTES = 64 << 20
+"""Smaller files are read in this process: starting workers costs more than it saves."""
+CHUNK_BYTES = 32 << 20
+
+
 def analyze(
     paths: Sequence[str],
     library: Library | None = None,
@@ -378,32 +458,55 @@ def analyze(
     block_size: int = BLOCK_SIZE,
     gpus: int | None = None,
     mtbf_s: float | None = None,
+    jobs: int = 1,
+    on_progress: Callable[[int], None] | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
 ) -> Analysis:
-    """Analyze logs that have ended. `warn` collects non-fatal input problems."""
+    """Analyze logs that have ended. `warn` collects non-fatal input problems.
+
+    With `jobs` > 1, large uncompressed files are split at line starts and their candidate lines
+    found by worker processes; the lines are fed to the one engine in file order, so the result
+    is the same as with one job. `on_progress` gets the bytes read so far.
+    """
     library = library or default_library()
     engine = Engine(library)
     inputs: list[InputInfo] = []
-    for src in expand(list(paths)):
-        stats = ReadStats()
-        year: int | None = None
-        try:
-            for i, block in enumerate(read_blocks(src, stats, block_size=block_size)):
-                if i == 0:
-                    year = _year_hint(src, block.data[:65536])
-                engine.discover(block, src.path)
-                engine.feed_block(block, src.path, year)
-        except Exception as err:
-            from .errors import InputError
+    pattern = Prefilter.for_library(library).pattern
+    done = 0
+    with contextlib.ExitStack() as stack:
+        pool: ProcessPoolExecutor | None = None
+        for src in expand(list(paths)):
+            stats = ReadStats()
 
-            if isinstance(err, InputError) and not src.explicit:
+            def tick(n: int, base: int = done) -> None:
+                if on_progress is not None:
+                    on_progress(base + n)
+
+            try:
+                size = Path(src.path).stat().st_size if src.path != "-" else 0
+                if jobs > 1 and size >= parallel_min_bytes and compression_of(src.path) is None:
+                    if pool is None:
+                        pool = stack.enter_context(ProcessPoolExecutor(jobs))
+                    _feed_parallel(engine, src, stats, pool, pattern, block_size, chunk_bytes, tick)
+                else:
+                    _feed_sequential(engine, src, stats, block_size, tick)
+            except InputError as err:
+                if src.explicit:
+                    raise
                 stats.warnings.append(f"{src.path}: skipped: {err.message}")
-            else:
-                raise
-        if warn is not None:
-            warn.extend(stats.warnings)
-        inputs.append(
-            InputInfo(src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings))
-        )
+            except OSError as err:
+                raise InputError(src.path, f"cannot read: {err.strerror or err}") from None
+            done += stats.bytes
+            if on_progress is not None:
+                on_progress(done)
+            if warn is not None:
+                warn.extend(stats.warnings)
+            inputs.append(
+                InputInfo(
+                    src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings)
+                )
+            )
     analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
     analysis.extra["context"] = root_context(analysis.incidents)
     return analysis

@@ -19,6 +19,7 @@ from .clusters import Clusters
 from .lines import decode, parse_line
 from .model import Event, Line
 from .patterns import Library
+from .sources import ReadStats, Source, read_blocks
 
 # torchrun's ChildFailedError block (FORMATS.md §3.1): the field lines are parsed here, as a
 # block, because a `rank : 3` line means nothing without the `exitcode` line below it.
@@ -107,6 +108,15 @@ class Prefilter:
         literals = minimal_literals([*library.triggers, *BLOCK_TRIGGERS])
         return cls("(?:" + "|".join(_re2_escape(t) for t in literals) + ")[^\n]*")
 
+    def lines(self, block: bytes, first_lineno: int) -> Iterator[tuple[int, bytes]]:
+        """(line number, raw bytes) of each candidate line of a block."""
+        lineno = first_lineno
+        pos = 0
+        for start, end in self.candidates(block):
+            lineno += block.count(b"\n", pos, start)
+            pos = start
+            yield lineno, block[start:end]
+
     def candidates(self, block: bytes) -> Iterator[tuple[int, int]]:
         """(start, end) byte offsets of each candidate line, in order; end excludes the newline."""
         if not block:
@@ -124,6 +134,28 @@ class Prefilter:
                 end = len(block)
             yield start, end
             pos = end
+
+
+def scan_range(
+    task: tuple[str, int, int, str],
+) -> tuple[list[tuple[int, bytes]], int, int, list[int]]:
+    """A worker's share of one file: the candidate lines of bytes [start, end).
+
+    Returns (line index from the range's start, raw line) for each candidate, the range's number
+    of lines, its bytes and the indexes of lines cut at MAX_LINE. Runs in another process: the
+    arguments and results are plain data.
+    """
+    path, start, end, pattern = task
+    prefilter = Prefilter(pattern)
+    stats = ReadStats()
+    out: list[tuple[int, bytes]] = []
+    cut: list[int] = []
+    nlines = 0
+    for block in read_blocks(Source(path), stats, byte_range=(start, end)):
+        out.extend(prefilter.lines(block.data, block.first_lineno - 1))
+        cut.extend(n - 1 for n in block.truncated)
+        nlines = block.first_lineno - 1 + block.nlines
+    return out, nlines, stats.bytes, cut
 
 
 def parse_time(value: str) -> datetime | None:
@@ -177,13 +209,9 @@ class Extractor:
 
     def lines(self, block: bytes, first_lineno: int, path: str, year: int | None) -> Iterator[Line]:
         """Decode the candidate lines of a block."""
-        lineno = first_lineno
-        pos = 0
         prefilter = self._prefilter or Prefilter.for_library(self.library)
-        for start, end in prefilter.candidates(block):
-            lineno += block.count(b"\n", pos, start)
-            pos = start
-            yield from parse_line(decode(block[start:end]), path, lineno, year)
+        for lineno, raw in prefilter.lines(block, first_lineno):
+            yield from parse_line(decode(raw), path, lineno, year)
 
     def feed(self, line: Line) -> list[Event]:
         """Events of one decoded line (none for most)."""

@@ -6,6 +6,7 @@ import bz2
 import glob
 import gzip
 import io
+import itertools
 import lzma
 import os
 import re
@@ -112,6 +113,12 @@ def _sniff(head: bytes) -> str | None:
     return None
 
 
+def compression_of(path: str) -> str | None:
+    """gzip, bz2, xz or None, from a file's magic bytes."""
+    with Path(path).open("rb") as f:
+        return _sniff(f.read(8))
+
+
 def _looks_binary(head: bytes) -> bool:
     """True for data no log writer produces: NUL bytes or mostly non-text in the first 8 KiB."""
     probe = head[:_BINARY_PROBE]
@@ -162,18 +169,21 @@ def read_blocks(
     stats: ReadStats,
     block_size: int = BLOCK_SIZE,
     max_line: int = MAX_LINE,
+    byte_range: tuple[int, int] | None = None,
 ) -> Iterator[Block]:
     """Yield blocks of whole lines; physical line numbers are counted on the decompressed bytes.
 
     A damaged compressed stream ends the input with a warning (what was read is still
-    analysed); binary data at the start of an input raises InputError.
+    analysed); binary data at the start of an input raises InputError. With `byte_range`
+    (an uncompressed file's [start, end), starting at a line start) only that part is read and
+    line numbers count from its start.
     """
     block_size = min(block_size, max_line)
-    stream = open_source(src, stats)
+    stream: Any = open_source(src, stats) if byte_range is None else _Range(src.path, *byte_range)
     lineno = 1
     pending = b""
     skipping = False  # inside the rest of a line already cut at max_line
-    first = True
+    first = byte_range is None or byte_range[0] == 0
     try:
         while True:
             chunk, damage = _read(stream, block_size, bool(stats.compression))
@@ -191,7 +201,7 @@ def read_blocks(
                 # process this last piece, then stop on the next read
                 if src.path != "-":
                     stream.close()
-                stream = _Ended()  # type: ignore[assignment]
+                stream = _Ended()
             stats.bytes += len(chunk)
             truncated: list[int] = []
             data = pending + chunk
@@ -208,7 +218,7 @@ def read_blocks(
                     truncated.append(lineno)
                     out = data[:max_line] + b"\n"
                     skipping = True
-                    _note_cut(stats, src.path, truncated, max_line)
+                    note_cut(stats, src.path, truncated, max_line)
                     yield Block(out, lineno, truncated)
                     stats.lines = lineno
                     lineno += 1
@@ -230,7 +240,7 @@ def read_blocks(
                 body = body[:max_line] + body[first_nl:]
                 truncated.insert(0, lineno)
             if truncated:
-                _note_cut(stats, src.path, truncated, max_line)
+                note_cut(stats, src.path, truncated, max_line)
             block = Block(body, lineno, truncated)
             n = body.count(b"\n")
             lineno += n
@@ -244,10 +254,53 @@ def read_blocks(
             stream.close()
 
 
+class _Range:
+    """Bytes [start, end) of a file, read like a stream."""
+
+    def __init__(self, path: str, start: int, end: int) -> None:
+        try:
+            self._f = Path(path).open("rb")  # noqa: SIM115 - closed by close()
+        except OSError as err:
+            raise InputError(path, f"cannot open: {err.strerror or err}") from None
+        self._f.seek(start)
+        self._left = end - start
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._f.read(n)
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def split_ranges(path: str, size: int, chunk: int) -> list[tuple[int, int]]:
+    """[start, end) ranges of about `chunk` bytes, each starting at a line start."""
+    cuts = [0]
+    with Path(path).open("rb") as f:
+        pos = chunk
+        while pos < size:
+            f.seek(pos)
+            rest = f.read(MAX_LINE + 1)
+            nl = rest.find(b"\n")
+            if nl < 0:
+                pos += len(rest) or 1
+                continue
+            cut = pos + nl + 1
+            if cut >= size:
+                break
+            if cut > cuts[-1]:
+                cuts.append(cut)
+            pos = cut + chunk
+    cuts.append(size)
+    return list(itertools.pairwise(cuts))
+
+
 _MAX_CUT_WARNINGS = 5
 
 
-def _note_cut(stats: ReadStats, path: str, linenos: list[int], max_line: int) -> None:
+def note_cut(stats: ReadStats, path: str, linenos: list[int], max_line: int) -> None:
     for n in linenos:
         stats.cut_lines += 1
         if stats.cut_lines <= _MAX_CUT_WARNINGS:

@@ -1,0 +1,58 @@
+"""`--jobs N`: large files split at line starts and scanned by worker processes give the same
+document as one process, wherever the chunks fall."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from logscope.engine import analyze
+from logscope.render.document import document
+from logscope.sources import MAX_LINE, split_ranges
+
+from .conftest import FIXTURES
+from .generators.bloom_run import generate
+
+
+@pytest.fixture(scope="module")
+def bloom(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bloom")
+    generate(out)
+    return out
+
+
+def _same(paths: list[str], chunk: int) -> None:
+    one = document(analyze(paths))
+    many = document(analyze(paths, jobs=2, chunk_bytes=chunk, parallel_min_bytes=0))
+    assert many == one
+
+
+@pytest.mark.parametrize("chunk", [257, 4096, 65536])
+def test_bloom_run_is_the_same_with_workers(bloom: Path, chunk: int) -> None:
+    _same([str(bloom)], chunk)
+
+
+@pytest.mark.parametrize(
+    "name", ["lab/hang_rank1.log", "lab/raise_rank1.log", "slurm/timelimit_hang.out"]
+)
+def test_fixtures_are_the_same_with_workers(name: str) -> None:
+    _same([str(FIXTURES / name)], 333)
+
+
+def test_long_lines_and_no_final_newline(tmp_path: Path) -> None:
+    log = tmp_path / "long.log"
+    text = (FIXTURES / "lab" / "raise_rank1.log").read_text()
+    log.write_text("x" * (MAX_LINE + 5000) + "\n" + text + "[default2]:[rank2]: KeyError: 'tail'")
+    _same([str(log)], 100_000)
+
+
+def test_split_ranges_start_at_line_starts(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    data = b"".join(b"line %d\n" % i for i in range(1000))
+    log.write_bytes(data)
+    ranges = split_ranges(str(log), len(data), 100)
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
+    for (_, end), (start, _) in itertools.pairwise(ranges):
+        assert end == start and data[start - 1 : start] == b"\n"
