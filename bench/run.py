@@ -66,8 +66,14 @@ def bench(path: Path) -> dict[str, float | int | str]:
     # warm the page cache so the first contender does not pay for the disk
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
     g_wall, g_rss, g_out = timed(["grep", "-E", "-c", pattern, str(path)])
-    l_wall, l_rss, l_out = timed([str(LOGSCOPE), "analyze", str(path), "--format", "json"])
+    l_wall, l_rss, l_out = timed(
+        [str(LOGSCOPE), "analyze", str(path), "--format", "json", "--jobs", "1"]
+    )
+    p_wall, p_rss, p_out = timed(
+        [str(LOGSCOPE), "analyze", str(path), "--format", "json", "--jobs", "2"]
+    )
     doc = json.loads(l_out)
+    same = json.loads(p_out) == doc
     read_s = stage_read(path)
     pre_s, candidates = stage_prefilter(path, Prefilter.for_library(library))
     inc = doc["incidents"][-1] if doc["incidents"] else {}
@@ -81,6 +87,10 @@ def bench(path: Path) -> dict[str, float | int | str]:
         "logscope_MBps": round(mb / l_wall, 1),
         "ratio": round(l_wall / g_wall, 2),
         "logscope_rss_MB": l_rss,
+        "j2_s": round(p_wall, 2),
+        "j2_ratio": round(p_wall / g_wall, 2),
+        "j2_rss_MB": p_rss,
+        "j2_same": same,
         "read_MBps": round(mb / read_s, 1),
         "prefilter_MBps": round(mb / pre_s, 1),
         "candidates": candidates,
