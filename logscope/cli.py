@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
 
 from .actions import Actions, run_tail
 from .engine import Engine, default_library
@@ -17,7 +21,7 @@ from .engine import analyze as run_analysis
 from .errors import LogscopeError
 from .model import Analysis
 from .patterns import builtin_dirs, check_samples, load_library
-from .render import Format, ReportFormat, markdown, terminal
+from .render import FleetFormat, Format, ReportFormat, markdown, terminal
 from .render import json as json_render
 from .render.document import SCHEMA_VERSION, document
 from .render.report import write_report
@@ -32,6 +36,10 @@ app = typer.Typer(
 )
 patterns_app = typer.Typer(no_args_is_help=True, help="List and check failure signatures.")
 app.add_typer(patterns_app, name="patterns")
+fleet_app = typer.Typer(
+    no_args_is_help=True, help="Store analyses as Parquet; failure statistics and bad nodes."
+)
+app.add_typer(fleet_app, name="fleet")
 
 EXIT_HEALTHY, EXIT_INCIDENTS, EXIT_ERROR = 0, 1, 2
 
@@ -39,6 +47,9 @@ ReportDir = Annotated[
     Path, typer.Option("--out", help="Directory for the HTML postmortem (default ./reports).")
 ]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing report.")]
+Store = Annotated[
+    Path, typer.Option("--store", help="Fleet store directory (Hive-partitioned Parquet).")
+]
 PatternDirs = Annotated[
     list[Path] | None,
     typer.Option("--patterns", help="Extra signature directory (repeatable); same id overrides."),
@@ -94,6 +105,16 @@ def analyze(
     ] = False,
     out: ReportDir = Path("reports"),
     force: Force = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs", "-j", help="Worker processes for large files (0: one per CPU).", min=0
+        ),
+    ] = 0,
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", help="Also add this analysis to a fleet store (see fleet)."),
+    ] = None,
 ) -> None:
     """Explain why a training job died or hung, and what it cost.
 
@@ -105,7 +126,16 @@ def analyze(
     try:
         mtbf_s = parse_duration(mtbf) if mtbf else None
         library = default_library(patterns or [])
-        analysis = run_analysis(paths, library, warn=warnings, gpus=gpus, mtbf_s=mtbf_s)
+        with progress_bar(paths) as on_progress:
+            analysis = run_analysis(
+                paths,
+                library,
+                warn=warnings,
+                gpus=gpus,
+                mtbf_s=mtbf_s,
+                jobs=jobs or os.cpu_count() or 1,
+                on_progress=on_progress,
+            )
     except LogscopeError as err:
         _fail(err)
     for w in warnings:
@@ -118,7 +148,34 @@ def analyze(
         terminal.render(analysis, sys.stdout, color=_color())
     if html:
         _write_report(document(analysis), out, force)
+    if store is not None:
+        from .fleet import ingest_analysis  # pandas and pyarrow.dataset: not for tail's start-up
+
+        try:
+            ingest_analysis(analysis, paths, store)
+        except (OSError, ValueError) as err:
+            _fail(f"{store}: cannot store the analysis: {err}")
     raise typer.Exit(exit_code(analysis))
+
+
+@contextlib.contextmanager
+def progress_bar(paths: list[str]) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on stderr for long runs on a terminal; nothing otherwise."""
+    sizes = [Path(p).stat().st_size for p in paths if p != "-" and Path(p).is_file()]
+    if not sys.stderr.isatty() or sum(sizes) < 200 << 20:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress(
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        transient=True,
+        console=Console(stderr=True),
+    ) as bar:
+        task = bar.add_task("reading", total=sum(sizes))
+        yield lambda done: bar.update(task, completed=done)
 
 
 def _version() -> str:
@@ -205,6 +262,70 @@ def patterns_test(
     raise typer.Exit(1 if problems else 0)
 
 
+@fleet_app.command("ingest")
+def fleet_ingest(
+    paths: Annotated[
+        list[str], typer.Argument(help="One job per file or directory (a quoted glob: per match).")
+    ],
+    store: Store,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Processes (default: CPU count).")
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option(help="GPUs of every job (default: world size).")
+    ] = None,
+    patterns: PatternDirs = None,
+) -> None:
+    """Analyze each path as one job, in parallel, and store it as Parquet.
+
+    Re-ingesting a job replaces its own files and nothing else. A job that cannot be analyzed
+    is reported and skipped. Exit status: 0 all stored, 1 some failed, 2 usage error.
+
+    Example: logscope fleet ingest logs/job-* --store /shared/logscope-store --jobs 8
+    """
+    from .fleet import Ingested, ingest, job_paths
+
+    def report(r: Ingested) -> None:
+        if r.error is not None:
+            typer.echo(f"logscope: {r.path}: skipped: {r.error}", err=True)
+
+    try:
+        results = ingest(job_paths(paths), store, jobs, patterns or [], gpus, on_result=report)
+    except (LogscopeError, OSError) as err:
+        _fail(str(err))
+    ok = sum(1 for r in results if r.error is None)
+    typer.echo(f"logscope: stored {ok} of {len(results)} jobs in {store}", err=True)
+    raise typer.Exit(EXIT_INCIDENTS if ok < len(results) else EXIT_HEALTHY)
+
+
+@fleet_app.command("summary")
+def fleet_summary(
+    store: Store,
+    fmt: Annotated[
+        FleetFormat, typer.Option("--format", "-f", help="text, json, or csv (bad nodes).")
+    ] = FleetFormat.text,
+    exclude: Annotated[
+        bool,
+        typer.Option("--exclude-list", help="Print only the bad hosts, comma-separated."),
+    ] = False,
+) -> None:
+    """Failure mix, lost GPU-hours, MTBF with its confidence interval, ETTR and bad nodes.
+
+    Example: sbatch --exclude=$(logscope fleet summary --store store --exclude-list) train.sh
+    """
+    from .fleet import load, summarize
+    from .render.fleet import exclude_list, render
+
+    try:
+        summary = summarize(load(store))
+    except LogscopeError as err:
+        _fail(err)
+    if exclude:
+        typer.echo(exclude_list(summary))
+        return
+    render(summary, fmt, sys.stdout)
+
+
 @app.command()
 def tail(
     paths: Annotated[list[str], typer.Argument(help="Log files, globs or directories to follow.")],
@@ -258,24 +379,41 @@ def tail(
     live = sys.stderr.isatty() and not json_lines
     printer = TailPrinter(sys.stdout, sys.stderr, json_lines=json_lines, live=live)
     try:
-        result = run_tail(
-            paths,
-            watcher,
-            actions,
-            from_start=from_start,
-            poll_s=poll,
-            exit_on_incident=exit_on_incident,
-            max_seconds=limit,
-            on_alert=printer.alert,
-            on_event=printer.event if json_lines else None,
-            on_notice=printer.notice,
-            on_tick=(lambda now: printer.status(watcher.status(now))) if live else None,
-        )
+        with _stop_on_signals():
+            result = run_tail(
+                paths,
+                watcher,
+                actions,
+                from_start=from_start,
+                poll_s=poll,
+                exit_on_incident=exit_on_incident,
+                max_seconds=limit,
+                on_alert=printer.alert,
+                on_event=printer.event if json_lines else None,
+                on_notice=printer.notice,
+                on_tick=(lambda now: printer.status(watcher.status(now))) if live else None,
+            )
     except KeyboardInterrupt:
         printer.done()
         raise typer.Exit(EXIT_INCIDENTS if watcher.alerts else EXIT_HEALTHY) from None
     printer.done()
     raise typer.Exit(EXIT_INCIDENTS if result.alerts else EXIT_HEALTHY)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM stop a watcher cleanly (exit status by its incidents), also when it
+    was started in the background with SIGINT ignored, or by a scheduler that sends SIGTERM."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def main() -> None:

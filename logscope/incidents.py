@@ -198,7 +198,20 @@ def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
 def _locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
     """A culprit known by local rank only: torchrun's failure block may say its global rank and
     host (each node's agent prints its own block), when exactly one entry fits."""
-    if culprit.rank is not None or culprit.local_rank is None:
+    if culprit.rank is not None:
+        if culprit.host is None:
+            # the block's `host :` is the agent's node: the failed rank's node
+            hosts = {
+                e.fields["host"]
+                for e in events
+                if e.signature == FAILURE_ENTRY
+                and _field_int(e, "rank") == culprit.rank
+                and e.fields.get("host")
+            }
+            if len(hosts) == 1:
+                return replace(culprit, host=hosts.pop())
+        return culprit
+    if culprit.local_rank is None:
         return culprit
     fits = {
         (_field_int(e, "rank"), e.fields.get("host"))

@@ -22,6 +22,7 @@ ORDER = [
     "engine",
     "watch",
     "actions",
+    "fleet",
     "render",
     "cli",
 ]

@@ -14,3 +14,9 @@ class Format(StrEnum):
     text = "text"
     json = "json"
     md = "md"
+
+
+class FleetFormat(StrEnum):
+    text = "text"
+    json = "json"
+    csv = "csv"
