@@ -509,7 +509,49 @@ def analyze(
             )
     analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
     analysis.extra["context"] = root_context(analysis.incidents)
+    analysis.extra["last_seen"] = last_seen(analysis)
     return analysis
+
+
+TAIL_BYTES = 8 << 20
+"""The end of each input scanned for the last line of every rank (the hang heat strip)."""
+
+
+def last_seen(analysis: Analysis) -> list[tuple[int, str, int]]:
+    """(rank, file, line) of the last line each rank printed, from the end of each input.
+
+    A hung job's ranks fall silent one after another; the first to stop is the suspect. Only
+    the last 8 MiB of each uncompressed input are read: the ending is what matters, and reading
+    every line of a large log for it would cost more than the analysis.
+    """
+    world = analysis.extra["world"]
+    best: dict[int, tuple[int, str, int]] = {}
+    for index, info in enumerate(analysis.inputs):
+        if info.path == "-" or info.compression is not None:
+            continue
+        try:
+            with Path(info.path).open("rb") as f:
+                size = f.seek(0, 2)
+                start = max(0, size - TAIL_BYTES)
+                f.seek(start)
+                tail = f.read()
+        except OSError:
+            continue
+        if start > 0:
+            tail = tail[tail.find(b"\n") + 1 :]
+        first = info.lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+        last: dict[bytes, int] = {}
+        for m in _PREFIX_SCAN.finditer(tail):
+            last[m.group(0)] = m.start()
+        for prefix, pos in last.items():
+            text = decode(prefix) + ("x" if prefix.endswith(b" ") else "x]")
+            lineno = first + tail.count(b"\n", 0, pos)
+            key = (index << 40) | lineno
+            for line in parse_line(text, info.path):
+                rank = world.rank_of(line)
+                if rank is not None and (rank not in best or best[rank][0] <= key):
+                    best[rank] = (key, info.path, lineno)
+    return sorted((rank, path, line) for rank, (_key, path, line) in best.items())
 
 
 CONTEXT_LINES = 5

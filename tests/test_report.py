@@ -421,3 +421,17 @@ def test_report_loads_in_chromium_offline_without_errors(bloom_report: Path) -> 
     assert 'id="logscope-analysis"' in dom
     assert console == []
     assert requested == []
+
+
+def test_last_line_seen_strip_points_at_the_silent_rank(tmp_path: Path, analyze_json) -> None:
+    """lab/hang_rank1.log: rank 1 slept; its last line is the earliest of the four ranks."""
+    _, doc = analyze_json(FIXTURES / "lab" / "hang_rank1.log")
+    seen = {s["rank"]: s["line"] for s in doc["last_seen"]}
+    assert set(seen) == {0, 1, 2, 3}
+    assert min(seen, key=seen.__getitem__) == 1
+    from logscope.render.html import heat_strip, render
+
+    strip = heat_strip(doc)
+    assert strip is not None and strip.first_silent == (1,)
+    page = render(doc, "test")
+    assert "Last line seen, per rank" in page and "here rank 1." in page

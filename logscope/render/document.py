@@ -246,6 +246,9 @@ def document(analysis: Analysis) -> dict[str, Any]:
         ],
         "attempts": attempts_doc(analysis.extra.get("attempts", ())),
         "progress": progress_doc(analysis.progress),
+        "last_seen": [
+            {"rank": r, "file": f, "line": n} for r, f, n in analysis.extra.get("last_seen", ())
+        ],
         "ledger": ledger_doc(analysis.extra.get("ledger")),
         "checkpoint_advice": advice_doc(analysis.extra.get("advice")),
         "unrecognized": [
@@ -276,8 +279,9 @@ def summary(analysis: Analysis) -> str:
             f"({v.root_cause.line.path}:{v.root_cause.line.lineno})."
         )
     where = []
-    if v.culprit and v.culprit.rank is not None and f"rank {v.culprit.rank}" not in v.title:
-        where.append(f"rank {v.culprit.rank}")
+    if v.culprit and v.culprit.rank is not None:
+        if f"rank {v.culprit.rank}" not in v.title:
+            where.append(f"rank {v.culprit.rank}")
     elif v.culprit and v.culprit.local_rank is not None:
         where.append(f"local rank {v.culprit.local_rank}")
     host = (v.culprit.host if v.culprit else None) or v.root_cause.line.host

@@ -355,6 +355,51 @@ def what_if(advice: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Cell:
+    x: float
+    shade: int
+    """0 (printed until the end) to 4 (fell silent first)."""
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Strip:
+    width: int
+    cell_w: float
+    cells: tuple[Cell, ...]
+    first_silent: tuple[int, ...]
+    """The ranks whose last line came first."""
+
+
+def heat_strip(doc: dict[str, Any]) -> Strip | None:
+    """One cell per rank, darker the earlier its last line: who fell silent first."""
+    seen = doc.get("last_seen") or []
+    if len(seen) < 2:
+        return None
+    # order by input then line: inputs are listed in doc["inputs"] order
+    order = {i["path"]: n for n, i in enumerate(doc["inputs"])}
+    keys = {s["rank"]: (order.get(s["file"], 0), s["line"]) for s in seen}
+    ranked = sorted(keys.values())
+    position = {k: i for i, k in enumerate(ranked)}
+    n = max(len(ranked) - 1, 1)
+    cell_w = max(2.0, min(24.0, (WIDTH - LEFT) / len(seen)))
+    cells = []
+    for i, s in enumerate(seen):
+        late = position[keys[s["rank"]]] / n  # 0 = first to fall silent
+        shade = 4 - min(4, int(late * 5))
+        cells.append(
+            Cell(
+                LEFT + i * cell_w,
+                shade,
+                f"rank {s['rank']}: last line {s['file']}:{s['line']}",
+            )
+        )
+    earliest = ranked[0]
+    first = tuple(s["rank"] for s in seen if keys[s["rank"]] == earliest)
+    return Strip(WIDTH, cell_w, tuple(cells), first)
+
+
 def render(doc: dict[str, Any], generated: str) -> str:
     """The page for an analysis document. `generated` is a label (time, version) for the footer."""
     env = environment()
@@ -381,6 +426,7 @@ def render(doc: dict[str, Any], generated: str) -> str:
         costs={r["id"]: r["cost"] for r in rows},
         what_if=what_if(doc.get("checkpoint_advice")),
         timeline=timeline(doc),
+        strip=heat_strip(doc),
         generated=generated,
         doc_json=doc,
     )
