@@ -20,10 +20,6 @@ from datetime import datetime
 from .model import Incident, duration
 from .timeline import Attempt, input_of
 
-HANG_FLOOR_S = 30.0
-"""Silence before an end shorter than this is not called a hang (same as incidents)."""
-HANG_CADENCE_FACTOR = 5.0
-
 
 @dataclass(frozen=True, slots=True)
 class LedgerIncident:
@@ -84,10 +80,6 @@ def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:
         if start is not None and start <= t:
             found = a.index
     return found
-
-
-def hang_threshold(cadence_s: float | None) -> float:
-    return max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence_s or 0.0))
 
 
 def failure_time(

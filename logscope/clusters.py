@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .model import Line, Template
@@ -59,10 +58,3 @@ class Clusters:
             self.counts, key=lambda k: (-self.counts[k], first[k].path, first[k].lineno)
         )
         return [Template(k, self.counts[k], first[k]) for k in ranked[:limit]]
-
-
-def cluster(lines: Iterable[Line], limit: int = 50) -> list[Template]:
-    c = Clusters()
-    for line in lines:
-        c.add(line)
-    return c.templates(limit)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from .accounting import advise, build_ledger, hang_threshold, owner
+from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
 from .errors import InputError
 from .events import Extractor, Prefilter, scan_range, who
@@ -22,6 +22,7 @@ from .incidents import (
     build_world,
     decide_outcome,
     hang_incident,
+    hang_threshold,
     make_job,
 )
 from .lines import decode, parse_line
@@ -55,7 +56,6 @@ _PREFIX_SCAN = re.compile(
     rb"[ \[]?"
 )
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
-_WORLD_SIZE = re.compile(r"(?:world[ _]size|WORLD_SIZE|dist_world_size)\s*[=:]?\s*\(?(\d+)\)?")
 
 
 @dataclass(slots=True)
@@ -222,11 +222,6 @@ class Engine:
     def _tick_derived(self, t: datetime) -> None:
         if self.last_time is None or t > self.last_time:
             self.last_time = t
-
-    def world_hint(self, line: Line) -> None:
-        m = _WORLD_SIZE.search(line.text)
-        if m:
-            self.declared_world = int(m.group(1))
 
     def result(
         self,

@@ -413,6 +413,11 @@ class Ending:
     hang_s: float | None = None
 
 
+def hang_threshold(cadence_s: float | None) -> float:
+    """Silence before an end that makes a hang: five logged intervals, at least 30 s."""
+    return max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence_s or 0.0))
+
+
 def decide_outcome(
     incidents: Sequence[Incident],
     progress: Progress,
@@ -425,7 +430,7 @@ def decide_outcome(
     if final is not None and progress.count_after(final.root_cause.seq) >= _SPLIT_AFTER_PROGRESS:
         final = None  # training went on after the last incident
     cadence = progress.median_interval_s()
-    threshold = max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence or 0.0))
+    threshold = hang_threshold(cadence)
     gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None
 
     if final is not None:

@@ -8,7 +8,7 @@ the left one at a time; every one is optional.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from .model import Line
@@ -278,7 +278,3 @@ def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = No
 def decode(data: bytes) -> str:
     """Bytes to text: UTF-8 with invalid bytes replaced, never an error."""
     return data.decode("utf-8", errors="replace")
-
-
-def mark_truncated(line: Line) -> Line:
-    return replace(line, truncated=True)
