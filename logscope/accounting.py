@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .model import Incident, duration
-from .timeline import Attempt, input_of
+from .timeline import Attempt, input_of, timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +58,6 @@ class Ledger:
         return lost * self.gpus / 3600
 
 
-def _ts(t: datetime | None) -> float | None:
-    return t.timestamp() if t is not None else None
-
-
 def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:
     """The attempt an incident belongs to: by position in the same input, else by time."""
     root = incident.root_cause
@@ -71,12 +67,12 @@ def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:
     same = [a for a in attempts if a.input == input_of(root.seq) and a.first_seq <= root.seq]
     if same:
         return same[-1].index  # after the attempt's last line, before the next one
-    t = _ts(incident.start or root.time)
+    t = timestamp(incident.start or root.time)
     if t is None:
         return None
     found = None
     for a in attempts:
-        start = _ts(a.loop_start) or _ts(a.start)
+        start = timestamp(a.loop_start) or timestamp(a.start)
         if start is not None and start <= t:
             found = a.index
     return found
@@ -92,7 +88,7 @@ def failure_time(
     the failure came during the iteration after the last progress line: its middle is the best
     guess. A hang (or an end banner) fails at the last progress line.
     """
-    last = _ts(attempt.last_progress)
+    last = timestamp(attempt.last_progress)
     if incident is None or incident.category in ("hang", "timelimit", "cancelled", "preemption"):
         return last, last is not None
     root = incident.root_cause
@@ -118,7 +114,7 @@ def failure_time(
 def _last_save_before(attempt: Attempt, t: float | None) -> tuple[float | None, int | None]:
     best: tuple[float | None, int | None] = (None, None)
     for s in attempt.saves:
-        end = _ts(s.end)
+        end = timestamp(s.end)
         if end is not None and (t is None or end <= t):
             best = (end, s.iteration)
     return best
@@ -134,13 +130,13 @@ def build_ledger(
     timed = [
         (a, loop, end)
         for a in attempts
-        if (loop := _ts(a.loop_start)) is not None and (end := _ts(a.end)) is not None
+        if (loop := timestamp(a.loop_start)) is not None and (end := timestamp(a.end)) is not None
     ]
     if not timed:
         return None
     first, first_loop, _ = timed[0]
     e_last = timed[-1][2]
-    s1 = min(_ts(first.start) or first_loop, first_loop)
+    s1 = min(timestamp(first.start) or first_loop, first_loop)
     wall = max(0.0, e_last - s1)
     buckets = dict.fromkeys(
         ("wasted_progress", "hang", "disruption_recovery", "checkpointing", "startup", "other"),
@@ -176,9 +172,9 @@ def build_ledger(
             buckets["wasted_progress"] += row.wasted_progress_s
             buckets["hang"] += row.hang_s
         else:
-            u = _ts(a.last_progress) or loop
+            u = timestamp(a.last_progress) or loop
             buckets["other"] += max(0.0, end - u)
-        ckpt = sum(s.duration_s for s in a.saves if (_ts(s.end) or math.inf) <= u)
+        ckpt = sum(s.duration_s for s in a.saves if (timestamp(s.end) or math.inf) <= u)
         buckets["checkpointing"] += ckpt
         productive += max(0.0, u - loop - ckpt)
         if nxt_loop is not None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
 from .errors import InputError
-from .events import Extractor, Prefilter, scan_range, who
+from .events import Extractor, scan_range, who
 from .incidents import (
     Ending,
     Who,
@@ -106,9 +106,7 @@ class Engine:
             data = data if cut < 0 else data[: cut + 1]
         for prefix in set(_PREFIX_SCAN.findall(data)) - self._prefixes:
             self._prefixes.add(prefix)
-            # the character after the prefix was kept: complete it into a line to decode
-            text = decode(prefix) + ("x" if prefix.endswith(b" ") else "x]")
-            for line in parse_line(text, path):
+            for line in _prefix_lines(prefix, path):
                 self._note_stream(line)
 
     def feed_block(self, block: Block, path: str, year: int | None) -> list[Event]:
@@ -266,8 +264,6 @@ class Engine:
             progress=self.progress,
             extra={
                 "world": world,
-                "markers": tuple(self.markers),
-                "hang_s": ending.hang_s,
                 "attempts": tuple(attempts),
                 "ledger": ledger,
                 "advice": advice,
@@ -357,6 +353,12 @@ def _boundary(e: Event) -> str:
         if e.fields.get("what", "").startswith("before the start of training"):
             return "launch"  # Megatron prints it once per launch, right before training
     return ""
+
+
+def _prefix_lines(prefix: bytes, path: str) -> list[Line]:
+    """Decode a routing prefix found by _PREFIX_SCAN. The scan kept the character after it
+    (c10 `[rank3]:[` vs torchtitan `[rank3]:x`): complete it into a line."""
+    return parse_line(decode(prefix) + ("x" if prefix.endswith(b" ") else "x]"), path)
 
 
 def _stamp_kind(e: Event) -> str:
@@ -467,7 +469,7 @@ def analyze(
     library = library or default_library()
     engine = Engine(library)
     inputs: list[InputInfo] = []
-    pattern = Prefilter.for_library(library).pattern
+    pattern = engine.extractor.prefilter.pattern
     done = 0
     with contextlib.ExitStack() as stack:
         pool: ProcessPoolExecutor | None = None
@@ -539,10 +541,9 @@ def last_seen(analysis: Analysis) -> list[tuple[int, str, int]]:
         for m in _PREFIX_SCAN.finditer(tail):
             last[m.group(0)] = m.start()
         for prefix, pos in last.items():
-            text = decode(prefix) + ("x" if prefix.endswith(b" ") else "x]")
             lineno = first + tail.count(b"\n", 0, pos)
             key = (index << 40) | lineno
-            for line in parse_line(text, info.path):
+            for line in _prefix_lines(prefix, info.path):
                 rank = world.rank_of(line)
                 if rank is not None and (rank not in best or best[rank][0] <= key):
                     best[rank] = (key, info.path, lineno)

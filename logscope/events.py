@@ -202,15 +202,14 @@ class Extractor:
     library: Library
     unrecognized: Clusters = field(default_factory=Clusters)
     _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
-    _prefilter: Prefilter | None = None
+    prefilter: Prefilter = field(init=False)
 
     def __post_init__(self) -> None:
-        self._prefilter = Prefilter.for_library(self.library)
+        self.prefilter = Prefilter.for_library(self.library)
 
     def lines(self, block: bytes, first_lineno: int, path: str, year: int | None) -> Iterator[Line]:
         """Decode the candidate lines of a block."""
-        prefilter = self._prefilter or Prefilter.for_library(self.library)
-        for lineno, raw in prefilter.lines(block, first_lineno):
+        for lineno, raw in self.prefilter.lines(block, first_lineno):
             yield from parse_line(decode(raw), path, lineno, year)
 
     def feed(self, line: Line) -> list[Event]:

@@ -7,7 +7,17 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .events import EXIT_SIGNALS, FAILURE_ENTRY
-from .model import Culprit, Event, Incident, Job, Line, Outcome, Progress, duration
+from .model import (
+    Culprit,
+    Event,
+    Incident,
+    Job,
+    Line,
+    Outcome,
+    Progress,
+    duration,
+    field_int,
+)
 from .patterns import Library
 
 _ROLE_RANK = {"cause": 3, "summary": 2, "symptom": 1, "end": 0}
@@ -84,7 +94,7 @@ def _strength(e: Event) -> tuple[int, int]:
     return (_ROLE_RANK.get(e.role or "", 0), _SEVERITY_RANK.get(e.severity or "", 0))
 
 
-def _signal_death(e: Event) -> bool:
+def signal_death(e: Event) -> bool:
     """A launcher's report that a process died of a signal it did not get from the launcher."""
     if e.role != "summary":
         return False
@@ -112,7 +122,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         # launcher's SignalException, srun's exit codes): only what came before can be a cause.
         before = [e for e in events if _order(e) < _order(ends[0])]
         if any(e.severity in _SERIOUS and e.role in ("cause", "symptom") for e in before) or any(
-            _signal_death(e) for e in before
+            signal_death(e) for e in before
         ):
             return _pick(before, world, library)
         return _Pick(ends[0], None, ends[0].category or "cancelled")
@@ -140,11 +150,11 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
             category = "gpu_hardware"
         return _Pick(root, culprit, category)
-    deaths = [e for e in serious if _signal_death(e) and not _own_abort(e, events, world)]
+    deaths = [e for e in serious if signal_death(e) and not _own_abort(e, events, world)]
     if deaths:
         root = deaths[0]
         rank = _field_rank(root) if _field_rank(root) is not None else world.rank_of(root.line)
-        local = _field_int(root, "local_rank")
+        local = field_int(root, "local_rank")
         code_s = root.fields.get("exit_code", "")
         code_i = int(code_s) if code_s.lstrip("-").isdigit() else None
         name = root.fields.get("signal_name") or (
@@ -176,11 +186,11 @@ def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     """A SIGABRT of a rank that reported a failure first: its watchdog took the process down
     (`To avoid data inconsistency, we are taking the entire process down`), so the death is a
     symptom of what that rank reported, not a cause."""
-    if _field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
+    if field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
         return False
     rank = _field_rank(death)
     if rank is None:
-        local = _field_int(death, "local_rank")
+        local = field_int(death, "local_rank")
         if local is not None:
             rank = world.rank_of_who((death.line.task, death.line.host, local, None))
     if rank is None:
@@ -205,7 +215,7 @@ def _locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
                 e.fields["host"]
                 for e in events
                 if e.signature == FAILURE_ENTRY
-                and _field_int(e, "rank") == culprit.rank
+                and field_int(e, "rank") == culprit.rank
                 and e.fields.get("host")
             }
             if len(hosts) == 1:
@@ -214,12 +224,12 @@ def _locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
     if culprit.local_rank is None:
         return culprit
     fits = {
-        (_field_int(e, "rank"), e.fields.get("host"))
+        (field_int(e, "rank"), e.fields.get("host"))
         for e in events
         if e.signature == FAILURE_ENTRY
-        and _field_int(e, "local_rank") == culprit.local_rank
+        and field_int(e, "local_rank") == culprit.local_rank
         and e.fields.get("signal_name") != "SIGTERM"
-        and _field_int(e, "rank") is not None
+        and field_int(e, "rank") is not None
     }
     if len(fits) != 1:
         return culprit
@@ -234,13 +244,8 @@ def _locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
     )
 
 
-def _field_int(e: Event, name: str) -> int | None:
-    v = e.fields.get(name)
-    return int(v) if v is not None and v.lstrip("-").isdigit() else None
-
-
 def _field_rank(e: Event) -> int | None:
-    return _field_int(e, "rank")
+    return field_int(e, "rank")
 
 
 def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
@@ -271,7 +276,7 @@ def _silent_culprit(events: Sequence[Event], world: World, root: Event) -> Culpr
     # ranks the launcher only reports as SIGTERMed said nothing themselves
     behind: dict[int, int] = {}
     for e in events:
-        enq = _field_int(e, "last_enqueued")
+        enq = field_int(e, "last_enqueued")
         r = world.rank_of(e.line)
         if enq is not None and r is not None:
             behind[r] = min(enq, behind.get(r, enq))
@@ -328,7 +333,7 @@ def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[
         # the generic signature: the exception itself says more than its title
         message = e.fields.get("message", "").strip()
         title = f"{e.fields['exception']}: {message}"[:160] if message else e.fields["exception"]
-    xid = _field_int(e, "xid")
+    xid = field_int(e, "xid")
     if xid is not None and xid in library.xid:
         title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
     return title, sig.explanation, sig.remedy, sig.references
@@ -504,7 +509,7 @@ _HANG_REMEDIES = (
 def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incident | None:
     """A hang: `incident` (an end banner after a long silence) recategorised, or, with no
     incident, a new one rooted at the last progress line."""
-    stopped = f" after iteration {_field_int(last, 'iteration')}" if last is not None else ""
+    stopped = f" after iteration {field_int(last, 'iteration')}" if last is not None else ""
     title = f"Training hung{stopped}: {reason}"
     if incident is not None:
         return replace(
@@ -530,7 +535,7 @@ def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incid
         culprit=None,
         cascade=(),
         evidence=(),
-        iteration=_field_int(last, "iteration"),
+        iteration=field_int(last, "iteration"),
         start=last.time,
         end=None,
     )

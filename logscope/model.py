@@ -178,9 +178,10 @@ class Job:
 # are kept whole.
 
 
-def _field_int(e: Event, name: str) -> int | None:
+def field_int(e: Event, name: str) -> int | None:
+    """An event field as an integer (exit codes may be negative), or None."""
     v = e.fields.get(name)
-    return int(v) if v is not None and v.isdigit() else None
+    return int(v) if v is not None and v.lstrip("-").isdigit() else None
 
 
 def _seconds(e: Event) -> float:
@@ -208,11 +209,11 @@ class Progress:
 
     def add(self, e: Event) -> None:
         self.seq.append(e.seq)
-        it = _field_int(e, "iteration")
+        it = field_int(e, "iteration")
         self.iteration.append(it if it is not None else -1)
         self.time.append(e.time.timestamp() if e.time is not None else math.nan)
         self.iter_s.append(_seconds(e))
-        total = _field_int(e, "train_iters")
+        total = field_int(e, "train_iters")
         if total is not None:
             self.train_iters = total
         if self.first is None:

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from .model import Event, Progress
+from .model import Event, Progress, field_int
 
 _INPUT_SHIFT = 40
 
@@ -95,19 +95,14 @@ class _Open:
     last_event: Event | None = None
 
 
-def _ts(t: datetime | None) -> float | None:
+def timestamp(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
 
 
-def _dt(v: float | None) -> datetime | None:
+def from_timestamp(v: float | None) -> datetime | None:
     if v is None or math.isinf(v) or math.isnan(v):
         return None
     return datetime.fromtimestamp(v)
-
-
-def _int(e: Event, name: str) -> int | None:
-    v = e.fields.get(name)
-    return int(v) if v is not None and v.isdigit() else None
 
 
 @dataclass(slots=True)
@@ -130,7 +125,7 @@ class Timeline:
     def boundary(self, e: Event, kind: str) -> None:
         """A line that starts a new attempt if training had already progressed."""
         inp = input_of(e.seq)
-        resumed = _int(e, "iteration") if kind == "checkpoint_load" else None
+        resumed = field_int(e, "iteration") if kind == "checkpoint_load" else None
         old = self._pending.get(inp)
         if old is not None and resumed is None:
             resumed = old[2]
@@ -166,7 +161,7 @@ class Timeline:
     def add_progress(self, e: Event, idx: int) -> float | None:
         """An iteration line (index `idx` in Progress); returns the time given to it."""
         inp = input_of(e.seq)
-        it = _int(e, "iteration")
+        it = field_int(e, "iteration")
         cur = self._cur
         pending = self._pending.pop(inp, None)
         reset = cur is not None and it is not None and cur.last_it is not None and it <= cur.last_it
@@ -214,7 +209,9 @@ class Timeline:
         cur.last_idx = idx
         cur.last_it = it if it is not None else cur.last_it
         cur.last_seq = max(cur.last_seq, e.seq)
-        cur.last_event = replace(e, time=_dt(t), time_exact=e.time_exact) if t is not None else e
+        cur.last_event = (
+            replace(e, time=from_timestamp(t), time_exact=e.time_exact) if t is not None else e
+        )
         return t
 
     def now(self, seq: int) -> float | None:
@@ -238,7 +235,7 @@ class Timeline:
         cur = self._cur
         if cur is None or cur.input != input_of(e.seq) or input_of(e.seq) in self._pending:
             return
-        it = _int(e, "iteration")
+        it = field_int(e, "iteration")
         if cur.open_save is not None:
             if it is None or cur.open_save[0] in (None, it):
                 return  # another line about the same save (Megatron's and DeepSpeed's)
@@ -288,8 +285,8 @@ class Timeline:
             saves.append(
                 Save(
                     iteration=int(it) if it is not None else None,
-                    start=_dt(s),
-                    end=_dt(s + d) if s is not None else None,
+                    start=from_timestamp(s),
+                    end=from_timestamp(s + d) if s is not None else None,
                     duration_s=d,
                 )
             )
@@ -301,10 +298,10 @@ class Timeline:
                 first_seq=cur.first_seq,
                 last_seq=cur.last_seq,
                 boundary=cur.boundary,
-                start=_dt(cur.start),
-                loop_start=_dt(cur.loop_start),
-                end=_dt(max([cur.end, *(s.end.timestamp() for s in saves if s.end)])),
-                last_progress=_dt(last_t),
+                start=from_timestamp(cur.start),
+                loop_start=from_timestamp(cur.loop_start),
+                end=from_timestamp(max([cur.end, *(s.end.timestamp() for s in saves if s.end)])),
+                last_progress=from_timestamp(last_t),
                 first_iteration=cur.first_it,
                 last_iteration=cur.last_it,
                 resumed_from=cur.resumed_from,
@@ -319,8 +316,8 @@ class Timeline:
         """Give stamped lines of progress-less inputs to the attempt they belong to, by time."""
         if not self.attempts or not self.companions:
             return
-        starts = [_ts(a.loop_start) for a in self.attempts]
-        lasts = [_ts(a.last_progress) for a in self.attempts]
+        starts = [timestamp(a.loop_start) for a in self.attempts]
+        lasts = [timestamp(a.last_progress) for a in self.attempts]
         for kind, v, _seq in self.companions:
             if kind == "waiting":
                 continue
@@ -328,12 +325,12 @@ class Timeline:
             if i is None:
                 continue
             a = self.attempts[i]
-            start, end = _ts(a.start), _ts(a.end)
+            start, end = timestamp(a.start), timestamp(a.end)
             if kind == "start":
                 start = v if start is None else min(start, v)
             else:
                 end = v if end is None else max(end, v)
-            self.attempts[i] = _replace_times(a, _dt(start), _dt(end))
+            self.attempts[i] = _replace_times(a, from_timestamp(start), from_timestamp(end))
 
     @staticmethod
     def _owner(

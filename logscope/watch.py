@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Engine
-from .events import EXIT_SIGNALS
-from .incidents import build_incidents, build_world
+from .incidents import build_incidents, build_world, signal_death
 from .model import Event, Progress, duration
 from .sources import Block
 
@@ -90,8 +89,7 @@ def _serious(e: Event) -> bool:
     if e.role in ("cause", "end"):
         return True
     if e.role == "summary":
-        code = e.fields.get("exit_code", "")
-        return code.lstrip("-").isdigit() and int(code) in EXIT_SIGNALS and int(code) != -15
+        return signal_death(e)
     return e.role == "symptom" and e.category in ("collective_timeout", "comm_error")
 
 
