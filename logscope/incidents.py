@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -328,15 +329,28 @@ def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[
         return title, sig.explanation, sig.remedy, sig.references
     if sig is None:
         return e.signature, "", (), ()
-    title = sig.title
-    if sig.id == "python.exception" and e.fields.get("exception"):
-        # the generic signature: the exception itself says more than its title
-        message = e.fields.get("message", "").strip()
-        title = f"{e.fields['exception']}: {message}"[:160] if message else e.fields["exception"]
+    title = fill_title(sig.title, e.fields)
     xid = field_int(e, "xid")
     if xid is not None and xid in library.xid:
         title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
     return title, sig.explanation, sig.remedy, sig.references
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_UNFILLED = re.compile(r"\s*[:,-]?\s*\{\w+\}")
+TITLE_FIELD_MAX = 120
+
+
+def fill_title(title: str, fields: dict[str, str]) -> str:
+    """A signature title with `{field}` placeholders filled from the match; a placeholder with
+    no value is dropped together with the separator before it."""
+
+    def value(m: re.Match[str]) -> str:
+        v = fields.get(m.group(1), "").strip()
+        return v[:TITLE_FIELD_MAX] if v else m.group(0)
+
+    filled = _PLACEHOLDER.sub(value, title)
+    return _UNFILLED.sub("", filled).strip()
 
 
 def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[Event]]:

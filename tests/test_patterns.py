@@ -104,3 +104,18 @@ def test_patterns_cli(run_cli) -> None:
     code, _, err = run_cli("patterns", "test", str(BAD / "bad_regex"))
     assert code == 2
     assert "bad.regex: regex: does not compile" in err
+
+
+@pytest.mark.parametrize(
+    ("fields", "title"),
+    [
+        ({"exception": "ValueError", "message": "boom"}, "Python exception: ValueError: boom"),
+        ({"exception": "KeyboardInterrupt"}, "Python exception: KeyboardInterrupt"),
+        ({}, "Python exception"),
+        ({"exception": "E", "message": "x" * 500}, "Python exception: E: " + "x" * 120),
+    ],
+)
+def test_title_placeholders_are_filled_from_the_match(fields: dict, title: str) -> None:
+    from logscope.incidents import fill_title
+
+    assert fill_title("Python exception: {exception}: {message}", fields) == title
