@@ -33,3 +33,35 @@ def analyze_json(run_cli):
         return code, json.loads(out)
 
     return go
+
+
+_SIGNALS = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def child_failed_block(
+    script: str, *, time: str, host: str, rank: int, local_rank: int, exitcode: int, pid: int
+) -> list[str]:
+    """torchrun's ChildFailedError block with one failure, in its 2.x template (FORMATS.md §3.1,
+    as printed in the observed plexus.sky excerpt)."""
+    if exitcode < 0:
+        traceback = f"Signal {-exitcode} ({_SIGNALS[-exitcode]}) received by PID {pid}"
+    else:
+        traceback = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+    return [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        f"{script} FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        f"  time      : {time}",
+        f"  host      : {host}",
+        f"  rank      : {rank} (local_rank: {local_rank})",
+        f"  exitcode  : {exitcode} (pid: {pid})",
+        "  error_file: <N/A>",
+        f"  traceback : {traceback}",
+        "============================================================",
+    ]

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import child_failed_block
+
 # --------------------------------------------------------------------------------------------
 # helpers
 
@@ -123,30 +125,15 @@ def _bloom_log(with_blocks: bool) -> list[str]:
             ("jean-zay-iam23", 27, 3, -6, 517, "2022-03-21_13:34:34"),
             ("jean-zay-iam01", 0, 0, -6, 1811, "2022-03-21_14:04:40"),
         ):
-            tb = (
-                "Signal 6 (SIGABRT) received by PID " + str(pid)
-                if code == -6
-                else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+            lines += child_failed_block(
+                "/gpfswork/rech/six/commun/code/tr11-176B-ml/Megatron-DeepSpeed/pretrain_gpt.py",
+                time=when,
+                host=host,
+                rank=rank,
+                local_rank=local,
+                exitcode=code,
+                pid=pid,
             )
-            lines += [
-                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-                "============================================================",
-                "/gpfswork/rech/six/commun/code/tr11-176B-ml/Megatron-DeepSpeed/pretrain_gpt.py "
-                "FAILED",
-                "------------------------------------------------------------",
-                "Failures:",
-                "  <NO_OTHER_FAILURES>",
-                "------------------------------------------------------------",
-                "Root Cause (first observed failure):",
-                "[0]:",
-                f"  time      : {when}",
-                f"  host      : {host}",
-                f"  rank      : {rank} (local_rank: {local})",
-                f"  exitcode  : {code} (pid: {pid})",
-                "  error_file: <N/A>",
-                f"  traceback : {tb}",
-                "============================================================",
-            ]
     lines.append("srun: error: jean-zay-iam23: task 3: Exited with exit code 1")  # constructed §6.2
     return lines
 

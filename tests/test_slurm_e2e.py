@@ -38,7 +38,7 @@ import pytest
 LAB_DIR = Path(__file__).resolve().parent / "lab"
 REPO = LAB_DIR.parent.parent
 sys.path.insert(0, str(LAB_DIR))
-from run_faults import COMMON_ENV, TRAIN_PY  # noqa: E402
+from run_faults import job_env, torchrun_cmd  # noqa: E402
 from run_slurm import job_in_queue, job_state  # noqa: E402
 
 LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
@@ -245,28 +245,8 @@ class Tail:
 
 def _sbatch_held(name: str, workdir: Path, out_file: Path, lab_env: dict[str, str]) -> int:
     """Submit the lab job on hold (released once logscope watches); returns the job id."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LAB_", "TORCHELASTIC_", "MASTER_", "OMP_", "SLURM_"))
-    }
-    env.update(COMMON_ENV)
-    env.update(lab_env)
-    env["LAB_CKPT_DIR"] = str(workdir / "checkpoints")
-    env["PYTHONUNBUFFERED"] = "1"
-    inner = [
-        "srun",
-        "--label",
-        "--kill-on-bad-exit=1",
-        LAB_PYTHON,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "4",
-        "--tee",
-        "3",
-        str(TRAIN_PY),
-    ]
+    env = job_env(workdir, lab_env)
+    inner = ["srun", "--label", "--kill-on-bad-exit=1", *torchrun_cmd(LAB_PYTHON)]
     cmd = [
         "sbatch",
         "--parsable",

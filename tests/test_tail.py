@@ -123,7 +123,7 @@ def test_status_lines_are_not_progress() -> None:
     assert [a.kind for a in f.tick(8)] == ["hang"]
 
 
-def test_command_runs_without_a_shell(tmp_path: Path) -> None:
+def test_command_runs_without_a_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = Feeder(stall=1)
     evil = "[default1]:[rank1]: ValueError: $(touch PWNED); `touch PWNED2`; rm -rf / | <script>"
     f.iterations(1, 2, start=0, every=1)
@@ -134,7 +134,7 @@ def test_command_runs_without_a_shell(tmp_path: Path) -> None:
     actions = Actions(
         f'{sys.executable} -c "{script}" {out} $MY_JOB', environ={**os.environ, "MY_JOB": "4711"}
     )
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # where a shell would have created PWNED
     (result,) = actions.on_alert(alert)
     assert result.ok, result
     doc, text, arg = json.loads(out.read_text())

@@ -10,6 +10,8 @@ import pytest
 
 from logscope.engine import analyze
 
+from .conftest import child_failed_block
+
 ITER = (
     "[default7]: iteration {it:8d}/  115311 | consumed samples: {s:12d} | elapsed time per "
     "iteration (s): 100.00 | learning rate: 5.969E-05 | global batch size:  2048 | lm loss: "
@@ -66,24 +68,15 @@ def test_end_anchor_after_silence_makes_a_hang(tmp_path: Path, end_line: str) ->
 
 
 def test_torchrun_block_time_is_an_anchor(tmp_path: Path) -> None:
-    block = [
-        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-        "============================================================",
-        "train.py FAILED",
-        "------------------------------------------------------------",
-        "Failures:",
-        "  <NO_OTHER_FAILURES>",
-        "------------------------------------------------------------",
-        "Root Cause (first observed failure):",
-        "[0]:",
-        "  time      : 2022-03-21_13:40:00",
-        "  host      : node01",
-        "  rank      : 3 (local_rank: 3)",
-        "  exitcode  : -9 (pid: 4711)",
-        "  error_file: <N/A>",
-        "  traceback : Signal 9 (SIGKILL) received by PID 4711",
-        "============================================================",
-    ]
+    block = child_failed_block(
+        "train.py",
+        time="2022-03-21_13:40:00",
+        host="node01",
+        rank=3,
+        local_rank=3,
+        exitcode=-9,
+        pid=4711,
+    )
     a = run(tmp_path, ("log.txt", [ANCHORS[0][1], *iters(1, 3), *block]))
     (attempt,) = a.extra["attempts"]
     assert attempt.end == datetime(2022, 3, 21, 13, 40, 0)

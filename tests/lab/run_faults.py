@@ -150,6 +150,31 @@ def kill_tree(proc):
             os.kill(pid, signal.SIGKILL)
 
 
+def job_env(workdir, *overrides):
+    """The environment of a lab job: this one's, less anything a launcher or an earlier job
+    set (LAB_*, torchelastic, SLURM), plus COMMON_ENV and the overrides."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LAB_", "TORCHELASTIC_", "MASTER_", "OMP_", "SLURM_"))
+        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
+    env.update(COMMON_ENV)
+    for o in overrides:
+        env.update(o)
+    env["LAB_CKPT_DIR"] = str(Path(workdir) / "checkpoints")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def torchrun_cmd(python):
+    """torchrun with 4 CPU workers and `--tee 3`, running the lab's train.py."""
+    return [
+        python, "-m", "torch.distributed.run", "--nproc_per_node", "4", "--tee", "3",
+        str(TRAIN_PY),
+    ]  # fmt: skip
+
+
 def run_scenario(name, out_dir, timeout_s=DEFAULT_TIMEOUT_S, python=None, extra_env=None):
     """Run one scenario, write the scrubbed log to out_dir/<name>.log and return its path."""
     if name not in SCENARIOS:
@@ -160,28 +185,8 @@ def run_scenario(name, out_dir, timeout_s=DEFAULT_TIMEOUT_S, python=None, extra_
     out_path = out_dir / f"{name}.log"
 
     workdir = Path(tempfile.mkdtemp(prefix=f"lab_{name}_"))
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LAB_", "TORCHELASTIC_", "MASTER_", "OMP_"))
-        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-    }
-    env.update(COMMON_ENV)
-    env.update(SCENARIOS[name])
-    env.update(extra_env or {})
-    env["LAB_CKPT_DIR"] = str(workdir / "checkpoints")
-    env["PYTHONUNBUFFERED"] = "1"
-
-    cmd = [
-        python,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "4",
-        "--tee",
-        "3",
-        str(TRAIN_PY),
-    ]
+    env = job_env(workdir, SCENARIOS[name], extra_env or {})
+    cmd = torchrun_cmd(python)
     expect_kill = name in SCENARIO_WALL_S
     if expect_kill:
         timeout_s = min(timeout_s, SCENARIO_WALL_S[name])

@@ -22,7 +22,6 @@ Importable: ``run_slurm_scenario(name, out_dir, timeout_s) -> Path`` (the job's 
 """
 
 import argparse
-import os
 import re
 import shlex
 import shutil
@@ -33,7 +32,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_faults import COMMON_ENV, TRAIN_PY, lab_python, path_replacements, scrub_text
+from run_faults import (
+    job_env,
+    lab_python,
+    path_replacements,
+    scrub_text,
+    torchrun_cmd,
+)
 
 # name -> (sbatch --time, LAB_* env, scancel_after_s or None)
 SCENARIOS = {
@@ -94,29 +99,8 @@ def job_in_queue(job_id):
 
 
 def submit(name, workdir, time_limit, lab_env, python, out_file):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LAB_", "TORCHELASTIC_", "MASTER_", "OMP_", "SLURM_"))
-    }
-    env.update(COMMON_ENV)
-    env.update(lab_env)
-    env["LAB_CKPT_DIR"] = str(workdir / "checkpoints")
-    env["PYTHONUNBUFFERED"] = "1"
-    inner = [
-        "srun",
-        "--label",
-        "--kill-on-bad-exit=1",
-        "--wait=60",
-        python,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "4",
-        "--tee",
-        "3",
-        str(TRAIN_PY),
-    ]
+    env = job_env(workdir, lab_env)
+    inner = ["srun", "--label", "--kill-on-bad-exit=1", "--wait=60", *torchrun_cmd(python)]
     cmd = [
         "sbatch",
         "--parsable",
