@@ -75,29 +75,65 @@ class Signature:
         return {k: v for k, v in m.groupdict().items() if v is not None}
 
 
+_BLANK_DIGITS = bytes.maketrans(b"0123456789", b"\0" * 10)
+_SHAPE_CACHE_SIZE = 4096
+_SHAPE_MAX_LEN = 512
+
+
 @dataclass(frozen=True, slots=True)
 class _TriggerIndex:
-    """Which signatures a line can match, from one scan for all triggers."""
+    """Which signatures a line can match, from one scan for all triggers.
 
-    triggers: tuple[str, ...]
-    by_trigger: dict[str, tuple[int, ...]]
+    Most candidate lines of a large log share a few shapes (progress lines differing only in
+    their numbers), so the scan's answer is cached by the line's UTF-8 bytes with every digit
+    blanked out. That is exact for triggers without digits, which is all but a few; those few
+    are checked on every line.
+    """
+
+    triggers: tuple[bytes, ...]
+    by_trigger: dict[bytes, tuple[int, ...]]
+    numeric: tuple[bytes, ...]
+    _by_shape: dict[bytes, tuple[int, ...]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def build(cls, signatures: Sequence[Signature]) -> _TriggerIndex:
-        triggers = sorted({t for s in signatures for t in s.trigger}, key=len, reverse=True)
-        by_trigger: dict[str, list[int]] = {t: [] for t in triggers}
+        triggers = sorted(
+            {t.encode() for s in signatures for t in s.trigger}, key=len, reverse=True
+        )
+        by_trigger: dict[bytes, list[int]] = {t: [] for t in triggers}
         for i, s in enumerate(signatures):
             for t in s.trigger:
-                by_trigger[t].append(i)
-        return cls(tuple(triggers), {t: tuple(v) for t, v in by_trigger.items()})
+                by_trigger[t.encode()].append(i)
+        numeric = tuple(t for t in triggers if t.translate(_BLANK_DIGITS) != t)
+        plain = tuple(t for t in triggers if t not in numeric)
+        return cls(plain, {t: tuple(v) for t, v in by_trigger.items()}, numeric)
 
-    def candidates(self, raw: str) -> list[int]:
+    def candidates(self, raw: str) -> tuple[int, ...]:
+        """Indexes of the signatures whose trigger the line holds, ascending."""
+        # UTF-8 keeps substrings: a trigger is in the text iff its bytes are in the text's bytes
+        data = raw.encode("utf-8", "surrogatepass")
+        if len(data) > _SHAPE_MAX_LEN:
+            found = self._scan(data, self.triggers)
+        else:
+            # blanking digits keeps every digit-free trigger's occurrences, and makes none
+            shape = data.translate(_BLANK_DIGITS)
+            cached = self._by_shape.get(shape)
+            if cached is None:
+                if len(self._by_shape) >= _SHAPE_CACHE_SIZE:
+                    self._by_shape.clear()
+                cached = self._by_shape[shape] = self._scan(shape, self.triggers)
+            found = cached
+        if self.numeric and any(t in data for t in self.numeric):
+            found = tuple(sorted({*found, *self._scan(data, self.numeric)}))
+        return found
+
+    def _scan(self, data: bytes, triggers: tuple[bytes, ...]) -> tuple[int, ...]:
         # one C-level substring search per distinct trigger beats a regex alternation here:
         # `regex`'s overlapped scan tries every alternative at every position
         found: set[int] = set()
-        for t in [t for t in self.triggers if t in raw]:
+        for t in [t for t in triggers if t in data]:
             found.update(self.by_trigger[t])
-        return sorted(found)
+        return tuple(sorted(found))
 
 
 @dataclass(frozen=True, slots=True)
