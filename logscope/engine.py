@@ -13,7 +13,7 @@ from pathlib import Path
 from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
 from .errors import InputError
-from .events import Extractor, scan_range, who
+from .events import Extractor, Hit, RangeTask, matched_lines, scan_range, unpack, who
 from .incidents import (
     Ending,
     Who,
@@ -79,6 +79,9 @@ class Engine:
     _input_index: dict[str, int] = field(default_factory=dict)
     _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
+    line_marks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    """Per uncompressed input read in ranges: (line number, byte offset) of each range's start,
+    so the lines around a root cause are read without reading the file from its start."""
 
     def __post_init__(self) -> None:
         self.extractor = Extractor(self.library)
@@ -111,25 +114,21 @@ class Engine:
 
     def feed_block(self, block: Block, path: str, year: int | None) -> list[Event]:
         out: list[Event] = []
-        truncated = set(block.truncated)
-        for line in self.extractor.lines(block.data, block.first_lineno, path, year):
-            if truncated and line.lineno in truncated:
-                line = _flag_truncated(line)
-            out.extend(self.feed_line(line))
+        for line, hit in matched_lines(
+            self.library,
+            self.extractor.prefilter,
+            block.data,
+            block.first_lineno,
+            path,
+            year,
+            block.truncated,
+        ):
+            out.extend(self.feed_line(line, hit))
         return out
 
-    def feed_raw(
-        self, path: str, lineno: int, raw: bytes, year: int | None, truncated: bool = False
-    ) -> list[Event]:
-        """One candidate line found elsewhere (a worker process): decode it, then feed it."""
-        out: list[Event] = []
-        for line in parse_line(decode(raw), path, lineno, year):
-            out.extend(self.feed_line(_flag_truncated(line) if truncated else line))
-        return out
-
-    def feed_line(self, line: Line) -> list[Event]:
+    def feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
         self._note_stream(line)
-        events = self.extractor.feed(line)
+        events = self.extractor.feed(line, hit)
         for e in events:
             self._add(e)
         if line.time is not None and not any(e.time_exact for e in events):
@@ -388,17 +387,18 @@ def _feed_sequential(
         tick(stats.bytes)
 
 
-def _feed_parallel(
+def _feed_ranges(
     engine: Engine,
     src: Source,
     stats: ReadStats,
-    pool: ProcessPoolExecutor,
+    pool: ProcessPoolExecutor | None,
     pattern: str,
     block_size: int,
     chunk_bytes: int,
     tick: Callable[[int], None],
 ) -> None:
-    """Workers find candidate lines in ranges of the file; this process feeds them in order."""
+    """Ranges of the file are scanned (by workers, with a pool) into matched candidate lines;
+    this process feeds them in order."""
     year: int | None = None
     # the rank-discovery window and the year, from the same blocks the sequential path reads
     for i, block in enumerate(read_blocks(src, ReadStats(), block_size=block_size)):
@@ -408,23 +408,25 @@ def _feed_parallel(
         if block.first_lineno > 1 and engine.discovered(src.path):
             break
     size = Path(src.path).stat().st_size
-    ranges = split_ranges(src.path, size, chunk_bytes)
-    tasks = [(src.path, start, end, pattern) for start, end in ranges]
+    tasks = [
+        RangeTask(src.path, start, end, pattern, engine.library, year)
+        for start, end in split_ranges(src.path, size, chunk_bytes)
+    ]
     base = 0
-    for candidates, nlines, nbytes, cut in pool.map(scan_range, tasks):
-        cut_abs = {base + c + 1 for c in cut}
-        for rel, raw in candidates:
-            lineno = base + rel + 1
-            engine.feed_raw(src.path, lineno, raw, year, lineno in cut_abs)
-        note_cut(stats, src.path, sorted(cut_abs), MAX_LINE)
-        base += nlines
-        stats.bytes += nbytes
+    marks = engine.line_marks.setdefault(src.path, [])
+    for task, scan in zip(
+        tasks,
+        pool.map(scan_range, tasks) if pool is not None else map(scan_range, tasks),
+        strict=True,
+    ):
+        marks.append((base + 1, task.start))
+        for match in scan.matches:
+            engine.feed_line(*unpack(match, src.path, base + 1, engine.library))
+        note_cut(stats, src.path, [base + c for c in scan.cut], MAX_LINE)
+        base += scan.lines
+        stats.bytes += scan.bytes
         stats.lines = base
         tick(stats.bytes)
-
-
-def _flag_truncated(line: Line) -> Line:
-    return replace(line, truncated=True)
 
 
 def _year_hint(src: Source, first: bytes) -> int | None:
@@ -444,7 +446,7 @@ def default_library(extra: Iterable[Path | str] = ()) -> Library:
 
 
 PARALLEL_MIN_BYTES = 64 << 20
-"""Smaller files are read in this process: starting workers costs more than it saves."""
+"""Smaller files are read block by block in this process: workers cost more than they save."""
 CHUNK_BYTES = 32 << 20
 
 
@@ -462,9 +464,10 @@ def analyze(
 ) -> Analysis:
     """Analyze logs that have ended. `warn` collects non-fatal input problems.
 
-    With `jobs` > 1, large uncompressed files are split at line starts and their candidate lines
-    found by worker processes; the lines are fed to the one engine in file order, so the result
-    is the same as with one job. `on_progress` gets the bytes read so far.
+    Large uncompressed files (`parallel_min_bytes` and over) are read as ranges that start at
+    line starts, scanned by `jobs` worker processes when `jobs` > 1; the matched lines are fed to
+    the one engine in file order, so the result is the same with any `jobs`. `on_progress` gets
+    the bytes read so far.
     """
     library = library or default_library()
     engine = Engine(library)
@@ -482,10 +485,10 @@ def analyze(
 
             try:
                 size = Path(src.path).stat().st_size if src.path != "-" else 0
-                if jobs > 1 and size >= parallel_min_bytes and compression_of(src.path) is None:
-                    if pool is None:
+                if size >= parallel_min_bytes and compression_of(src.path) is None:
+                    if pool is None and jobs > 1:
                         pool = stack.enter_context(ProcessPoolExecutor(jobs))
-                    _feed_parallel(engine, src, stats, pool, pattern, block_size, chunk_bytes, tick)
+                    _feed_ranges(engine, src, stats, pool, pattern, block_size, chunk_bytes, tick)
                 else:
                     _feed_sequential(engine, src, stats, block_size, tick)
             except InputError as err:
@@ -505,7 +508,7 @@ def analyze(
                 )
             )
     analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
-    analysis.extra["context"] = root_context(analysis.incidents)
+    analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks)
     analysis.extra["last_seen"] = last_seen(analysis)
     return analysis
 
@@ -540,8 +543,12 @@ def last_seen(analysis: Analysis) -> list[tuple[int, str, int]]:
         last: dict[bytes, int] = {}
         for m in _PREFIX_SCAN.finditer(tail):
             last[m.group(0)] = m.start()
-        for prefix, pos in last.items():
-            lineno = first + tail.count(b"\n", 0, pos)
+        # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
+        # counting newlines from the start would be quadratic
+        lineno, counted = first, 0
+        for prefix, pos in sorted(last.items(), key=lambda item: item[1]):
+            lineno += tail.count(b"\n", counted, pos)
+            counted = pos
             key = (index << 40) | lineno
             for line in _prefix_lines(prefix, info.path):
                 rank = world.rank_of(line)
@@ -557,15 +564,19 @@ _CONTEXT_WINDOW = 400
 
 
 def root_context(
-    incidents: Sequence[Incident], radius: int = CONTEXT_LINES
+    incidents: Sequence[Incident],
+    marks: dict[str, list[tuple[int, int]]] | None = None,
+    radius: int = CONTEXT_LINES,
 ) -> dict[str, list[tuple[int, str]]]:
-    """For each incident, its root-cause line with the lines of the same rank around it."""
+    """For each incident, its root-cause line with the lines of the same rank around it.
+    `marks`: Engine.line_marks, where known."""
     wanted: dict[str, set[int]] = {}
     for inc in incidents:
         n = inc.root_cause.line.lineno
         lo = max(1, n - _CONTEXT_WINDOW)
         wanted.setdefault(inc.root_cause.line.path, set()).update(range(lo, n + _CONTEXT_WINDOW))
-    lines = {path: read_lines(path, nums) for path, nums in wanted.items()}
+    marks = marks or {}
+    lines = {path: read_lines(path, nums, marks.get(path, ())) for path, nums in wanted.items()}
     out: dict[str, list[tuple[int, str]]] = {}
     for inc in incidents:
         root = inc.root_cause.line

@@ -8,9 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from logscope.engine import analyze
+from logscope.engine import analyze, default_library
+from logscope.events import (
+    Prefilter,
+    RangeTask,
+    _block_lines,
+    _scan,
+    _Tally,
+    _window_lines,
+    scan_range,
+)
 from logscope.render.document import document
-from logscope.sources import MAX_LINE, split_ranges
+from logscope.sources import MAX_LINE, LongLine, split_ranges
 
 from .conftest import FIXTURES
 from .generators.bloom_run import generate
@@ -56,3 +65,34 @@ def test_split_ranges_start_at_line_starts(tmp_path: Path) -> None:
     assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
     for (_, end), (start, _) in itertools.pairwise(ranges):
         assert end == start and data[start - 1 : start] == b"\n"
+
+
+def _task(path: Path, window: int, max_line: int) -> RangeTask:
+    library = default_library()
+    pattern = Prefilter.for_library(library).pattern
+    return RangeTask(str(path), 0, path.stat().st_size, pattern, library, 2024, window, max_line)
+
+
+@pytest.mark.parametrize("extra", [1, 2, 17, 1000, 1 << 20])
+@pytest.mark.parametrize("name", ["lab/raise_rank1.log", "slurm/timelimit_hang.out"])
+def test_windows_read_like_blocks(name: str, extra: int) -> None:
+    # read_windows (the fast path) against read_blocks (the reference), with window boundaries
+    # falling inside lines; max_line is the longest line, so the fast path never falls back
+    path = FIXTURES / name
+    longest = max(len(x) for x in path.read_bytes().split(b"\n"))
+    task = _task(path, longest + extra, longest)
+    fast = _scan(task, _window_lines)
+    assert fast == _scan(task, _block_lines)
+    assert fast.lines == path.read_bytes().count(b"\n") and fast.matches
+
+
+@pytest.mark.parametrize("tail", [b"", b"\n", b"x" * 50, b"x" * 51, b"Error " + b"y" * 60])
+def test_long_lines_fall_back_to_blocks(tmp_path: Path, tail: bytes) -> None:
+    path = tmp_path / "a.log"
+    text = (FIXTURES / "lab" / "raise_rank1.log").read_bytes()
+    path.write_bytes(text[:2000] + b"Error " + b"z" * 200 + b"\n" + text[2000:] + tail)
+    task = _task(path, 256, 50)
+    with pytest.raises(LongLine):
+        list(_window_lines(task, _Tally()))
+    got = scan_range(task)
+    assert got == _scan(task, _block_lines) and got.cut

@@ -181,3 +181,41 @@ def test_candidates_are_ordered_and_disjoint() -> None:
     got = list(REAL.candidates(block))
     assert len(got) == 150, len(got)
     assert all(e1 < s2 for (_, e1), (s2, _) in itertools.pairwise(got)), got
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks(REAL_TRIGGERS), PLAIN)
+def test_candidates_stop_at_size_in_a_reused_buffer(block: bytes, stale: bytes) -> None:
+    # read_windows hands over a bytearray whose bytes past `size` are the previous window's
+    buffer = bytearray(block + stale + b" Error Traceback\n")
+    got = list(REAL.candidates(buffer, len(block)))
+    assert got == naive(block, REAL_TRIGGERS, REAL_FRAGMENTS)
+
+
+SIGNATURES = LIBRARY.signatures
+DIGITS = st.text("0123456789", min_size=1, max_size=4)
+
+
+def naive_signatures(raw: str) -> tuple[int, ...]:
+    return tuple(i for i, s in enumerate(SIGNATURES) if any(t in raw for t in s.trigger))
+
+
+def text_line(triggers: Sequence[str]) -> st.SearchStrategy[str]:
+    """Triggers (the numeric ones too) with their digits changed, between other text."""
+    trigger = st.builds(
+        lambda t, d: re.sub(r"\d+", d, t), st.sampled_from(list(triggers)), DIGITS
+    )
+    filler = st.one_of(DIGITS, st.text(max_size=12), st.sampled_from(["-", " : -", "é", "\0"]))
+    return st.lists(st.one_of(trigger, filler), max_size=8).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(text_line([t for s in SIGNATURES for t in s.trigger]), min_size=1, max_size=6))
+@example(["exitcode  : -11", "exitcode  : -7", "exitcode  : -99"])
+@example(["[Errno 5] x", "[Errno 6] x", "[Errno 116] x"])
+def test_trigger_index_cache_matches_a_scan_of_every_trigger(lines: list[str]) -> None:
+    # one index for all lines: an answer cached for one line's shape is reused for the next
+    index = default_library()._index
+    assert index is not None
+    for raw in lines:
+        assert index.candidates(raw) == naive_signatures(raw), raw
