@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
 from .errors import InputError
-from .events import Extractor, Hit, RangeTask, matched_lines, scan_range, unpack, who
+from .events import Extractor, Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack, who
 from .incidents import (
     Ending,
     Who,
@@ -128,7 +129,7 @@ class Engine:
 
     def feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
         self._note_stream(line)
-        events = self.extractor.feed(line, hit)
+        events = self.extractor.feed(line, hit, self._seq(line))
         for e in events:
             self._add(e)
         if line.time is not None and not any(e.time_exact for e in events):
@@ -154,7 +155,9 @@ class Engine:
         return (index << 40) | line.lineno
 
     def _add(self, e: Event) -> None:
-        e = replace(e, seq=self._seq(e.line))
+        seq = self._seq(e.line)
+        if e.seq != seq:
+            e = replace(e, seq=seq)
         boundary = _boundary(e)
         if boundary:
             # before its stamp: the line's time belongs to the attempt it starts
@@ -169,11 +172,12 @@ class Engine:
             self.progress.add(e)
             t = self.timeline.add_progress(e, len(self.progress) - 1)
             if t is not None:
+                self.progress.retime_last(t)
                 when = datetime.fromtimestamp(t)
-                e = replace(e, time=when, time_exact=e.time_exact)
-                self.progress.last = e
                 self._tick_derived(when)
-            self.last_progress = e.time or self.last_progress
+                self.last_progress = when
+            else:
+                self.last_progress = e.time or self.last_progress
             return
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
@@ -391,14 +395,14 @@ def _feed_ranges(
     engine: Engine,
     src: Source,
     stats: ReadStats,
-    pool: ProcessPoolExecutor | None,
+    pool: tuple[ProcessPoolExecutor, int] | None,
     pattern: str,
     block_size: int,
     chunk_bytes: int,
     tick: Callable[[int], None],
 ) -> None:
-    """Ranges of the file are scanned (by workers, with a pool) into matched candidate lines;
-    this process feeds them in order."""
+    """Ranges of the file are scanned (by a pool of N workers, if given) into matched candidate
+    lines; this process feeds them in order."""
     year: int | None = None
     # the rank-discovery window and the year, from the same blocks the sequential path reads
     for i, block in enumerate(read_blocks(src, ReadStats(), block_size=block_size)):
@@ -414,11 +418,8 @@ def _feed_ranges(
     ]
     base = 0
     marks = engine.line_marks.setdefault(src.path, [])
-    for task, scan in zip(
-        tasks,
-        pool.map(scan_range, tasks) if pool is not None else map(scan_range, tasks),
-        strict=True,
-    ):
+    scans = _in_order(*pool, tasks) if pool is not None else map(scan_range, tasks)
+    for task, scan in zip(tasks, scans, strict=True):
         marks.append((base + 1, task.start))
         for match in scan.matches:
             engine.feed_line(*unpack(match, src.path, base + 1, engine.library))
@@ -427,6 +428,21 @@ def _feed_ranges(
         stats.bytes += scan.bytes
         stats.lines = base
         tick(stats.bytes)
+
+
+def _in_order(
+    pool: ProcessPoolExecutor, workers: int, tasks: Sequence[RangeTask]
+) -> Iterator[RangeScan]:
+    """Scans of the tasks in order, with at most two per worker submitted ahead: results wait
+    in memory only while this process is behind (Executor.map would submit them all)."""
+    ahead = 2 * workers
+    pending: deque[Future[RangeScan]] = deque()
+    for task in tasks:
+        pending.append(pool.submit(scan_range, task))
+        if len(pending) > ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def _year_hint(src: Source, first: bytes) -> int | None:
@@ -475,7 +491,7 @@ def analyze(
     pattern = engine.extractor.prefilter.pattern
     done = 0
     with contextlib.ExitStack() as stack:
-        pool: ProcessPoolExecutor | None = None
+        pool: tuple[ProcessPoolExecutor, int] | None = None
         for src in expand(list(paths)):
             stats = ReadStats()
 
@@ -487,7 +503,7 @@ def analyze(
                 size = Path(src.path).stat().st_size if src.path != "-" else 0
                 if size >= parallel_min_bytes and compression_of(src.path) is None:
                     if pool is None and jobs > 1:
-                        pool = stack.enter_context(ProcessPoolExecutor(jobs))
+                        pool = (stack.enter_context(ProcessPoolExecutor(jobs)), jobs)
                     _feed_ranges(engine, src, stats, pool, pattern, block_size, chunk_bytes, tick)
                 else:
                     _feed_sequential(engine, src, stats, block_size, tick)

@@ -314,8 +314,9 @@ class Extractor:
     def __post_init__(self) -> None:
         self.prefilter = Prefilter.for_library(self.library)
 
-    def feed(self, line: Line, hit: Hit | None) -> list[Event]:
-        """Events of one decoded line (none for most), given its best signature match."""
+    def feed(self, line: Line, hit: Hit | None, seq: int = 0) -> list[Event]:
+        """Events of one decoded line (none for most), given its best signature match; `seq`
+        is the line's order key."""
         out: list[Event] = []
         block_events = self._block_line(line)
         if block_events is not None:
@@ -340,6 +341,7 @@ class Extractor:
                 time, exact = t, True
         out.append(
             Event(
+                seq=seq,
                 signature=sig.id,
                 kind=sig.kind,
                 line=line,

@@ -7,7 +7,7 @@ import math
 import statistics
 from array import array
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -205,7 +205,20 @@ class Progress:
     """Seconds per iteration the line itself reports; NaN if none."""
     train_iters: int | None = None
     first: Event | None = None
-    last: Event | None = None
+    _last: Event | None = None
+    _last_t: float | None = None
+
+    @property
+    def last(self) -> Event | None:
+        """The last iteration line, with the time the timeline gave it (built on demand: one
+        Event per line would cost more than the rest of its bookkeeping)."""
+        e, t = self._last, self._last_t
+        if e is None or t is None:
+            return e
+        return replace(e, time=datetime.fromtimestamp(t), time_exact=e.time_exact)
+
+    def retime_last(self, t: float) -> None:
+        self._last_t = t
 
     def add(self, e: Event) -> None:
         self.seq.append(e.seq)
@@ -218,7 +231,7 @@ class Progress:
             self.train_iters = total
         if self.first is None:
             self.first = e
-        self.last = e
+        self._last, self._last_t = e, None
 
     def __len__(self) -> int:
         return len(self.seq)

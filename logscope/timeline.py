@@ -93,6 +93,8 @@ class _Open:
     """[iteration, start, duration or None]"""
     unfinished: list[int | None] = field(default_factory=list)
     last_event: Event | None = None
+    last_time: float | None = None
+    """The time given to last_event, set on it when the attempt closes."""
 
 
 def timestamp(t: datetime | None) -> float | None:
@@ -209,9 +211,7 @@ class Timeline:
         cur.last_idx = idx
         cur.last_it = it if it is not None else cur.last_it
         cur.last_seq = max(cur.last_seq, e.seq)
-        cur.last_event = (
-            replace(e, time=from_timestamp(t), time_exact=e.time_exact) if t is not None else e
-        )
+        cur.last_event, cur.last_time = e, t
         return t
 
     def now(self, seq: int) -> float | None:
@@ -308,7 +308,13 @@ class Timeline:
                 saves=tuple(saves),
                 unfinished_saves=tuple(cur.unfinished),
                 progress=(cur.first_idx, cur.last_idx),
-                last_event=cur.last_event,
+                last_event=cur.last_event
+                if cur.last_event is None or cur.last_time is None
+                else replace(
+                    cur.last_event,
+                    time=from_timestamp(cur.last_time),
+                    time_exact=cur.last_event.time_exact,
+                ),
             )
         )
 
