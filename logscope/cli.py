@@ -56,6 +56,12 @@ PatternDirs = Annotated[
 ]
 
 
+def default_jobs() -> int:
+    """One worker per CPU this process may run on (a SLURM step's, not the node's), at most 8:
+    more would only wait for this process, which feeds the engine (bench/RESULTS.md)."""
+    return max(1, min(8, len(os.sched_getaffinity(0))))
+
+
 def _fail(err: LogscopeError | str) -> NoReturn:
     typer.echo(f"logscope: error: {err}", err=True)
     raise typer.Exit(EXIT_ERROR)
@@ -108,7 +114,10 @@ def analyze(
     jobs: Annotated[
         int,
         typer.Option(
-            "--jobs", "-j", help="Worker processes for large files (0: one per CPU).", min=0
+            "--jobs",
+            "-j",
+            help="Worker processes for large files (0: one per usable CPU, at most 8).",
+            min=0,
         ),
     ] = 0,
     store: Annotated[
@@ -133,7 +142,7 @@ def analyze(
                 warn=warnings,
                 gpus=gpus,
                 mtbf_s=mtbf_s,
-                jobs=jobs or os.cpu_count() or 1,
+                jobs=jobs or default_jobs(),
                 on_progress=on_progress,
             )
     except LogscopeError as err:
