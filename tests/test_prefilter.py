@@ -202,9 +202,7 @@ def naive_signatures(raw: str) -> tuple[int, ...]:
 
 def text_line(triggers: Sequence[str]) -> st.SearchStrategy[str]:
     """Triggers (the numeric ones too) with their digits changed, between other text."""
-    trigger = st.builds(
-        lambda t, d: re.sub(r"\d+", d, t), st.sampled_from(list(triggers)), DIGITS
-    )
+    trigger = st.builds(lambda t, d: re.sub(r"\d+", d, t), st.sampled_from(list(triggers)), DIGITS)
     filler = st.one_of(DIGITS, st.text(max_size=12), st.sampled_from(["-", " : -", "é", "\0"]))
     return st.lists(st.one_of(trigger, filler), max_size=8).map("".join)
 
