@@ -7,6 +7,7 @@ are decoded and matched.
 
 from __future__ import annotations
 
+import operator
 import re
 from array import array
 from collections.abc import Callable, Collection, Iterator
@@ -175,7 +176,7 @@ def _matched(
         yield line, library.match(line.raw, line.text)
 
 
-_LINE_STATE = tuple(f.name for f in dataclass_fields(Line))[1:]
+_line_state = operator.attrgetter(*(f.name for f in dataclass_fields(Line)[1:]))
 PackedMatch = tuple[tuple[Any, ...], int, dict[str, str] | None]
 """A matched line as plain data: the Line's fields after `path`, signature index (-1: none)
 and fields. Plain tuples cross processes five times faster than pickled dataclasses."""
@@ -229,7 +230,7 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
     tally = _Tally()
     for lineno, raw, truncated in read(task, tally):
         for line, hit in _matched(task.library, raw, task.path, lineno, task.year, truncated):
-            state = tuple(getattr(line, f) for f in _LINE_STATE)
+            state = _line_state(line)
             out.append((state, -1, None) if hit is None else (state, index[id(hit[0])], hit[1]))
     return RangeScan(out, tally.lines, task.end - task.start, tally.cut)
 

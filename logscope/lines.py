@@ -92,6 +92,8 @@ class _Prefix:
 
 def clean(raw: str) -> str:
     """Strip ANSI escapes and control characters (but not `\\r`) from decoded text."""
+    if raw.isprintable():
+        return raw  # neither escapes nor control characters (the common case, C-fast)
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     return _CTRL.sub("", raw)
@@ -154,6 +156,8 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
                 first = False
                 continue
         first = False
+        if text.startswith(" ") and not text.startswith(" ["):
+            break  # of the prefixes below, only a bracketed time starts with a space
         m = _TEE.match(text)
         if m:
             rest = text[m.end() :]

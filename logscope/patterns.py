@@ -87,13 +87,15 @@ class _TriggerIndex:
     Most candidate lines of a large log share a few shapes (progress lines differing only in
     their numbers), so the scan's answer is cached by the line's UTF-8 bytes with every digit
     blanked out. That is exact for triggers without digits, which is all but a few; those few
-    are checked on every line.
+    are searched for in the line itself when its shape holds their shape.
     """
 
     triggers: tuple[bytes, ...]
     by_trigger: dict[bytes, tuple[int, ...]]
     numeric: tuple[bytes, ...]
-    _by_shape: dict[bytes, tuple[int, ...]] = field(default_factory=dict, compare=False)
+    _by_shape: dict[bytes, tuple[tuple[int, ...], tuple[bytes, ...]]] = field(
+        default_factory=dict, compare=False
+    )
 
     @classmethod
     def build(cls, signatures: Sequence[Signature]) -> _TriggerIndex:
@@ -113,18 +115,20 @@ class _TriggerIndex:
         # UTF-8 keeps substrings: a trigger is in the text iff its bytes are in the text's bytes
         data = raw.encode("utf-8", "surrogatepass")
         if len(data) > _SHAPE_MAX_LEN:
-            found = self._scan(data, self.triggers)
+            found, numeric = self._scan(data, self.triggers), self.numeric
         else:
-            # blanking digits keeps every digit-free trigger's occurrences, and makes none
+            # blanking digits keeps every digit-free trigger's occurrences, and makes none; a
+            # trigger with digits can be in the line only if its blanked form is in the shape
             shape = data.translate(_BLANK_DIGITS)
             cached = self._by_shape.get(shape)
             if cached is None:
                 if len(self._by_shape) >= _SHAPE_CACHE_SIZE:
                     self._by_shape.clear()
-                cached = self._by_shape[shape] = self._scan(shape, self.triggers)
-            found = cached
-        if self.numeric and any(t in data for t in self.numeric):
-            found = tuple(sorted({*found, *self._scan(data, self.numeric)}))
+                maybe = tuple(t for t in self.numeric if t.translate(_BLANK_DIGITS) in shape)
+                cached = self._by_shape[shape] = (self._scan(shape, self.triggers), maybe)
+            found, numeric = cached
+        if numeric and any(t in data for t in numeric):
+            found = tuple(sorted({*found, *self._scan(data, numeric)}))
         return found
 
     def _scan(self, data: bytes, triggers: tuple[bytes, ...]) -> tuple[int, ...]:
