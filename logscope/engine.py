@@ -30,11 +30,12 @@ from .lines import decode, parse_line
 from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress, duration
 from .patterns import Library, builtin_dirs, load_library
 from .sources import (
-    BLOCK_SIZE,
     MAX_LINE,
+    WINDOW,
     Block,
     ReadStats,
     Source,
+    coalesce,
     compression_of,
     expand,
     note_cut,
@@ -383,7 +384,8 @@ def _feed_sequential(
     engine: Engine, src: Source, stats: ReadStats, block_size: int, tick: Callable[[int], None]
 ) -> None:
     year: int | None = None
-    for i, block in enumerate(read_blocks(src, stats, block_size=block_size)):
+    blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
+    for i, block in enumerate(blocks):
         if i == 0:
             year = _year_hint(src, block.data[:65536])
         engine.discover(block, src.path)
@@ -470,7 +472,7 @@ def analyze(
     paths: Sequence[str],
     library: Library | None = None,
     warn: list[str] | None = None,
-    block_size: int = BLOCK_SIZE,
+    block_size: int = WINDOW,
     gpus: int | None = None,
     mtbf_s: float | None = None,
     jobs: int = 1,

@@ -23,7 +23,17 @@ from .clusters import Clusters
 from .lines import decode, parse_line
 from .model import Event, Line
 from .patterns import Library, Signature
-from .sources import MAX_LINE, WINDOW, LongLine, ReadStats, Source, read_blocks, read_windows
+from .sources import (
+    MAX_LINE,
+    WINDOW,
+    LongLine,
+    ReadStats,
+    Source,
+    line_numbers,
+    newlines_of,
+    read_blocks,
+    read_windows,
+)
 
 # torchrun's ChildFailedError block (FORMATS.md §3.1): the field lines are parsed here, as a
 # block, because a `rank : 3` line means nothing without the `exitcode` line below it.
@@ -116,11 +126,11 @@ class Prefilter:
 
     def lines(self, block: bytes, first_lineno: int) -> Iterator[tuple[int, bytes]]:
         """(line number, raw bytes) of each candidate line of a block."""
-        lineno = first_lineno
-        pos = 0
-        for start, end in self.candidates(block):
-            lineno += block.count(b"\n", pos, start)
-            pos = start
+        spans = list(self.candidates(block))
+        if not spans:
+            return
+        numbers = line_numbers(newlines_of(block), first_lineno, [s for s, _ in spans])
+        for (start, end), lineno in zip(spans, numbers, strict=True):
             yield lineno, block[start:end]
 
     def candidates(self, block: bytes | bytearray, size: int = -1) -> Iterator[tuple[int, int]]:
