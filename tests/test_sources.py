@@ -22,7 +22,17 @@ from typer.testing import CliRunner
 
 from logscope.cli import app
 from logscope.errors import InputError
-from logscope.sources import BLOCK_SIZE, MAX_LINE, ReadStats, Source, expand, read_blocks
+from logscope.sources import (
+    BLOCK_SIZE,
+    MAX_LINE,
+    Block,
+    ReadStats,
+    Source,
+    coalesce,
+    expand,
+    read_blocks,
+    read_windows,
+)
 
 FAILURE = b"[default1]:[rank1]: ValueError: injected fault at iteration 17\n"
 PLAIN = b"[default0]:rank 0: data loader ready (world size 4)\n"
@@ -513,3 +523,44 @@ def test_crlf_line_endings(tmp_path: Path) -> None:
     assert line == 4, doc["incidents"]
     assert text == FAILURE.decode().rstrip("\n"), repr(text)
     assert "\r" not in json.dumps(doc["incidents"]), doc["incidents"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=60),
+    final_newline=st.booleans(),
+    size=st.integers(1, 300),
+)
+def test_coalesced_blocks_keep_lines_and_numbers(
+    lines: list[bytes], final_newline: bool, size: int
+) -> None:
+    data = b"\n".join([b"ok", *lines]) + (b"\n" if final_newline else b"")
+    blocks: list[Block] = []
+    lineno, start = 1, 0
+    for n in range(0, len(data), 37):  # blocks of whole lines, as read_blocks makes them
+        end = data.find(b"\n", n + 37)
+        end = len(data) if end < 0 else end + 1
+        if end <= start:
+            continue
+        blocks.append(Block(data[start:end], lineno, [lineno]))  # as if each began cut
+        lineno += data.count(b"\n", start, end)
+        start = end
+    merged = list(coalesce(blocks, size))
+    assert b"".join(b.data for b in merged) == b"".join(b.data for b in blocks)
+    assert [n for b in merged for n in b.truncated] == [b.first_lineno for b in blocks]
+    before = 0
+    for b in merged:
+        assert b.first_lineno == 1 + data.count(b"\n", 0, before)
+        before += len(b.data)
+    assert all(len(b.data) >= size for b in merged[:-1])
+
+
+def test_read_windows_of_a_file_that_shrank(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"one\ntwo\nthree")
+    # a range computed before the file was truncated: it ends past the end of the file
+    windows = [
+        (bytes(w.data[: w.size]), w.first_lineno, w.nlines)
+        for w in read_windows(str(log), 0, 1 << 20, window=64, max_line=16)
+    ]
+    assert windows == [(b"one\ntwo\n", 1, 2), (b"three", 3, 1)]
