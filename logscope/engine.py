@@ -26,7 +26,16 @@ from .incidents import (
     hang_threshold,
     make_job,
 )
-from .lines import decode, parse_line
+from .lines import (
+    DISCOVERY_BUDGET,
+    DISCOVERY_BYTES,
+    ROUTING_PREFIX,
+    decode,
+    parse_line,
+    prefix_lines,
+    routing_prefixes,
+    window_per_input,
+)
 from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress, duration
 from .patterns import Library, builtin_dirs, load_library
 from .sources import (
@@ -38,6 +47,7 @@ from .sources import (
     coalesce,
     compression_of,
     expand,
+    looks_binary,
     note_cut,
     read_blocks,
     read_lines,
@@ -45,18 +55,9 @@ from .sources import (
 )
 from .timeline import Attempt, Timeline
 
-DISCOVERY_BYTES = 8 << 20
-"""Bytes at the start of each input scanned for rank prefixes on every line."""
 MAX_EVENTS_PER_SIGNATURE = 5_000
 """Events kept per signature (all are counted): 384 ranks repeating one warning stay bounded."""
 
-# Routing prefixes at the start of a line, for finding every rank in a log's first block.
-_PREFIX_SCAN = re.compile(
-    rb"(?m)^(?:\[\d+,\d+\]<\w+>:"
-    rb"|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
-    # the character after the prefix tells a c10 `[rank3]:[E` from a torchtitan `[rank3]:text`
-    rb"[ \[]?"
-)
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
 
 
@@ -81,6 +82,8 @@ class Engine:
     _input_index: dict[str, int] = field(default_factory=dict)
     _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
+    discovery: int = DISCOVERY_BYTES
+    """Bytes at each input's start scanned for rank prefixes (lines.window_per_input)."""
     line_marks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     """Per uncompressed input read in ranges: (line number, byte offset) of each range's start,
     so the lines around a root cause are read without reading the file from its start."""
@@ -89,29 +92,17 @@ class Engine:
         self.extractor = Extractor(self.library)
         self.timeline = Timeline(self.progress)
 
-    def discovered(self, path: str) -> bool:
-        """The discovery window of an input has been read."""
-        return self._offsets.get(path, 0) >= DISCOVERY_BYTES
-
     def discover(self, block: Block, path: str) -> None:
-        """Note every rank prefix on the lines that start in an input's first DISCOVERY_BYTES.
-
-        Every rank prints something at start-up, but a silent rank may print nothing after it:
-        this finds ranks that no candidate line shows. A fixed byte window, not "the first
-        block", keeps the result independent of the block size; scanning every line of a whole
-        log would cost more than the rest of the analysis (80 MB/s, measured on bench/ logs).
-        """
+        """Note every rank prefix on the lines that start in an input's discovery window
+        (see lines.routing_prefixes)."""
         start = self._offsets.get(path, 0)
         self._offsets[path] = start + len(block.data)
-        if start >= DISCOVERY_BYTES:
-            return
-        data = block.data
-        if start + len(data) > DISCOVERY_BYTES:
-            cut = data.find(b"\n", DISCOVERY_BYTES - start)
-            data = data if cut < 0 else data[: cut + 1]
-        for prefix in set(_PREFIX_SCAN.findall(data)) - self._prefixes:
+        self.note_prefixes(path, routing_prefixes(block.data, start, window=self.discovery))
+
+    def note_prefixes(self, path: str, prefixes: Iterable[bytes]) -> None:
+        for prefix in set(prefixes) - self._prefixes:
             self._prefixes.add(prefix)
-            for line in _prefix_lines(prefix, path):
+            for line in prefix_lines(prefix, path):
                 self._note_stream(line)
 
     def feed_block(self, block: Block, path: str, year: int | None) -> list[Event]:
@@ -359,12 +350,6 @@ def _boundary(e: Event) -> str:
     return ""
 
 
-def _prefix_lines(prefix: bytes, path: str) -> list[Line]:
-    """Decode a routing prefix found by _PREFIX_SCAN. The scan kept the character after it
-    (c10 `[rank3]:[` vs torchtitan `[rank3]:x`): complete it into a line."""
-    return parse_line(decode(prefix) + ("x" if prefix.endswith(b" ") else "x]"), path)
-
-
 def _stamp_kind(e: Event) -> str:
     """What a stamped event says about its attempt's time span."""
     if e.kind == "status":
@@ -393,43 +378,61 @@ def _feed_sequential(
         tick(stats.bytes)
 
 
+def _range_tasks(
+    src: Source, engine: Engine, min_bytes: int, chunk_bytes: int
+) -> list[RangeTask] | None:
+    """The ranges of an uncompressed file of `min_bytes` and up, each starting at a line start;
+    None for any other input, and for a file the sequential path must explain (unreadable,
+    binary)."""
+    if src.path == "-":
+        return None
+    try:
+        size = Path(src.path).stat().st_size
+        if size < min_bytes or compression_of(src.path) is not None:
+            return None
+        with Path(src.path).open("rb") as f:
+            head = f.read(65536)
+        if looks_binary(head):
+            return None
+        ranges = split_ranges(src.path, size, chunk_bytes)
+    except OSError:
+        return None
+    pattern = engine.extractor.prefilter.pattern
+    year = _year_hint(src, head)
+    return [
+        RangeTask(src.path, a, b, pattern, engine.library, year, discovery=engine.discovery)
+        for a, b in ranges
+    ]
+
+
 def _feed_ranges(
     engine: Engine,
     src: Source,
     stats: ReadStats,
-    pool: tuple[ProcessPoolExecutor, int] | None,
-    pattern: str,
-    block_size: int,
-    chunk_bytes: int,
+    tasks: list[RangeTask],
+    scans: Iterator[RangeScan],
     tick: Callable[[int], None],
 ) -> None:
-    """Ranges of the file are scanned (by a pool of N workers, if given) into matched candidate
-    lines; this process feeds them in order."""
-    year: int | None = None
-    # the rank-discovery window and the year, from the same blocks the sequential path reads
-    for i, block in enumerate(read_blocks(src, ReadStats(), block_size=block_size)):
-        if i == 0:
-            year = _year_hint(src, block.data[:65536])
-        engine.discover(block, src.path)
-        if block.first_lineno > 1 and engine.discovered(src.path):
-            break
-    size = Path(src.path).stat().st_size
-    tasks = [
-        RangeTask(src.path, start, end, pattern, engine.library, year)
-        for start, end in split_ranges(src.path, size, chunk_bytes)
-    ]
+    """Feed the scans of a file's ranges (the next len(tasks) of `scans`) in order."""
     base = 0
     marks = engine.line_marks.setdefault(src.path, [])
-    scans = _in_order(*pool, tasks) if pool is not None else map(scan_range, tasks)
-    for task, scan in zip(tasks, scans, strict=True):
+    error: str | None = None
+    for task in tasks:
+        scan = next(scans)  # taken even after an error: the next input's scans follow
+        if error is not None or scan.error is not None:
+            error = error or scan.error
+            continue
         marks.append((base + 1, task.start))
+        engine.note_prefixes(src.path, scan.prefixes)
         for match in scan.matches:
             engine.feed_line(*unpack(match, src.path, base + 1, engine.library))
         note_cut(stats, src.path, [base + c for c in scan.cut], MAX_LINE)
         base += scan.lines
-        stats.bytes += scan.bytes
+        stats.bytes += scan.size
         stats.lines = base
         tick(stats.bytes)
+    if error is not None:
+        raise InputError(src.path, error)
 
 
 def _in_order(
@@ -463,8 +466,10 @@ def default_library(extra: Iterable[Path | str] = ()) -> Library:
     return load_library([*builtin_dirs(), *extra])
 
 
+RANGE_MIN_BYTES = 1 << 20
+"""Uncompressed files this size and up are read in ranges (by workers, when there are)."""
 PARALLEL_MIN_BYTES = 64 << 20
-"""Smaller files are read block by block in this process: workers cost more than they save."""
+"""Fewer bytes in ranges are read in this process: starting workers costs more than it saves."""
 CHUNK_BYTES = 32 << 20
 
 
@@ -479,22 +484,30 @@ def analyze(
     on_progress: Callable[[int], None] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    range_min_bytes: int = RANGE_MIN_BYTES,
 ) -> Analysis:
     """Analyze logs that have ended. `warn` collects non-fatal input problems.
 
-    Large uncompressed files (`parallel_min_bytes` and over) are read as ranges that start at
-    line starts, scanned by `jobs` worker processes when `jobs` > 1; the matched lines are fed to
-    the one engine in file order, so the result is the same with any `jobs`. `on_progress` gets
-    the bytes read so far.
+    Uncompressed files of `range_min_bytes` and up are read as ranges that start at line
+    starts, scanned by `jobs` worker processes when `jobs` > 1 and the ranges hold
+    `parallel_min_bytes` in all; the matched lines are fed to the one engine in input order, so
+    the result is the same with any `jobs`. `on_progress` gets the bytes read so far.
     """
     library = library or default_library()
+    sources = expand(list(paths))
     engine = Engine(library)
+    engine.discovery = window_per_input(len(sources), DISCOVERY_BUDGET, 1 << 20, DISCOVERY_BYTES)
     inputs: list[InputInfo] = []
-    pattern = engine.extractor.prefilter.pattern
+    plans = [(src, _range_tasks(src, engine, range_min_bytes, chunk_bytes)) for src in sources]
+    tasks = [t for _, ts in plans for t in ts or ()]
     done = 0
     with contextlib.ExitStack() as stack:
-        pool: tuple[ProcessPoolExecutor, int] | None = None
-        for src in expand(list(paths)):
+        if jobs > 1 and sum(t.end - t.start for t in tasks) >= parallel_min_bytes:
+            pool = stack.enter_context(ProcessPoolExecutor(jobs))
+            scans = _in_order(pool, jobs, tasks)
+        else:
+            scans = map(scan_range, tasks)
+        for src, ranges in plans:
             stats = ReadStats()
 
             def tick(n: int, base: int = done) -> None:
@@ -502,11 +515,8 @@ def analyze(
                     on_progress(base + n)
 
             try:
-                size = Path(src.path).stat().st_size if src.path != "-" else 0
-                if size >= parallel_min_bytes and compression_of(src.path) is None:
-                    if pool is None and jobs > 1:
-                        pool = (stack.enter_context(ProcessPoolExecutor(jobs)), jobs)
-                    _feed_ranges(engine, src, stats, pool, pattern, block_size, chunk_bytes, tick)
+                if ranges is not None:
+                    _feed_ranges(engine, src, stats, ranges, scans, tick)
                 else:
                     _feed_sequential(engine, src, stats, block_size, tick)
             except InputError as err:
@@ -527,20 +537,23 @@ def analyze(
             )
     analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
     analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks)
-    analysis.extra["last_seen"] = last_seen(analysis)
+    tail = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
+    analysis.extra["last_seen"] = last_seen(analysis, tail)
     return analysis
 
 
 TAIL_BYTES = 8 << 20
-"""The end of each input scanned for the last line of every rank (the hang heat strip)."""
+"""The end of an input scanned for the last line of every rank (the hang heat strip); less
+of each when there are many inputs (lines.window_per_input)."""
+TAIL_BUDGET = 32 << 20
 
 
-def last_seen(analysis: Analysis) -> list[tuple[int, str, int]]:
+def last_seen(analysis: Analysis, tail_bytes: int = TAIL_BYTES) -> list[tuple[int, str, int]]:
     """(rank, file, line) of the last line each rank printed, from the end of each input.
 
     A hung job's ranks fall silent one after another; the first to stop is the suspect. Only
-    the last 8 MiB of each uncompressed input are read: the ending is what matters, and reading
-    every line of a large log for it would cost more than the analysis.
+    the last `tail_bytes` of each uncompressed input are read: the ending is what matters, and
+    reading every line of a large log for it would cost more than the analysis.
     """
     world = analysis.extra["world"]
     best: dict[int, tuple[int, str, int]] = {}
@@ -550,7 +563,7 @@ def last_seen(analysis: Analysis) -> list[tuple[int, str, int]]:
         try:
             with Path(info.path).open("rb") as f:
                 size = f.seek(0, 2)
-                start = max(0, size - TAIL_BYTES)
+                start = max(0, size - tail_bytes)
                 f.seek(start)
                 tail = f.read()
         except OSError:
@@ -559,7 +572,7 @@ def last_seen(analysis: Analysis) -> list[tuple[int, str, int]]:
             tail = tail[tail.find(b"\n") + 1 :]
         first = info.lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
         last: dict[bytes, int] = {}
-        for m in _PREFIX_SCAN.finditer(tail):
+        for m in ROUTING_PREFIX.finditer(tail):
             last[m.group(0)] = m.start()
         # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
         # counting newlines from the start would be quadratic
@@ -568,7 +581,7 @@ def last_seen(analysis: Analysis) -> list[tuple[int, str, int]]:
             lineno += tail.count(b"\n", counted, pos)
             counted = pos
             key = (index << 40) | lineno
-            for line in _prefix_lines(prefix, info.path):
+            for line in prefix_lines(prefix, info.path):
                 rank = world.rank_of(line)
                 if rank is not None and (rank not in best or best[rank][0] <= key):
                     best[rank] = (key, info.path, lineno)

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .clusters import Clusters
-from .lines import decode, parse_line
+from .errors import InputError
+from .lines import DISCOVERY_BYTES, decode, parse_line, routing_prefixes
 from .model import Event, Line
 from .patterns import Library, Signature
 from .sources import (
@@ -204,6 +205,8 @@ class RangeTask:
     year: int | None
     window: int = WINDOW
     max_line: int = MAX_LINE
+    discovery: int = DISCOVERY_BYTES
+    """Bytes at the input's start whose lines' routing prefixes are collected."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,24 +214,34 @@ class RangeScan:
     matches: list[PackedMatch]
     """Line numbers count from the range's first line (1)."""
     lines: int
-    bytes: int
+    size: int
     cut: list[int]
     """Line numbers (from the range's first line) cut at MAX_LINE."""
+    prefixes: tuple[bytes, ...]
+    """Routing prefixes of its lines in the input's discovery window (lines.routing_prefixes)."""
+    error: str | None = None
+    """Why the range could not be read (the file vanished or shrank): its input's error."""
 
 
 def scan_range(task: RangeTask) -> RangeScan:
     """Find, decode and match the candidate lines of a range. Runs in a worker process."""
     try:
-        return _scan(task, _window_lines)
-    except LongLine:
-        # rare: a line over MAX_LINE, which read_blocks cuts and reports
-        return _scan(task, _block_lines)
+        try:
+            return _scan(task, _window_lines)
+        except LongLine:
+            # rare: a line over MAX_LINE, which read_blocks cuts and reports
+            return _scan(task, _block_lines)
+    except InputError as err:
+        return RangeScan([], 0, 0, [], (), err.message)
+    except OSError as err:
+        return RangeScan([], 0, 0, [], (), f"cannot read: {err.strerror or err}")
 
 
 @dataclass(slots=True)
 class _Tally:
     lines: int = 0
     cut: list[int] = field(default_factory=list)
+    prefixes: set[bytes] = field(default_factory=set)
 
 
 _RangeLines = Callable[[RangeTask, _Tally], Iterator[tuple[int, bytes, bool]]]
@@ -242,12 +255,14 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
         for line, hit in _matched(task.library, raw, task.path, lineno, task.year, truncated):
             state = _line_state(line)
             out.append((state, -1, None) if hit is None else (state, index[id(hit[0])], hit[1]))
-    return RangeScan(out, tally.lines, task.end - task.start, tally.cut)
+    prefixes = tuple(sorted(tally.prefixes))
+    return RangeScan(out, tally.lines, task.end - task.start, tally.cut, prefixes)
 
 
 def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
+        tally.prefixes |= routing_prefixes(w.data, w.offset, w.size, task.discovery)
         spans = list(prefilter.candidates(w.data, w.size))
         numbers = w.lineno_at([start for start, _ in spans])
         for (start, end), lineno in zip(spans, numbers, strict=True):
@@ -258,9 +273,12 @@ def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, 
 def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern)
     stats = ReadStats()
+    offset = task.start  # as Engine.discover counts: the bytes of the blocks, cut lines cut
     for block in read_blocks(
         Source(task.path), stats, max_line=task.max_line, byte_range=(task.start, task.end)
     ):
+        tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
+        offset += len(block.data)
         for lineno, raw in prefilter.lines(block.data, block.first_lineno):
             yield lineno, raw, lineno in block.truncated
         tally.cut.extend(block.truncated)

@@ -122,7 +122,7 @@ def compression_of(path: str) -> str | None:
         return _sniff(f.read(8))
 
 
-def _looks_binary(head: bytes) -> bool:
+def looks_binary(head: bytes) -> bool:
     """True for data no log writer produces: NUL bytes or mostly non-text in the first 8 KiB."""
     probe = head[:_BINARY_PROBE]
     if not probe:
@@ -196,7 +196,7 @@ def read_blocks(
                 stats.warnings.append(f"{src.path}:{where}: {msg}; the lines before it were read")
             if first:
                 first = False
-                if _looks_binary(chunk):
+                if looks_binary(chunk):
                     raise InputError(src.path, "binary data, not a text log", line=1)
             if not chunk:
                 break
@@ -317,6 +317,8 @@ class Window:
 
     data: bytearray
     size: int
+    offset: int
+    """Byte offset of data[0] in the file."""
     first_lineno: int
     newlines: npt.NDArray[np.intp]
     """Positions of every newline in the window, ascending."""
@@ -379,10 +381,11 @@ def read_windows(
             tail = body - (int(newlines[-1]) + 1 if len(newlines) else 0)
             if body == 0 or tail > max_line or (len(lengths) and int(lengths.max()) > max_line):
                 raise LongLine(f"{path}: a line over {max_line} bytes")
-            yield Window(buf, body, lineno, newlines)
+            yield Window(buf, body, start, lineno, newlines)
             if last:
                 return
             lineno += len(newlines)
+            start += body
             carry = filled - body
             buf[:carry] = buf[body:filled]
 

@@ -3,6 +3,7 @@ document as one process, wherever the chunks fall."""
 
 from __future__ import annotations
 
+import gzip
 import itertools
 from pathlib import Path
 
@@ -33,8 +34,10 @@ def bloom(tmp_path_factory) -> Path:
 
 
 def _same(paths: list[str], chunk: int) -> None:
-    one = document(analyze(paths))
-    many = document(analyze(paths, jobs=2, chunk_bytes=chunk, parallel_min_bytes=0))
+    one = document(analyze(paths, range_min_bytes=1 << 62))  # block by block, the reference
+    many = document(
+        analyze(paths, jobs=2, chunk_bytes=chunk, parallel_min_bytes=0, range_min_bytes=0)
+    )
     assert many == one
 
 
@@ -96,3 +99,37 @@ def test_long_lines_fall_back_to_blocks(tmp_path: Path, tail: bytes) -> None:
         list(_window_lines(task, _Tally()))
     got = scan_range(task)
     assert got == _scan(task, _block_lines) and got.cut
+
+
+def test_mixed_inputs_keep_their_order_with_workers(tmp_path: Path) -> None:
+    # plain files go to the workers, the .gz is read here in between: lines still arrive in
+    # input order
+    names = ["lab/hang_rank1.log", "lab/raise_rank1.log", "slurm/timelimit_hang.out"]
+    paths = [tmp_path / f"{i}-{Path(n).name}" for i, n in enumerate(names)]
+    for name, path in zip(names, paths, strict=True):
+        path.write_bytes((FIXTURES / name).read_bytes())
+    packed = paths[1].with_suffix(".log.gz")
+    packed.write_bytes(gzip.compress(paths[1].read_bytes()))
+    paths[1].unlink()
+    _same([str(paths[0]), str(packed), str(paths[2])], 1000)
+
+
+def test_a_bad_file_in_a_directory_is_skipped_with_workers(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_bytes((FIXTURES / "lab" / "raise_rank1.log").read_bytes())
+    (tmp_path / "b.bin").write_bytes(bytes(range(256)) * 64)
+    warnings: list[str] = []
+    doc = document(
+        analyze([str(tmp_path)], warn=warnings, jobs=2, parallel_min_bytes=0, range_min_bytes=0)
+    )
+    assert any("b.bin: skipped: binary data" in w for w in warnings), warnings
+    assert doc == document(analyze([str(tmp_path)], range_min_bytes=1 << 62))
+
+
+def test_a_range_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    scan = scan_range(_task_for(tmp_path / "gone.log", 0, 100))
+    assert scan.error is not None and "cannot" in scan.error and not scan.matches
+
+
+def _task_for(path: Path, start: int, end: int) -> RangeTask:
+    library = default_library()
+    return RangeTask(str(path), start, end, Prefilter.for_library(library).pattern, library, None)
