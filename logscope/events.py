@@ -220,7 +220,7 @@ class RangeScan:
     prefixes: tuple[bytes, ...]
     """Routing prefixes of its lines in the input's discovery window (lines.routing_prefixes)."""
     error: str | None = None
-    """Why the range could not be read (the file vanished or shrank): its input's error."""
+    """Why the range could not be read (the file vanished, say): its input's error."""
 
 
 def scan_range(task: RangeTask) -> RangeScan:
