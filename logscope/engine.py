@@ -7,13 +7,14 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
-from .errors import InputError
+from .errors import InputError, WorkerError
 from .events import Extractor, Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack, who
 from .incidents import (
     Ending,
@@ -441,13 +442,21 @@ def _in_order(
     """Scans of the tasks in order, with at most two per worker submitted ahead: results wait
     in memory only while this process is behind (Executor.map would submit them all)."""
     ahead = 2 * workers
-    pending: deque[Future[RangeScan]] = deque()
-    for task in tasks:
-        pending.append(pool.submit(scan_range, task))
-        if len(pending) > ahead:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+    pending: deque[tuple[str, Future[RangeScan]]] = deque()
+    path = ""
+    try:
+        for task in tasks:
+            pending.append((task.path, pool.submit(scan_range, task)))
+            if len(pending) > ahead:
+                path, future = pending.popleft()
+                yield future.result()
+        while pending:
+            path, future = pending.popleft()
+            yield future.result()
+    except BrokenProcessPool:
+        raise WorkerError(
+            f"{path}: a worker process died (killed? out of memory?); try again with --jobs 1"
+        ) from None
 
 
 def _year_hint(src: Source, first: bytes) -> int | None:

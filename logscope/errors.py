@@ -18,6 +18,10 @@ class InputError(LogscopeError):
         super().__init__(f"{where}: {message}")
 
 
+class WorkerError(LogscopeError):
+    """A worker process of `--jobs` died: the analysis cannot go on."""
+
+
 class PatternError(LogscopeError):
     """A signature library that is not valid."""
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import os
 from pathlib import Path
 
 import pytest
 
+from logscope import engine as engine_module
 from logscope.engine import analyze, default_library
+from logscope.errors import WorkerError
 from logscope.events import (
     Prefilter,
     RangeTask,
@@ -133,3 +136,16 @@ def test_a_range_that_cannot_be_read_says_why(tmp_path: Path) -> None:
 def _task_for(path: Path, start: int, end: int) -> RangeTask:
     library = default_library()
     return RangeTask(str(path), start, end, Prefilter.for_library(library).pattern, library, None)
+
+
+def _die(task: RangeTask) -> None:
+    os._exit(9)  # as the OOM killer would end a worker
+
+
+def test_a_dead_worker_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "big.log"
+    log.write_bytes((FIXTURES / "lab" / "raise_rank1.log").read_bytes() * 20)
+    # the pool pickles the function by name: the forked workers find this module's _die
+    monkeypatch.setattr(engine_module, "scan_range", _die)
+    with pytest.raises(WorkerError, match=r"big\.log: a worker process died"):
+        analyze([str(log)], jobs=2, parallel_min_bytes=0, range_min_bytes=0, chunk_bytes=4096)
