@@ -51,6 +51,7 @@ from .sources import (
     looks_binary,
     note_cut,
     read_blocks,
+    read_blocks_elsewhere,
     read_lines,
     split_ranges,
 )
@@ -367,10 +368,19 @@ def _stamp_kind(e: Event) -> str:
 
 
 def _feed_sequential(
-    engine: Engine, src: Source, stats: ReadStats, block_size: int, tick: Callable[[int], None]
+    engine: Engine,
+    src: Source,
+    stats: ReadStats,
+    block_size: int,
+    tick: Callable[[int], None],
+    elsewhere: bool = False,
 ) -> None:
+    """Read an input block by block here, or (`elsewhere`) in a child process."""
     year: int | None = None
-    blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
+    if elsewhere:
+        blocks = read_blocks_elsewhere(src, stats, block_size)
+    else:
+        blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
     for i, block in enumerate(blocks):
         if i == 0:
             year = _year_hint(src, block.data[:65536])
@@ -404,6 +414,16 @@ def _range_tasks(
         RangeTask(src.path, a, b, pattern, engine.library, year, discovery=engine.discovery)
         for a, b in ranges
     ]
+
+
+def _compressed(src: Source, min_bytes: int) -> bool:
+    """A compressed file of `min_bytes` and up."""
+    if src.path == "-":
+        return False
+    try:
+        return Path(src.path).stat().st_size >= min_bytes and compression_of(src.path) is not None
+    except OSError:
+        return False  # the read explains
 
 
 def _feed_ranges(
@@ -527,7 +547,8 @@ def analyze(
                 if ranges is not None:
                     _feed_ranges(engine, src, stats, ranges, scans, tick)
                 else:
-                    _feed_sequential(engine, src, stats, block_size, tick)
+                    elsewhere = jobs > 1 and _compressed(src, range_min_bytes)
+                    _feed_sequential(engine, src, stats, block_size, tick, elsewhere)
             except InputError as err:
                 if src.explicit:
                     raise

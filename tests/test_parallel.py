@@ -12,7 +12,7 @@ import pytest
 
 from logscope import engine as engine_module
 from logscope.engine import analyze, default_library
-from logscope.errors import WorkerError
+from logscope.errors import InputError, WorkerError
 from logscope.events import (
     Prefilter,
     RangeTask,
@@ -149,3 +149,28 @@ def test_a_dead_worker_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(engine_module, "scan_range", _die)
     with pytest.raises(WorkerError, match=r"big\.log: a worker process died"):
         analyze([str(log)], jobs=2, parallel_min_bytes=0, range_min_bytes=0, chunk_bytes=4096)
+
+
+@pytest.mark.parametrize("damage", ["none", "truncated", "binary"])
+def test_compressed_inputs_read_by_a_child_process(tmp_path: Path, damage: str) -> None:
+    text = (FIXTURES / "lab" / "raise_rank1.log").read_bytes()
+    packed = gzip.compress(bytes(range(256)) * 64 if damage == "binary" else text)
+    if damage == "truncated":
+        packed = packed[: len(packed) * 2 // 3]
+    log = tmp_path / "run.log.gz"
+    log.write_bytes(packed)
+
+    def run(jobs: int) -> tuple[dict[str, object] | str, list[str]]:
+        warnings: list[str] = []
+        try:
+            doc = document(analyze([str(log)], warn=warnings, jobs=jobs, range_min_bytes=0))
+        except InputError as err:
+            return str(err), warnings
+        return doc, warnings
+
+    here, child = run(1), run(2)
+    assert child == here
+    if damage == "truncated":
+        assert any("damaged or truncated" in w for w in child[1]), child[1]
+    if damage == "binary":
+        assert "binary data" in str(child[0])
