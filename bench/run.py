@@ -24,7 +24,7 @@ from pathlib import Path
 from generate import generate, parse_size
 
 from logscope.engine import default_library
-from logscope.events import Prefilter, RangeTask, scan_range
+from logscope.events import Prefilter, RangeTask, escape_literal, scan_range
 from logscope.patterns import Library
 from logscope.sources import read_windows
 
@@ -34,7 +34,7 @@ LOGSCOPE = Path(sys.executable).parent / "logscope"
 
 def ere(library_triggers: tuple[str, ...]) -> str:
     """The trigger set as one POSIX ERE, for grep -E."""
-    return "|".join(re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", t) for t in library_triggers)
+    return "|".join(escape_literal(t) for t in library_triggers)
 
 
 def timed(cmd: list[str]) -> tuple[float, int, int, str]:

@@ -123,13 +123,14 @@ class Engine:
 
     def feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
         self._note_stream(line)
-        events = self.extractor.feed(line, hit, self._seq(line))
+        seq = self._seq(line)
+        events = self.extractor.feed(line, hit, seq)
         for e in events:
             self._add(e)
         if line.time is not None and not any(e.time_exact for e in events):
             # a stamped line no signature knows is still a moment of its attempt
             self._tick(line.time)
-            self.timeline.stamp(self._seq(line), line.time)
+            self.timeline.stamp(seq, line.time)
         return events
 
     def _note_stream(self, line: Line) -> None:
@@ -149,9 +150,9 @@ class Engine:
         return (index << 40) | line.lineno
 
     def _add(self, e: Event) -> None:
-        seq = self._seq(e.line)
-        if e.seq != seq:
-            e = replace(e, seq=seq)
+        if not e.seq:
+            # a ChildFailedError entry, anchored at another line than the one that closed it
+            e = replace(e, seq=self._seq(e.line))
         boundary = _boundary(e)
         if boundary:
             # before its stamp: the line's time belongs to the attempt it starts

@@ -145,7 +145,7 @@ class Library:
     signatures: tuple[Signature, ...]
     xid: dict[int, dict[str, str]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
-    _index: _TriggerIndex | None = field(default=None, compare=False, repr=False)
+    _index: _TriggerIndex = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", _TriggerIndex.build(self.signatures))
@@ -169,8 +169,7 @@ class Library:
     def match(self, raw: str, message: str) -> tuple[Signature, dict[str, str]] | None:
         """The best signature for a line: triggers checked on the raw line, regex on the message."""
         best: tuple[Signature, dict[str, str]] | None = None
-        index = self._index or _TriggerIndex.build(self.signatures)
-        for i in index.candidates(raw):
+        for i in self._index.candidates(raw):
             s = self.signatures[i]
             if best is not None and s.priority <= best[0].priority:
                 continue

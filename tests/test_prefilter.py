@@ -11,36 +11,20 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from logscope.engine import default_library
-from logscope.events import BLOCK_TRIGGERS, Prefilter, _re2_escape
+from logscope.events import BLOCK_TRIGGERS, Prefilter
 
 LIBRARY = default_library()
 REAL = Prefilter.for_library(LIBRARY)
-# BLOCK_TRIGGERS are literals, or RE2 fragments meant to match inside one line: whichever the
-# prefilter's pattern shows. RE2's `\s` is [\t\n\f\r ] (no \v); the naive check runs a fragment
-# on one line at a time, so it never crosses a newline.
-_LITERAL_BLOCK = [t for t in BLOCK_TRIGGERS if _re2_escape(t) in REAL.pattern or t.isalnum()]
-REAL_TRIGGERS = sorted({*LIBRARY.triggers, *_LITERAL_BLOCK})
-REAL_FRAGMENTS = [
-    re.compile(f.replace(r"\s", r"[\t\n\f\r ]").encode())
-    for f in BLOCK_TRIGGERS
-    if f not in _LITERAL_BLOCK
-]
+REAL_TRIGGERS = sorted({*LIBRARY.triggers, *BLOCK_TRIGGERS})
 
 # Triggers full of regex metacharacters: the prefilter escapes them for RE2.
 ODD_TRIGGERS = ["a.b", "(x)", "[E", "$HOME", "^^", "x|y", "1+1", "{n}", "back\\slash", "*", "?"]
 
 
-def odd_prefilter() -> Prefilter:
-    literals = sorted(set(ODD_TRIGGERS), key=len, reverse=True)
-    return Prefilter("(?:" + "|".join(_re2_escape(t) for t in literals) + ")[^\n]*")
+ODD = Prefilter.for_literals(ODD_TRIGGERS)
 
 
-ODD = odd_prefilter()
-
-
-def naive(
-    block: bytes, triggers: Sequence[str], fragments: Sequence[re.Pattern[bytes]] = ()
-) -> list[tuple[int, int]]:
+def naive(block: bytes, triggers: Sequence[str]) -> list[tuple[int, int]]:
     """(start, end) of every line holding a trigger; end excludes the newline."""
     needles = [t.encode() for t in triggers]
     out = []
@@ -49,7 +33,7 @@ def naive(
         nl = block.find(b"\n", start)
         end = len(block) if nl < 0 else nl
         line = block[start:end]
-        if any(n in line for n in needles) or any(f.search(line) for f in fragments):
+        if any(n in line for n in needles):
             out.append((start, end))
         if nl < 0:
             break
@@ -57,14 +41,9 @@ def naive(
     return out
 
 
-def check(
-    prefilter: Prefilter,
-    triggers: Sequence[str],
-    block: bytes,
-    fragments: Sequence[re.Pattern[bytes]] = (),
-) -> None:
+def check(prefilter: Prefilter, triggers: Sequence[str], block: bytes) -> None:
     got = list(prefilter.candidates(block))
-    want = naive(block, triggers, fragments)
+    want = naive(block, triggers)
     assert got == want, (
         f"block={block!r}\n"
         f"got  ={[block[s:e] for s, e in got]}\n"
@@ -97,7 +76,7 @@ def check(
     ],
 )
 def test_real_library_examples(block: bytes) -> None:
-    check(REAL, REAL_TRIGGERS, block, REAL_FRAGMENTS)
+    check(REAL, REAL_TRIGGERS, block)
 
 
 @pytest.mark.parametrize(
@@ -167,7 +146,7 @@ def blocks(triggers: Sequence[str]) -> st.SearchStrategy[bytes]:
 @example(b"Error\nplain")
 @example(b"\n\nError\n\n")
 def test_candidates_match_naive_real_library(block: bytes) -> None:
-    check(REAL, REAL_TRIGGERS, block, REAL_FRAGMENTS)
+    check(REAL, REAL_TRIGGERS, block)
 
 
 @settings(max_examples=300, deadline=None)
@@ -189,7 +168,7 @@ def test_candidates_stop_at_size_in_a_reused_buffer(block: bytes, stale: bytes) 
     # read_windows hands over a bytearray whose bytes past `size` are the previous window's
     buffer = bytearray(block + stale + b" Error Traceback\n")
     got = list(REAL.candidates(buffer, len(block)))
-    assert got == naive(block, REAL_TRIGGERS, REAL_FRAGMENTS)
+    assert got == naive(block, REAL_TRIGGERS)
 
 
 SIGNATURES = LIBRARY.signatures
