@@ -12,25 +12,34 @@ from logscope.cli import app
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+def cli(*args: str, input: bytes | str | None = None) -> tuple[int, str, str]:
+    """Invoke the real CLI; returns (exit_code, stdout, stderr)."""
+    result = CliRunner().invoke(app, list(args), input=input)
+    # a traceback in the library surfaces here, not as an exit code (1 means "incidents")
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"CLI crashed: {result.exception!r}\nstderr:\n{result.stderr}")
+    return result.exit_code, result.stdout, result.stderr
+
+
+def analyze_doc(*args: str, input: bytes | str | None = None) -> tuple[int, dict[str, Any], str]:
+    """`logscope analyze ARGS --format json`: exit code, parsed document, stderr."""
+    code, out, err = cli("analyze", *args, "--format", "json", input=input)
+    assert code in (0, 1), f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    return code, json.loads(out), err
+
+
 @pytest.fixture
 def run_cli():
-    """Invoke the real CLI; returns (exit_code, stdout, stderr)."""
-
-    def invoke(*args: str, input: str | bytes | None = None) -> tuple[int, str, str]:
-        result = CliRunner().invoke(app, list(args), input=input)
-        return result.exit_code, result.stdout, result.stderr
-
-    return invoke
+    return cli
 
 
 @pytest.fixture
-def analyze_json(run_cli):
+def analyze_json():
     """`logscope analyze PATHS --format json` parsed, with its exit code."""
 
     def go(*paths: str | Path) -> tuple[int, dict[str, Any]]:
-        code, out, err = run_cli("analyze", *map(str, paths), "--format", "json")
-        assert code in (0, 1), f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
-        return code, json.loads(out)
+        code, doc, _ = analyze_doc(*map(str, paths))
+        return code, doc
 
     return go
 

@@ -43,7 +43,13 @@ def _imports(path: Path) -> set[str]:
     package = ["logscope", *path.relative_to(PKG).parts[:-1]]
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):  # import logscope.engine
+            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("logscope."))
+            continue
         if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.module == "logscope":  # from logscope import cli
+            out.update(a.name for a in node.names)
             continue
         if node.level:
             base = package[: len(package) - (node.level - 1)]

@@ -6,6 +6,7 @@ The truth is in tests/fixtures/expected.toml, written from what was injected (no
 from __future__ import annotations
 
 import tomllib
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,8 @@ def test_fixture(name: str, analyze_json) -> None:
     assert job["world_size"] == want["world_size"], job
     if "last_iteration" in want:
         assert job["last_iteration"] == want["last_iteration"], job
+    if "resumed_from_iteration" in want:
+        assert doc["attempts"][-1]["resumed_from"] == want["resumed_from_iteration"], doc
     if not want["category"]:
         assert doc["verdict"] is None, doc["verdict"]
         assert code == 0
@@ -30,14 +33,23 @@ def test_fixture(name: str, analyze_json) -> None:
     if want["root_cause_line"] == 0:
         # the log stops with no line that shows the cause: nothing may be claimed as one
         assert doc["verdict"] is None or doc["verdict"]["category"] == want["category"], doc
+        if doc["verdict"] is not None:
+            _check_culprit(_verdict_incident(doc), want)
         return
     assert code == 1
-    verdict = doc["verdict"]
-    inc = next(i for i in doc["incidents"] if i["id"] == verdict["incident"])
+    inc = _verdict_incident(doc)
     assert inc["category"] == want["category"], inc
     rc = inc["root_cause"]
     assert rc["line"] == want["root_cause_line"], rc
     assert rc["text"] == want["root_cause_text"], rc
+    _check_culprit(inc, want)
+
+
+def _verdict_incident(doc: dict[str, Any]) -> dict[str, Any]:
+    return next(i for i in doc["incidents"] if i["id"] == doc["verdict"]["incident"])
+
+
+def _check_culprit(inc: dict[str, Any], want: dict[str, Any]) -> None:
     if not want.get("culprit_knowable", True):
         c = inc["culprit"]
         assert c is None or c["confidence"] < 0.5, c

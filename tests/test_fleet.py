@@ -25,7 +25,8 @@ from logscope.fleet import (
     summarize,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from .conftest import FIXTURES
+
 LAB = sorted((FIXTURES / "lab").glob("*.log"))
 SLURM = sorted((FIXTURES / "slurm").glob("*.out"))
 

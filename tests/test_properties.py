@@ -20,7 +20,8 @@ from logscope.errors import InputError
 from logscope.model import Analysis
 from logscope.render.document import document
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from .conftest import FIXTURES
+
 LAB = sorted((FIXTURES / "lab").glob("*.log"))
 ALL_LOGS = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".log", ".out"))
 LIBRARY = default_library()

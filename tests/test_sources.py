@@ -18,9 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from logscope.cli import app
 from logscope.errors import InputError
 from logscope.sources import (
     BLOCK_SIZE,
@@ -34,22 +32,10 @@ from logscope.sources import (
     read_windows,
 )
 
+from .conftest import analyze_doc, cli
+
 FAILURE = b"[default1]:[rank1]: ValueError: injected fault at iteration 17\n"
 PLAIN = b"[default0]:rank 0: data loader ready (world size 4)\n"
-
-
-def cli(*args: str, input: bytes | str | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args), input=input)
-    # a traceback in the library surfaces here, not as an exit code
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"CLI crashed: {result.exception!r}\nstderr:\n{result.stderr}")
-    return result.exit_code, result.stdout, result.stderr
-
-
-def analyze_json(*args: str, input: bytes | str | None = None) -> tuple[int, dict[str, Any], str]:
-    code, out, err = cli("analyze", *args, "--format", "json", input=input)
-    assert code in (0, 1), f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
-    return code, json.loads(out), err
 
 
 def root_line(doc: dict[str, Any]) -> tuple[str, int, str]:
@@ -130,7 +116,7 @@ def test_directory_through_cli_lists_inputs_in_order(tmp_path: Path) -> None:
     (tmp_path / "node2" / "out.log").write_bytes(FAILURE)
     (tmp_path / "node1" / "out.log").write_bytes(PLAIN)
     (tmp_path / ".out.log.swp").write_bytes(FAILURE)
-    code, doc, err = analyze_json(str(tmp_path))
+    code, doc, err = analyze_doc(str(tmp_path))
     paths = [Path(i["path"]).relative_to(tmp_path).as_posix() for i in doc["inputs"]]
     assert paths == ["node1/out.log", "node2/out.log"], doc["inputs"]
     assert code == 1, err
@@ -163,7 +149,7 @@ def test_empty_directory_is_exit_2(tmp_path: Path) -> None:
 
 
 def test_stdin_dash() -> None:
-    code, doc, err = analyze_json("-", input=PLAIN * 3 + FAILURE + PLAIN)
+    code, doc, err = analyze_doc("-", input=PLAIN * 3 + FAILURE + PLAIN)
     assert code == 1, err
     assert [i["path"] for i in doc["inputs"]] == ["-"], doc["inputs"]
     assert doc["inputs"][0]["lines"] == 5, doc["inputs"]
@@ -173,7 +159,7 @@ def test_stdin_dash() -> None:
 def test_stdin_together_with_a_file(tmp_path: Path) -> None:
     f = tmp_path / "a.log"
     f.write_bytes(PLAIN)
-    code, doc, err = analyze_json(str(f), "-", input=FAILURE)
+    code, doc, err = analyze_doc(str(f), "-", input=FAILURE)
     assert code == 1, err
     assert [i["path"] for i in doc["inputs"]] == [str(f), "-"], doc["inputs"]
     assert root_line(doc)[:2] == ("-", 1), doc["incidents"]
@@ -182,7 +168,7 @@ def test_stdin_together_with_a_file(tmp_path: Path) -> None:
 def test_stdin_gzip_is_sniffed() -> None:
     # `zcat`-less use: `cat job.log.gz | logscope analyze -`. Fails when stdin has no peek()
     # (CliRunner, or a library caller that swapped sys.stdin): the magic is never seen.
-    code, doc, err = analyze_json("-", input=gzip.compress(PLAIN + FAILURE))
+    code, doc, err = analyze_doc("-", input=gzip.compress(PLAIN + FAILURE))
     assert code == 1, err
     assert doc["inputs"][0]["compression"] == "gzip", doc["inputs"]
     assert root_line(doc)[1] == 2, doc["incidents"]
@@ -210,7 +196,7 @@ COMPRESSORS = {
 def test_compression_sniffed_by_magic(tmp_path: Path, kind: str, name: str) -> None:
     f = tmp_path / name
     f.write_bytes(COMPRESSORS[kind](PLAIN * 10 + FAILURE + PLAIN))
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 1, err
     assert doc["inputs"][0]["compression"] == kind, doc["inputs"]
     assert doc["inputs"][0]["lines"] == 12, doc["inputs"]
@@ -221,7 +207,7 @@ def test_compression_sniffed_by_magic(tmp_path: Path, kind: str, name: str) -> N
 def test_plain_file_named_gz_is_read_as_text(tmp_path: Path) -> None:
     f = tmp_path / "job.log.gz"
     f.write_bytes(PLAIN + FAILURE)
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 1, err
     assert doc["inputs"][0]["compression"] is None, doc["inputs"]
     assert root_line(doc)[1] == 2, doc["incidents"]
@@ -290,7 +276,7 @@ def test_truncated_gzip_through_cli_warns_and_does_not_crash(
 ) -> None:
     f, good = truncated_gz
     complete = good.count(b"\n")
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 0, err  # the failure line was in the lost half
     assert f"logscope: warning: {f}:{complete + 1}: gzip stream is damaged" in err, err
     assert "Traceback" not in err, err
@@ -304,7 +290,7 @@ def test_truncated_gzip_failure_before_damage_is_found(tmp_path: Path) -> None:
     whole = gzip.compress(text)
     f = tmp_path / "job.gz"
     f.write_bytes(whole[: len(whole) // 2])
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 1, err
     assert root_line(doc)[1] == 6, doc["incidents"]
     assert "logscope: warning:" in err, err
@@ -335,7 +321,7 @@ def test_gzipped_binary_is_binary(tmp_path: Path) -> None:
 def test_binary_file_in_directory_is_skipped_with_warning(tmp_path: Path) -> None:
     (tmp_path / "core.1234").write_bytes(BINARY)
     (tmp_path / "job.log").write_bytes(PLAIN + FAILURE)
-    code, doc, err = analyze_json(str(tmp_path))
+    code, doc, err = analyze_doc(str(tmp_path))
     assert code == 1, err
     assert root_line(doc)[:2] == (str(tmp_path / "job.log"), 2), doc["incidents"]
     warning = [w for w in err.splitlines() if w.startswith("logscope: warning:")]
@@ -346,7 +332,7 @@ def test_binary_file_in_directory_is_skipped_with_warning(tmp_path: Path) -> Non
 def test_empty_file(tmp_path: Path) -> None:
     f = tmp_path / "empty.log"
     f.write_bytes(b"")
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 0, err
     assert doc["job"]["outcome"] == "unknown", doc["job"]
     assert doc["inputs"][0]["lines"] == 0 and doc["inputs"][0]["bytes"] == 0, doc["inputs"]
@@ -356,7 +342,7 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_empty_gzip(tmp_path: Path) -> None:
     f = tmp_path / "empty.log.gz"
     f.write_bytes(gzip.compress(b""))
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 0, err
     assert doc["job"]["outcome"] == "unknown", doc["job"]
 
@@ -365,7 +351,7 @@ def test_log_with_a_few_nul_bytes_is_still_text(tmp_path: Path) -> None:
     # a crashed writer can leave a run of NULs (preallocated file); it is still a log
     f = tmp_path / "job.log"
     f.write_bytes(PLAIN * 200 + b"\x00" * 8 + FAILURE)
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 1, err
     assert root_line(doc)[1] == 201, doc["incidents"]
 
@@ -414,7 +400,7 @@ def test_huge_line_is_cut_and_numbering_stays_right(huge_line_log: Path) -> None
 
 
 def test_huge_line_through_cli(huge_line_log: Path) -> None:
-    code, doc, err = analyze_json(str(huge_line_log))
+    code, doc, err = analyze_doc(str(huge_line_log))
     assert code == 1, err
     assert doc["inputs"][0]["lines"] == 3, doc["inputs"]
     assert doc["inputs"][0]["bytes"] == huge_line_log.stat().st_size, doc["inputs"]
@@ -434,7 +420,7 @@ def test_huge_last_line_without_newline(tmp_path: Path) -> None:
     assert [(n, len(b)) for n, b in lines] == [(1, len(FAILURE) - 1), (2, MAX_LINE)]
     assert truncated == [2], truncated
     assert stats.lines == 2
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 1, err
     assert root_line(doc)[1] == 1, doc["incidents"]
 
@@ -486,8 +472,9 @@ def test_read_blocks_matches_naive_split(
             got, truncated, stats = read_all(
                 Source(str(f)), block_size=block_size, max_line=max_line
             )
-        except InputError:
-            return  # random control bytes may look binary; that is allowed
+        except InputError as err:
+            assert "binary data" in err.message, err  # random control bytes may look binary
+            return
     want = naive(data, max_line)
     assert got == want
     assert stats.lines == len(want)
@@ -517,7 +504,7 @@ def test_crlf_line_endings(tmp_path: Path) -> None:
     f.write_bytes((PLAIN * 3 + FAILURE + PLAIN).replace(b"\n", b"\r\n"))
     lines, _, _ = read_all(Source(str(f)), block_size=7)
     assert [n for n, _ in lines] == [1, 2, 3, 4, 5]
-    code, doc, err = analyze_json(str(f))
+    code, doc, err = analyze_doc(str(f))
     assert code == 1, err
     _, line, text = root_line(doc)
     assert line == 4, doc["incidents"]
