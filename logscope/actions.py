@@ -63,7 +63,12 @@ def incident_env(alert: Alert) -> dict[str, str]:
 
 
 def command_argv(command: str, environ: Mapping[str, str]) -> list[str]:
-    """Split a command like a shell would, expand `$VAR` / `${VAR}` from `environ`, no shell."""
+    """Split a command like a shell would, expand `$VAR` / `${VAR}` from `environ`, no shell.
+
+    `environ` is the user's: the LOGSCOPE_* variables hold log text, and pasted into a command
+    line they would reach a shell the user starts (`sh -c 'echo "$LOGSCOPE_TEXT"'`, quoted to
+    be safe, would run `$(...)` from the log). They reach the command in its environment only.
+    """
     try:
         parts = shlex.split(command)
     except ValueError as err:
@@ -79,8 +84,12 @@ def command_argv(command: str, environ: Mapping[str, str]) -> list[str]:
 
 
 def run_command(command: str, alert: Alert, environ: Mapping[str, str]) -> ActionResult:
+    user = {k: v for k, v in environ.items() if not k.startswith("LOGSCOPE_")}
+    try:
+        argv = command_argv(command, user)
+    except LogscopeError as err:
+        return ActionResult("on-incident", False, str(err))
     env = {**environ, **incident_env(alert)}
-    argv = command_argv(command, env)
     try:
         proc = subprocess.run(
             argv,
@@ -107,16 +116,24 @@ def kill_switch(path: Path) -> ActionResult:
     return ActionResult("kill-switch", True, str(path))
 
 
+def _read_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+"""Read once: setting it to read it, on every write, would open a window for other threads."""
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write a whole file so a reader never sees half of it (temp file + rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # mkstemp makes 0600; a report is for sharing
             f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        Path(tmp).chmod(0o666 & ~umask)  # mkstemp makes 0600; a report is for sharing
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -127,8 +144,7 @@ def metrics_text(watcher: Watcher, now: float) -> str:
     """The Prometheus textfile-collector format."""
     progress = watcher.engine.progress
     last_it = progress.iterations()[1]
-    per = progress.median_interval_s()
-    last_t = progress.last_time()
+    per, last_t = watcher.cadence()
     since = now - watcher.last_progress_at if watcher.last_progress_at is not None else None
     lines = [
         "# HELP logscope_up 1 while logscope tail is watching.",
@@ -177,9 +193,18 @@ class Actions:
             out.append(run_command(self.command, alert, self.environ))
         return out
 
-    def metrics(self, watcher: Watcher, now: float) -> None:
-        if self.metrics_path is not None:
+    def metrics(self, watcher: Watcher, now: float) -> ActionResult | None:
+        """Rewrite the textfile; a failure (disk full, directory gone) is reported, not fatal:
+        the watcher matters more than its metrics."""
+        if self.metrics_path is None:
+            return None
+        try:
             write_atomic(self.metrics_path, metrics_text(watcher, now))
+        except OSError as err:
+            return ActionResult(
+                "metrics-file", False, f"{self.metrics_path}: {err.strerror or err}"
+            )
+        return None
 
 
 @dataclass(slots=True)
@@ -211,6 +236,7 @@ def run_tail(
         return stop_now or (max_seconds is not None and clock() - start >= max_seconds)
 
     years: dict[str, int] = {}
+    metrics_error: str | None = None
     for item in follow(patterns, from_start=from_start, poll_s=poll_s, stop=stop, clock=clock):
         if isinstance(item, Notice):
             if on_notice is not None:
@@ -224,7 +250,11 @@ def run_tail(
                     on_event(e)
         else:
             new = watcher.tick(item.now)
-            actions.metrics(watcher, item.now)
+            failed = actions.metrics(watcher, item.now)
+            error = failed.detail if failed is not None else None
+            if error is not None and error != metrics_error and on_notice is not None:
+                on_notice(Notice(str(actions.metrics_path), "error", f"metrics-file: {error}"))
+            metrics_error = error
             if on_tick is not None:
                 on_tick(item.now)
         for alert in new:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -15,7 +16,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from .actions import Actions, run_tail
+from .actions import Actions, command_argv, run_tail
 from .engine import Engine, default_library
 from .engine import analyze as run_analysis
 from .errors import LogscopeError
@@ -83,7 +84,7 @@ def parse_duration(text: str) -> float:
         seconds = float(number) * _UNITS[unit]
     except ValueError:
         raise LogscopeError(f"not a duration: {text!r} (use e.g. 7d, 36h, 90m, 3600)") from None
-    if seconds <= 0:
+    if not math.isfinite(seconds) or seconds <= 0:
         raise LogscopeError(f"a duration must be positive: {text!r}")
     return seconds
 
@@ -364,7 +365,9 @@ def tail(
     json_lines: Annotated[
         bool, typer.Option("--json", help="One JSON object per event and incident on stdout.")
     ] = False,
-    poll: Annotated[float, typer.Option(help="Seconds between polls of the files.")] = 0.25,
+    poll: Annotated[
+        float, typer.Option(help="Seconds between polls of the files.", min=0.01)
+    ] = 0.25,
     max_duration: Annotated[
         str | None, typer.Option(help="Stop watching after this long (e.g. 12h).")
     ] = None,
@@ -380,6 +383,8 @@ def tail(
     try:
         stall = None if stall_after == "auto" else parse_duration(stall_after)
         limit = parse_duration(max_duration) if max_duration else None
+        if on_incident is not None:
+            command_argv(on_incident, os.environ)  # a command that cannot run fails now
         library = default_library(patterns or [])
     except LogscopeError as err:
         _fail(err)

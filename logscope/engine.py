@@ -19,6 +19,7 @@ from .events import Extractor, Hit, RangeScan, RangeTask, matched_lines, scan_ra
 from .incidents import (
     Ending,
     Who,
+    World,
     as_hang,
     build_incidents,
     build_world,
@@ -133,6 +134,10 @@ class Engine:
             self.timeline.stamp(seq, line.time)
         return events
 
+    def world(self) -> World:
+        """The ranks and hosts seen so far."""
+        return build_world(sorted(self.streams, key=repr), self.declared_world)
+
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:
             self.streams.add(who(line))
@@ -228,7 +233,7 @@ class Engine:
         for e in self.extractor.finish():
             self._add(e)
         attempts = self.timeline.finish()
-        world = build_world(sorted(self.streams, key=repr), self.declared_world)
+        world = self.world()
         incidents = build_incidents(self.failures, self.progress, world, self.library)
         exits = [m for m in self.markers if m.kind == "exit"]
         cadence = self.progress.median_interval_s()

@@ -12,11 +12,12 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .engine import Engine
-from .incidents import build_incidents, build_world, signal_death
-from .model import Event, Progress, duration
+from .incidents import build_incidents, signal_death
+from .model import Event, Progress, duration, field_int
 from .sources import Block
 
 GRACE_S = 0.5
@@ -41,8 +42,6 @@ class Alert:
     category: str
     title: str
     reason: str
-    detected_at: float
-    """Monotonic seconds when it was raised."""
     event: Event | None
     """The root-cause line (None for a hang: silence has no line)."""
     rank: int | None = None
@@ -104,10 +103,12 @@ class Watcher:
     recent: list[Event] = field(default_factory=list)
     """The events of the last block fed."""
     last_progress_at: float | None = None
-    started_at: float | None = None
     _intervals: deque[float] = field(default_factory=lambda: deque(maxlen=_INTERVALS_KEPT))
-    _eval_gaps: list[float] = field(default_factory=list)
-    _save_s: list[float] = field(default_factory=list)
+    _eval_max: float | None = None
+    """The longest evaluation seen (seconds), None before the first."""
+    _save_max: float | None = None
+    """The longest checkpoint save seen (seconds), None before the first."""
+    _cadence: tuple[int, float | None, datetime | None] = (-1, None, None)
     _phase: str = "startup"
     _phase_since: float | None = None
     _window: list[Event] = field(default_factory=list)
@@ -119,8 +120,6 @@ class Watcher:
     # -- feeding ----------------------------------------------------------------------------
 
     def feed(self, path: str, block: Block, now: float, year: int | None) -> list[Alert]:
-        if self.started_at is None:
-            self.started_at = now
         self.recent = self.engine.feed_block(block, path, year)
         for e in self.recent:
             self._event(e, now)
@@ -131,22 +130,22 @@ class Watcher:
             if self.last_progress_at is not None and self._phase == "training":
                 self._intervals.append(now - self.last_progress_at)
             elif self._phase == "eval" and self._phase_since is not None:
-                self._eval_gaps.append(now - self._phase_since)
+                self._eval_max = max(self._eval_max or 0.0, now - self._phase_since)
             self.last_progress_at = now
             self._phase, self._phase_since = "training", now
-            it, total = e.fields.get("iteration", ""), e.fields.get("train_iters", "")
-            if it.isdigit() and total.isdigit() and int(it) >= int(total):
+            it, total = field_int(e, "iteration"), self.engine.progress.train_iters
+            if it is not None and total is not None and it >= total:
                 self._phase = "done"  # the last iteration: what follows is shutdown
             return
         if e.kind == "checkpoint_save":
             self._phase, self._phase_since = "save", now
         elif e.kind == "checkpoint_saved":
             if self._phase == "save" and self._phase_since is not None:
-                self._save_s.append(now - self._phase_since)
+                self._save_max = max(self._save_max or 0.0, now - self._phase_since)
                 self._phase, self._phase_since = "training", now
-            saved = e.fields.get("iteration", "")
-            if saved.isdigit():
-                self._last_checkpoint = int(saved)
+            saved = field_int(e, "iteration")
+            if saved is not None:
+                self._last_checkpoint = saved
         elif _finished(e):
             self._phase, self._phase_since = "done", now
         elif e.kind == "validation":
@@ -162,8 +161,6 @@ class Watcher:
 
     def tick(self, now: float) -> list[Alert]:
         """Called every poll round: fire a crash whose grace ran out, or a hang."""
-        if self.started_at is None:
-            self.started_at = now
         out = self._flush(now)
         limit = self.stall_limit()
         if (self.last_progress_at is None and self._phase_since is None) or self._phase == "done":
@@ -192,9 +189,9 @@ class Watcher:
             p99 = _p99(self._intervals)
             base = max(AUTO_FACTOR * p99, AUTO_FLOOR_S) if p99 else AUTO_FLOOR_S
         if self._phase == "save":
-            return max(base, 5 * max(self._save_s) if self._save_s else SAVE_FLOOR_S)
+            return max(base, 5 * self._save_max if self._save_max else SAVE_FLOOR_S)
         if self._phase == "eval":
-            return max(base, 1.5 * max(self._eval_gaps) if self._eval_gaps else SAVE_FLOOR_S)
+            return max(base, 1.5 * self._eval_max if self._eval_max else SAVE_FLOOR_S)
         if self._phase == "startup":
             return max(base, STARTUP_FLOOR_S)
         return base
@@ -210,7 +207,7 @@ class Watcher:
 
     def _crash(self, window: Sequence[Event], now: float) -> Alert:
         engine = self.engine
-        world = build_world(sorted(engine.streams, key=repr), engine.declared_world)
+        world = engine.world()
         incidents = build_incidents(window, Progress(), world, engine.library)
         since = now - self.last_progress_at if self.last_progress_at is not None else None
         last_it = engine.progress.iterations()[1]
@@ -272,7 +269,6 @@ class Watcher:
             category=category,
             title=title,
             reason=reason,
-            detected_at=now,
             event=event,
             rank=rank,
             local_rank=local_rank,
@@ -284,10 +280,19 @@ class Watcher:
         self.alerts.append(alert)
         return alert
 
+    def cadence(self) -> tuple[float | None, datetime | None]:
+        """Median seconds per progress line and the last one's time, recomputed only when a
+        progress line came: status and metrics ask every poll round, and both walk them all."""
+        progress = self.engine.progress
+        if self._cadence[0] != len(progress):
+            median = progress.median_interval_s()
+            self._cadence = (len(progress), median, progress.last_time())
+        return self._cadence[1], self._cadence[2]
+
     def status(self, now: float) -> str:
         """One line for a terminal: iteration, seconds per iteration, time since progress."""
         last_it = self.engine.progress.iterations()[1]
-        per = self.engine.progress.median_interval_s()
+        per = self.cadence()[0]
         since = now - self.last_progress_at if self.last_progress_at is not None else None
         parts = [f"iteration {last_it}" if last_it is not None else "no progress yet"]
         if per:

@@ -221,6 +221,50 @@ def test_cli_tail_hang_and_json(tmp_path: Path) -> None:
 def test_cli_tail_usage_errors(run_cli) -> None:
     code, _, err = run_cli("tail", "x.log", "--stall-after", "soon")
     assert code == 2 and "not a duration" in err
+    code, _, err = run_cli("tail", "x.log", "--stall-after", "nan")
+    assert code == 2 and "must be positive" in err
+    code, _, err = run_cli("tail", "x.log", "--on-incident", "echo 'unclosed")
+    assert code == 2 and "--on-incident: cannot parse" in err
+    code, _, err = run_cli("tail", "x.log", "--poll", "-1")
+    assert code == 2 and "--poll" in err
+
+
+def test_log_text_is_not_pasted_into_a_command_a_shell_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the safe way to use the text in a shell: single quotes, the shell expands the variable
+    f = Feeder(stall=1)
+    evil = "[default1]:[rank1]: ValueError: $(touch PWNED) `touch PWNED2`"
+    f.iterations(1, 2, start=0, every=1)
+    f.lines(evil, at=2)
+    (alert,) = f.tick(3)
+    out = tmp_path / "text"
+    monkeypatch.chdir(tmp_path)
+    command = f"sh -c 'printf %s \"$LOGSCOPE_TEXT\" > {out}'"
+    (result,) = Actions(command, environ=dict(os.environ)).on_alert(alert)
+    assert result.ok, result
+    assert out.read_text() == evil
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED2").exists()
+
+
+def test_a_metrics_file_that_cannot_be_written_is_a_notice(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    log = tmp_path / "job.log"
+    log.write_text("[default0]: iteration        1/      10 | elapsed time per iteration (ms): 9\n")
+    watcher = Watcher(Engine(default_library()), stall_after_s=60)
+    notices = []
+    run_tail(
+        [str(log)],
+        watcher,
+        Actions(metrics_path=blocker / "m.prom"),
+        from_start=True,
+        poll_s=0.01,
+        max_seconds=0.3,
+        on_notice=notices.append,
+    )
+    errors = [n for n in notices if n.what == "error"]
+    assert len(errors) == 1 and "metrics-file" in errors[0].message, notices
 
 
 def test_no_hang_after_the_job_says_it_finished() -> None:
