@@ -28,7 +28,8 @@ def mask(message: str) -> str:
 
 
 MAX_TEMPLATES = 10_000
-"""Distinct templates kept; past this, new ones are counted under `other`, so memory is bounded."""
+"""Distinct templates kept; past this, new ones are dropped (known ones still count), so memory
+is bounded."""
 
 
 @dataclass(slots=True)
@@ -37,7 +38,6 @@ class Clusters:
 
     counts: dict[str, int] = field(default_factory=dict)
     first: dict[str, Line] = field(default_factory=dict)
-    other: int = 0
 
     def add(self, line: Line) -> None:
         key = mask(line.text)
@@ -48,8 +48,6 @@ class Clusters:
         elif len(self.counts) < MAX_TEMPLATES:
             self.counts[key] = 1
             self.first[key] = line
-        else:
-            self.other += 1
 
     def templates(self, limit: int = 50) -> list[Template]:
         """Templates by count (most frequent first), each with its first example line."""

@@ -24,7 +24,7 @@ import pyarrow.dataset as ds
 from .engine import analyze, default_library
 from .errors import LogscopeError
 from .incidents import World
-from .model import Analysis, Event, Incident
+from .model import Analysis, Event, Incident, rounded
 from .patterns import Library
 
 # Plain Parquet types only (string, int64, float64, bool, list<string>, timestamp[us] without a
@@ -625,14 +625,15 @@ def summary_doc(s: Summary) -> dict[str, Any]:
         "lost_gpu_hours_by_category": s.lost_gpu_hours_by_category,
         "lost_gpu_hours_by_host": s.lost_gpu_hours_by_host,
         "wall_s": round(s.wall_s, 1),
-        "mtbf_s": _r(s.mtbf_s),
-        "mtbf_ci_s": [_r(s.mtbf_ci_s[0]), _r(s.mtbf_ci_s[1])],
+        "mtbf_s": rounded(s.mtbf_s),
+        "mtbf_ci_s": [rounded(s.mtbf_ci_s[0]), rounded(s.mtbf_ci_s[1])],
         "mtbf_by_gpus": [
-            {**g, "wall_s": _r(g["wall_s"]), "mtbf_s": _r(g["mtbf_s"])} for g in s.mtbf_by_gpus
+            {**g, "wall_s": rounded(g["wall_s"]), "mtbf_s": rounded(g["mtbf_s"])}
+            for g in s.mtbf_by_gpus
         ],
-        "ettr": _r(s.ettr, 4),
-        "ettr_by_date": [{**d, "ettr": _r(d["ettr"], 4)} for d in s.ettr_by_date],
-        "ettr_by_job": [{**d, "ettr": _r(d["ettr"], 4)} for d in s.ettr_by_job],
+        "ettr": rounded(s.ettr, 4),
+        "ettr_by_date": [{**d, "ettr": rounded(d["ettr"], 4)} for d in s.ettr_by_date],
+        "ettr_by_job": [{**d, "ettr": rounded(d["ettr"], 4)} for d in s.ettr_by_job],
         "fleet_rate": round(s.fleet_rate, 4),
         "bad_nodes": [
             {
@@ -647,7 +648,3 @@ def summary_doc(s: Summary) -> dict[str, Any]:
             for b in s.bad_nodes
         ],
     }
-
-
-def _r(v: float | None, digits: int = 1) -> float | None:
-    return round(v, digits) if v is not None else None

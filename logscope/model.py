@@ -13,6 +13,19 @@ from enum import StrEnum
 from typing import Any
 
 
+def gpu_hours(value: float | None) -> str:
+    """GPU-hours for people: one decimal for big figures, two for the small ones a short job
+    loses."""
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def rounded(v: float | None, digits: int = 1) -> float | None:
+    """A figure for a JSON document, None kept."""
+    return round(v, digits) if v is not None else None
+
+
 def duration(seconds: float | None) -> str:
     """A duration for people: `42 s`, `7.5 min`, `6.98 h`."""
     if seconds is None:

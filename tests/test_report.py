@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from logscope.render.report import report_name
 from tests.conftest import FIXTURES
 from tests.generators.bloom_run import generate
 
@@ -435,3 +436,13 @@ def test_last_line_seen_strip_points_at_the_silent_rank(tmp_path: Path, analyze_
     assert strip is not None and strip.first_silent == (1,)
     page = render(doc, "test")
     assert "Last line seen, per rank" in page and "here rank 1." in page
+
+
+def test_report_name_never_leaves_the_report_folder() -> None:
+    # a user signature may capture any text as job_id
+    def doc(job_id: str) -> dict[str, Any]:
+        root = {"fields": {"job_id": job_id}}
+        return {"incidents": [{"root_cause": root}], "attempts": [], "inputs": []}
+
+    assert report_name(doc("4711")) == "job-4711-postmortem.html"
+    assert report_name(doc("../../etc/x y")) == "job-etc_x_y-postmortem.html"

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..accounting import Advice, Ledger
 from ..incidents import World, cascade_ranks
-from ..model import Analysis, Event, Incident, Progress
+from ..model import Analysis, Event, Incident, Progress, rounded
 from ..timeline import Attempt
 
 SCHEMA_VERSION = 1
@@ -104,20 +104,16 @@ def _evidence(inc: Incident, limit: int = 12) -> list[Event]:
     return out
 
 
-def _r(v: float | None, digits: int = 1) -> float | None:
-    return round(v, digits) if v is not None else None
-
-
 def ledger_doc(ledger: Ledger | None) -> dict[str, Any] | None:
     if ledger is None:
         return None
     return {
         "gpus": ledger.gpus,
-        "wall_s": _r(ledger.wall_s),
-        "productive_s": _r(ledger.productive_s),
-        "ettr": _r(ledger.ettr, 4),
-        "badput_s": {k: _r(v) for k, v in ledger.badput_s.items()},
-        "lost_gpu_hours": _r(ledger.lost_gpu_hours, 2),
+        "wall_s": rounded(ledger.wall_s),
+        "productive_s": rounded(ledger.productive_s),
+        "ettr": rounded(ledger.ettr, 4),
+        "badput_s": {k: rounded(v) for k, v in ledger.badput_s.items()},
+        "lost_gpu_hours": rounded(ledger.lost_gpu_hours, 2),
         "incidents": [
             {
                 "incident": i.incident,
@@ -126,10 +122,10 @@ def ledger_doc(ledger: Ledger | None) -> dict[str, Any] | None:
                 "failure": _iso(i.failure),
                 "failure_exact": i.failure_exact,
                 "last_checkpoint_iteration": i.last_checkpoint_iteration,
-                "wasted_progress_s": _r(i.wasted_progress_s),
-                "hang_s": _r(i.hang_s),
-                "restart_s": _r(i.restart_s),
-                "lost_gpu_hours": _r(i.lost_gpu_hours, 2),
+                "wasted_progress_s": rounded(i.wasted_progress_s),
+                "hang_s": rounded(i.hang_s),
+                "restart_s": rounded(i.restart_s),
+                "lost_gpu_hours": rounded(i.lost_gpu_hours, 2),
             }
             for i in ledger.incidents
         ],
@@ -140,25 +136,25 @@ def advice_doc(advice: Advice | None) -> dict[str, Any] | None:
     if advice is None:
         return None
     return {
-        "save_s": _r(advice.save_s),
-        "interval_iterations": _r(advice.interval_iterations),
-        "interval_s": _r(advice.interval_s),
-        "iteration_s": _r(advice.iteration_s, 3),
-        "mtbf_s": _r(advice.mtbf_s),
+        "save_s": rounded(advice.save_s),
+        "interval_iterations": rounded(advice.interval_iterations),
+        "interval_s": rounded(advice.interval_s),
+        "iteration_s": rounded(advice.iteration_s, 3),
+        "mtbf_s": rounded(advice.mtbf_s),
         "mtbf_source": advice.mtbf_source,
-        "young_interval_s": _r(advice.young_interval_s),
-        "young_interval_iterations": _r(advice.young_interval_iterations),
-        "daly_interval_s": _r(advice.daly_interval_s),
-        "overhead_now": _r(advice.overhead_now, 4),
-        "overhead_optimal": _r(advice.overhead_optimal, 4),
-        "detection_s": _r(advice.detection_s),
-        "restart_s": _r(advice.restart_s),
+        "young_interval_s": rounded(advice.young_interval_s),
+        "young_interval_iterations": rounded(advice.young_interval_iterations),
+        "daly_interval_s": rounded(advice.daly_interval_s),
+        "overhead_now": rounded(advice.overhead_now, 4),
+        "overhead_optimal": rounded(advice.overhead_optimal, 4),
+        "detection_s": rounded(advice.detection_s),
+        "restart_s": rounded(advice.restart_s),
         "what_if": [
             {
-                "interval_s": _r(w.interval_s),
-                "interval_iterations": _r(w.interval_iterations),
-                "detection_s": _r(w.detection_s),
-                "overhead": _r(w.overhead, 4),
+                "interval_s": rounded(w.interval_s),
+                "interval_iterations": rounded(w.interval_iterations),
+                "detection_s": rounded(w.detection_s),
+                "overhead": rounded(w.overhead, 4),
             }
             for w in advice.what_if
         ],
@@ -200,7 +196,7 @@ def attempts_doc(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
             "last_iteration": a.last_iteration,
             "resumed_from": a.resumed_from,
             "checkpoints": [
-                {"iteration": s.iteration, "end": _iso(s.end), "save_s": _r(s.duration_s)}
+                {"iteration": s.iteration, "end": _iso(s.end), "save_s": rounded(s.duration_s)}
                 for s in a.saves
             ],
             "unfinished_saves": list(a.unfinished_saves),

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from ..model import duration
+from ..model import duration, gpu_hours
 from .document import rank_ranges
 
 WIDTH = 960
@@ -166,7 +166,8 @@ def timeline(doc: dict[str, Any]) -> Timeline | None:
                     max(1.0, x(f) - x(u)),
                     30,
                     "wasted",
-                    "progress lost since the last checkpoint: " + _hours(inc["wasted_progress_s"]),
+                    "progress lost since the last checkpoint: "
+                    + duration(inc["wasted_progress_s"]),
                 )
             )
             boxes.append(
@@ -176,7 +177,7 @@ def timeline(doc: dict[str, Any]) -> Timeline | None:
                     max(1.0, x(e) - x(f)),
                     30,
                     "hang",
-                    f"from the failure to the end of the attempt: {_hours(inc['hang_s'])}",
+                    f"from the failure to the end of the attempt: {duration(inc['hang_s'])}",
                 )
             )
             title = f"{inc['incident'] or ''} {inc['kind']} at {_when(inc['failure'])}".strip()
@@ -216,17 +217,6 @@ def timeline(doc: dict[str, Any]) -> Timeline | None:
         axis,
         tuple(x(t) for t, _ in ticks),
     )
-
-
-_ranks = rank_ranges
-_hours = duration
-
-
-def _gpuh(value: float | None) -> str:
-    """GPU-hours: one decimal for big figures, two for the small ones a short job loses."""
-    if value is None:
-        return "-"
-    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
 def _when(value: str | None) -> str:
@@ -403,9 +393,9 @@ def heat_strip(doc: dict[str, Any]) -> Strip | None:
 def render(doc: dict[str, Any], generated: str) -> str:
     """The page for an analysis document. `generated` is a label (time, version) for the footer."""
     env = environment()
-    env.filters["hours"] = _hours
-    env.filters["ranks"] = _ranks
-    env.filters["gpuh"] = _gpuh
+    env.filters["hours"] = duration
+    env.filters["ranks"] = rank_ranges
+    env.filters["gpuh"] = gpu_hours
     env.filters["when"] = _when
     env.filters["code"] = _code
     env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"

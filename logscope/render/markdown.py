@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .html import _gpuh, _hours, _ranks
+from ..model import duration, gpu_hours
+from .document import rank_ranges
 
 
 def _cell(text: object) -> str:
@@ -40,8 +41,8 @@ def render(doc: dict[str, Any]) -> str:
         lost = ledger["lost_gpu_hours"]
         ettr = f"{ledger['ettr']:.1%}" if ledger["ettr"] is not None else "-"
         out.append(
-            f"- wall {_hours(ledger['wall_s'])}, productive {_hours(ledger['productive_s'])}, "
-            f"ETTR {ettr}" + (f", **{_gpuh(lost)} GPU-hours lost**" if lost is not None else "")
+            f"- wall {duration(ledger['wall_s'])}, productive {duration(ledger['productive_s'])}, "
+            f"ETTR {ettr}" + (f", **{gpu_hours(lost)} GPU-hours lost**" if lost is not None else "")
         )
     for inc in doc["incidents"]:
         rc = inc["root_cause"]
@@ -73,7 +74,7 @@ def render(doc: dict[str, Any]) -> str:
                 f"Culprit: **{_inline(who)}** (confidence {c['confidence']:.2f}): "
                 f"{_inline(c['reason'])}",
             ]
-        ranks = _ranks(inc["cascade"]["ranks"])
+        ranks = rank_ranges(inc["cascade"]["ranks"])
         out += [
             "",
             f"Cascade: {inc['cascade']['count']} lines" + (f" from ranks {ranks}" if ranks else ""),
@@ -87,11 +88,11 @@ def render(doc: dict[str, Any]) -> str:
         out.append("| incident | attempt | kind | wasted progress | hang | restart | GPU-hours |")
         out.append("|---|---:|---|---:|---:|---:|---:|")
         for i in ledger["incidents"]:
-            gpu_h = _gpuh(i["lost_gpu_hours"])
+            gpu_h = gpu_hours(i["lost_gpu_hours"])
             out.append(
                 f"| {i['incident'] or '-'} | {i['attempt'] + 1} | {i['kind']} | "
-                f"{_hours(i['wasted_progress_s'])} | {_hours(i['hang_s'])} | "
-                f"{_hours(i['restart_s'])} | {gpu_h} |"
+                f"{duration(i['wasted_progress_s'])} | {duration(i['hang_s'])} | "
+                f"{duration(i['restart_s'])} | {gpu_h} |"
             )
     advice = doc.get("checkpoint_advice")
     if advice:

@@ -20,13 +20,17 @@ def report_name(doc: dict[str, Any]) -> str:
         if (job := inc["root_cause"].get("fields", {}).get("job_id"))
     }
     if len(jobs) == 1 and len(doc.get("attempts") or []) <= 1:
-        return f"job-{jobs.pop()}-postmortem.html"
+        return f"job-{_safe(jobs.pop())}-postmortem.html"  # a user signature captures any text
     inputs = doc.get("inputs") or [{"path": "stdin"}]
     stem = Path(inputs[0]["path"]).name or "stdin"
     stem = re.sub(r"\.(gz|bz2|xz)$", "", stem)
     stem = re.sub(r"\.(log|out|txt|err)$", "", stem)
-    stem = re.sub(r"[^\w.-]+", "_", stem).strip("._") or "job"
-    return f"{stem}-postmortem.html"
+    return f"{_safe(stem)}-postmortem.html"
+
+
+def _safe(name: str) -> str:
+    """A file name part: no separators, no leading dot."""
+    return re.sub(r"[^\w.-]+", "_", name).strip("._") or "job"
 
 
 def write_report(doc: dict[str, Any], out: Path, *, force: bool, generated: str) -> Path:

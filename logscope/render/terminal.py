@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..accounting import Advice, Ledger
 from ..incidents import World, cascade_ranks
-from ..model import Analysis, Incident, Outcome, duration
+from ..model import Analysis, Incident, Outcome, duration, gpu_hours
 from .document import rank_ranges, summary
 
 _OUTCOME_STYLE = {
@@ -64,7 +64,7 @@ def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 10
 
 def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
     ettr = f"{ledger.ettr:.1%}" if ledger.ettr is not None else "-"
-    gpu_h = f", {ledger.lost_gpu_hours:,.1f} GPU-hours lost" if ledger.lost_gpu_hours else ""
+    gpu_h = f", {gpu_hours(ledger.lost_gpu_hours)} GPU-hours lost" if ledger.lost_gpu_hours else ""
     console.print(
         f"[bold]Ledger[/]  wall {duration(ledger.wall_s)}, "
         f"productive {duration(ledger.productive_s)}, "
@@ -82,7 +82,7 @@ def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
                 duration(i.wasted_progress_s),
                 duration(i.hang_s),
                 duration(i.restart_s),
-                f"{i.lost_gpu_hours:,.1f}" if i.lost_gpu_hours is not None else "-",
+                gpu_hours(i.lost_gpu_hours),
             )
         console.print(table)
     badput = ", ".join(
