@@ -172,7 +172,6 @@ class Engine:
             self.progress.add(e)
             t = self.timeline.add_progress(e, len(self.progress) - 1)
             if t is not None:
-                self.progress.retime_last(t)
                 when = datetime.fromtimestamp(t)
                 self._tick_derived(when)
                 self.last_progress = when
@@ -242,7 +241,7 @@ class Engine:
             incidents, endings, ending = self._per_attempt(attempts, incidents, exits, cadence)
         else:
             ending = decide_outcome(
-                incidents, self.progress, exits, self.last_progress, self.last_time
+                incidents, self.progress, exits, self.last_progress, self.last_time, cadence
             )
             if ending.outcome is Outcome.hung:
                 incidents = hang_incident(incidents, self.progress, ending)
@@ -292,7 +291,7 @@ class Engine:
         for a in attempts:
             incs = _merge_ends(by_attempt.get(a.index, []))
             if a is last:
-                ending = decide_outcome(incs, self.progress, exits, a.last_progress, a.end)
+                ending = decide_outcome(incs, self.progress, exits, a.last_progress, a.end, cadence)
                 if ending.outcome is Outcome.hung:
                     incs = hang_incident(incs, self.progress, ending) if incs else []
                     if not incs:

@@ -99,13 +99,12 @@ def signal_death(e: Event) -> bool:
     """A launcher's report that a process died of a signal it did not get from the launcher."""
     if e.role != "summary":
         return False
-    code = e.fields.get("exit_code")
+    code = field_int(e, "exit_code")
     name = e.fields.get("signal_name", "")
-    if code is not None and code.lstrip("-").isdigit():
-        c = int(code)
-        if c in EXIT_SIGNALS:
-            return EXIT_SIGNALS[c][0] != "SIGTERM"
-        return c < 0 or c > 128
+    if code is not None:
+        if code in EXIT_SIGNALS:
+            return EXIT_SIGNALS[code][0] != "SIGTERM"
+        return code < 0 or code > 128
     return bool(name) and name != "SIGTERM"
 
 
@@ -154,12 +153,14 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     deaths = [e for e in serious if signal_death(e) and not _own_abort(e, events, world)]
     if deaths:
         root = deaths[0]
-        rank = _field_rank(root) if _field_rank(root) is not None else world.rank_of(root.line)
+        rank = field_int(root, "rank")
+        if rank is None:
+            rank = world.rank_of(root.line)
         local = field_int(root, "local_rank")
         code_s = root.fields.get("exit_code", "")
-        code_i = int(code_s) if code_s.lstrip("-").isdigit() else None
+        code = field_int(root, "exit_code")
         name = root.fields.get("signal_name") or (
-            EXIT_SIGNALS[code_i][0] if code_i in EXIT_SIGNALS else None
+            EXIT_SIGNALS[code][0] if code in EXIT_SIGNALS else None
         )
         sig = f"{name} (exit code {code_s})" if name and code_s else name or f"exit code {code_s}"
         culprit = Culprit(
@@ -170,14 +171,15 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             confidence=0.85,
             reason=f"the launcher reports this rank died of {sig} and it printed no error itself",
         )
-        code = int(root.fields.get("exit_code", "0") or 0)
-        category = EXIT_SIGNALS.get(code, ("", root.category or "process_killed"))[1]
+        category = (
+            EXIT_SIGNALS[code][1] if code in EXIT_SIGNALS else root.category or "process_killed"
+        )
         return _Pick(root, culprit, category)
     symptoms = [e for e in serious if e.role == "symptom"]
     if symptoms:
         timeouts = [e for e in symptoms if e.category == "collective_timeout"] or symptoms
         root = timeouts[0]
-        return _Pick(root, _silent_culprit(events, world, root), root.category or "comm_error")
+        return _Pick(root, _silent_culprit(events, world), root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
     return _Pick(root, None, root.category or "launcher_error")
@@ -189,7 +191,7 @@ def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     symptom of what that rank reported, not a cause."""
     if field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
         return False
-    rank = _field_rank(death)
+    rank = field_int(death, "rank")
     if rank is None:
         local = field_int(death, "local_rank")
         if local is not None:
@@ -245,10 +247,6 @@ def _locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
     )
 
 
-def _field_rank(e: Event) -> int | None:
-    return field_int(e, "rank")
-
-
 def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
     """The most telling line of the first failing rank's burst (e.g. `what():` over `terminate`)."""
     rank = world.rank_of(first.line)
@@ -266,7 +264,7 @@ def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
     return best
 
 
-def _silent_culprit(events: Sequence[Event], world: World, root: Event) -> Culprit | None:
+def _silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
     """With collective timeouts, the culprit is the rank that did not time out (FORMATS §2.7)."""
     reporters = {
         r
@@ -354,18 +352,17 @@ def fill_title(title: str, fields: dict[str, str]) -> str:
 
 
 def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[Event]]:
-    """Group failure events: a new group starts once training made progress again."""
+    """Group failure events, in order: a group starts at a serious event (or an end banner),
+    and a new one once training made progress again."""
     groups: list[list[Event]] = []
     current: list[Event] = []
     for e in sorted(failures, key=_order):
-        serious = e.severity in _SERIOUS or e.role == "end"
         if current and progress.count_between(current[-1].seq, e.seq) >= _SPLIT_AFTER_PROGRESS:
-            if any(x.severity in _SERIOUS or x.role == "end" for x in current):
-                groups.append(current)
+            groups.append(current)
             current = []
-        if serious or current:
+        if current or e.severity in _SERIOUS or e.role == "end":
             current.append(e)
-    if current and any(x.severity in _SERIOUS or x.role == "end" for x in current):
+    if current:
         groups.append(current)
     return groups
 
@@ -378,7 +375,6 @@ def build_incidents(
 ) -> list[Incident]:
     out: list[Incident] = []
     for n, group in enumerate(split_incidents(failures, progress), 1):
-        group = sorted(group, key=_order)
         pick = _pick(group, world, library)
         root = pick.root
         title, explanation, remedy, refs = _text(library, root)
@@ -419,7 +415,7 @@ def cascade_ranks(incident: Incident, world: World) -> list[int]:
     culprit = incident.culprit.rank if incident.culprit else None
     ranks = set()
     for e in incident.cascade:
-        r = _field_rank(e) if e.signature == FAILURE_ENTRY else world.rank_of(e.line)
+        r = field_int(e, "rank") if e.signature == FAILURE_ENTRY else world.rank_of(e.line)
         if r is not None and r != culprit:
             ranks.add(r)
     return sorted(ranks)
@@ -443,21 +439,20 @@ def decide_outcome(
     exits: Sequence[Event],
     last_progress: datetime | None,
     end_time: datetime | None,
+    cadence: float | None,
 ) -> Ending:
-    """How the job ended, from the last incident, the end banners and the progress cadence."""
+    """How the job ended, from the last incident, the end banners and the progress cadence
+    (`Progress.median_interval_s`, which the caller has)."""
     final = incidents[-1] if incidents else None
     if final is not None and progress.count_after(final.root_cause.seq) >= _SPLIT_AFTER_PROGRESS:
         final = None  # training went on after the last incident
-    cadence = progress.median_interval_s()
     threshold = hang_threshold(cadence)
     gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None
 
     if final is not None:
-        ends = [e for e in (final.root_cause, *final.evidence) if e.role == "end"]
-        crashed = final.root_cause.role != "end"
-        if crashed:
-            return Ending(Outcome.crashed, f"{final.title} ({final.root_cause.signature})")
-        end = ends[0]
+        end = final.root_cause
+        if end.role != "end":
+            return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         end_at = end.time or end_time
         gap = (end_at - last_progress).total_seconds() if end_at and last_progress else gap
         if gap is not None and gap > threshold and end.category in ("timelimit", "cancelled"):

@@ -219,19 +219,15 @@ class Progress:
     train_iters: int | None = None
     first: Event | None = None
     _last: Event | None = None
-    _last_t: float | None = None
 
     @property
     def last(self) -> Event | None:
         """The last iteration line, with the time the timeline gave it (built on demand: one
         Event per line would cost more than the rest of its bookkeeping)."""
-        e, t = self._last, self._last_t
-        if e is None or t is None:
+        e = self._last
+        if e is None or math.isnan(self.time[-1]):
             return e
-        return replace(e, time=datetime.fromtimestamp(t), time_exact=e.time_exact)
-
-    def retime_last(self, t: float) -> None:
-        self._last_t = t
+        return replace(e, time=datetime.fromtimestamp(self.time[-1]))
 
     def add(self, e: Event) -> None:
         self.seq.append(e.seq)
@@ -244,7 +240,7 @@ class Progress:
             self.train_iters = total
         if self.first is None:
             self.first = e
-        self._last, self._last_t = e, None
+        self._last = e
 
     def __len__(self) -> int:
         return len(self.seq)

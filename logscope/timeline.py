@@ -93,8 +93,7 @@ class _Open:
     """[iteration, start, duration or None]"""
     unfinished: list[int | None] = field(default_factory=list)
     last_event: Event | None = None
-    last_time: float | None = None
-    """The time given to last_event, set on it when the attempt closes."""
+    """The last progress line, given its time (progress.time) when the attempt closes."""
 
 
 def timestamp(t: datetime | None) -> float | None:
@@ -133,7 +132,6 @@ class Timeline:
             resumed = old[2]
         if old is None:
             self._pending[inp] = (e.seq, kind, resumed)
-            self._pre.setdefault(inp, [])
         else:
             self._pending[inp] = (old[0], old[1], resumed)
 
@@ -211,7 +209,7 @@ class Timeline:
         cur.last_idx = idx
         cur.last_it = it if it is not None else cur.last_it
         cur.last_seq = max(cur.last_seq, e.seq)
-        cur.last_event, cur.last_time = e, t
+        cur.last_event = e
         return t
 
     def now(self, seq: int) -> float | None:
@@ -309,12 +307,8 @@ class Timeline:
                 unfinished_saves=tuple(cur.unfinished),
                 progress=(cur.first_idx, cur.last_idx),
                 last_event=cur.last_event
-                if cur.last_event is None or cur.last_time is None
-                else replace(
-                    cur.last_event,
-                    time=from_timestamp(cur.last_time),
-                    time_exact=cur.last_event.time_exact,
-                ),
+                if cur.last_event is None or math.isnan(last_t)
+                else replace(cur.last_event, time=from_timestamp(last_t)),
             )
         )
 
@@ -336,7 +330,7 @@ class Timeline:
                 start = v if start is None else min(start, v)
             else:
                 end = v if end is None else max(end, v)
-            self.attempts[i] = _replace_times(a, from_timestamp(start), from_timestamp(end))
+            self.attempts[i] = replace(a, start=from_timestamp(start), end=from_timestamp(end))
 
     @staticmethod
     def _owner(
@@ -357,7 +351,3 @@ class Timeline:
             if s is not None and s <= v:
                 owner = i
         return owner
-
-
-def _replace_times(a: Attempt, start: datetime | None, end: datetime | None) -> Attempt:
-    return replace(a, start=start, end=end)
