@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -79,7 +80,8 @@ class Engine:
     declared_world: int | None = None
     first_time: datetime | None = None
     last_time: datetime | None = None
-    last_progress: datetime | None = None
+    _derived_until: float = -math.inf
+    """The latest time the timeline gave a progress line (a float: one per line)."""
     _per_sig: dict[str, int] = field(default_factory=dict)
     _last_iter: int | None = None
     _input_index: dict[str, int] = field(default_factory=dict)
@@ -171,12 +173,8 @@ class Engine:
             e = self._duration(e)
             self.progress.add(e)
             t = self.timeline.add_progress(e, len(self.progress) - 1)
-            if t is not None:
-                when = datetime.fromtimestamp(t)
-                self._tick_derived(when)
-                self.last_progress = when
-            else:
-                self.last_progress = e.time or self.last_progress
+            if t is not None and t > self._derived_until:
+                self._derived_until = t
             return
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
@@ -198,8 +196,6 @@ class Engine:
         self._per_sig[e.signature] = n + 1
         if n < MAX_EVENTS_PER_SIGNATURE or e.severity in ("fatal",) or e.role == "end":
             self.failures.append(e)
-        if e.role == "summary" and "rank" in e.fields and "host" in e.fields:
-            self.hosts.add(e.fields["host"])
 
     def _duration(self, e: Event) -> Event:
         """Seconds a progress line covers: its per-iteration time x iterations since the last."""
@@ -219,10 +215,6 @@ class Engine:
             fields["iter_ms"] = str(float(fields["iter_ms"]) * step)
         return replace(e, fields=fields)
 
-    def _tick_derived(self, t: datetime) -> None:
-        if self.last_time is None or t > self.last_time:
-            self.last_time = t
-
     def result(
         self,
         inputs: Sequence[InputInfo],
@@ -232,6 +224,11 @@ class Engine:
         for e in self.extractor.finish():
             self._add(e)
         attempts = self.timeline.finish()
+        if math.isfinite(self._derived_until):
+            derived = datetime.fromtimestamp(self._derived_until)
+            if self.last_time is None or derived > self.last_time:
+                self.last_time = derived
+        last_progress = self.progress.last_time()
         world = self.world()
         incidents = build_incidents(self.failures, self.progress, world, self.library)
         exits = [m for m in self.markers if m.kind == "exit"]
@@ -241,10 +238,8 @@ class Engine:
             incidents, endings, ending = self._per_attempt(attempts, incidents, exits, cadence)
         else:
             ending = decide_outcome(
-                incidents, self.progress, exits, self.last_progress, self.last_time, cadence
+                incidents, self.progress, exits, last_progress, self.last_time, cadence
             )
-            if ending.outcome is Outcome.hung:
-                incidents = hang_incident(incidents, self.progress, ending)
         job = make_job(
             ending,
             world,
@@ -252,7 +247,7 @@ class Engine:
             self.first_time,
             self.last_time,
             self.progress,
-            self.last_progress,
+            last_progress,
         )
         ledger = build_ledger(attempts, endings, gpus or world.size, cadence)
         advice = advise(attempts, ledger, cadence, mtbf_s)
@@ -293,10 +288,7 @@ class Engine:
             if a is last:
                 ending = decide_outcome(incs, self.progress, exits, a.last_progress, a.end, cadence)
                 if ending.outcome is Outcome.hung:
-                    incs = hang_incident(incs, self.progress, ending) if incs else []
-                    if not incs:
-                        hung = as_hang(None, a.last_event, ending.reason)
-                        incs = [hung] if hung else []
+                    incs = hang_incident(incs, a.last_event, ending)
                 if incs and ending.outcome not in (Outcome.completed, Outcome.truncated):
                     endings[a.index] = (_kind(incs[-1]), incs[-1])
                 out.extend(incs)
@@ -311,10 +303,10 @@ class Engine:
                     main = hung
                 endings[a.index] = (_kind(main), main)
             elif gap > threshold:
-                hung = as_hang(None, a.last_event, silent)
-                if hung is not None:
-                    incs = [hung]
-                    endings[a.index] = ("hang", hung)
+                alone = as_hang(None, a.last_event, silent)
+                if alone is not None:
+                    incs = [alone]
+                    endings[a.index] = ("hang", alone)
             out.extend(incs)
         out.sort(key=lambda i: (owner(i, attempts) or 0, i.root_cause.seq))
         renamed = [replace(inc, id=f"I{n}") for n, inc in enumerate(out, 1)]

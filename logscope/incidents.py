@@ -551,17 +551,15 @@ def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incid
 
 
 def hang_incident(
-    incidents: Sequence[Incident],
-    progress: Progress,
-    ending: Ending,
+    incidents: Sequence[Incident], last: Event | None, ending: Ending
 ) -> list[Incident]:
-    """Name the job's final hang: its last incident (an end banner) becomes `hang`, or, with
-    no incident at all, a hang incident rooted at the last progress line."""
+    """Name the final hang of an attempt whose last progress line is `last`: its last incident
+    (an end banner) becomes `hang`, or, with no incident at all, a hang incident rooted there."""
     out = list(incidents)
     if out and out[-1].root_cause.role == "end":
-        out[-1] = as_hang(out[-1], progress.last, ending.reason) or out[-1]
+        out[-1] = as_hang(out[-1], last, ending.reason) or out[-1]
     elif not out:
-        hung = as_hang(None, progress.last, ending.reason)
+        hung = as_hang(None, last, ending.reason)
         if hung is not None:
-            out.append(replace(hung, id="I1"))
+            out.append(hung)
     return out
