@@ -8,6 +8,7 @@ import gzip
 import io
 import itertools
 import lzma
+import math
 import multiprocessing
 import os
 import re
@@ -88,27 +89,37 @@ def expand(paths: list[str]) -> list[Source]:
             continue
         p = Path(arg)
         if p.is_dir():
-            files = sorted(
-                f
-                for f in p.rglob("*")
-                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-            )
+            files = _dir_files(p)
             if not files:
                 raise InputError(arg, "directory contains no files")
             for f in files:
-                add(Source(str(f), explicit=False))
+                add(Source(f, explicit=False))
         elif p.exists():
             add(Source(arg))
         elif glob.has_magic(arg):
-            matches = sorted(glob.glob(arg, recursive=True))  # noqa: PTH207 - takes absolute globs
-            files_only = [m for m in matches if Path(m).is_file()]
-            if not files_only:
+            files = _glob_files(arg)
+            if not files:
                 raise InputError(arg, "no file matches this pattern")
-            for m in files_only:
-                add(Source(m))
+            for f in files:
+                add(Source(f))
         else:
             raise InputError(arg, "no such file or directory")
     return out
+
+
+def _dir_files(p: Path) -> list[str]:
+    """The files below a directory, hidden ones (and those in hidden folders) left out."""
+    return sorted(
+        str(f)
+        for f in p.rglob("*")
+        if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+    )
+
+
+def _glob_files(pattern: str) -> list[str]:
+    """The files a glob matches (`**` too)."""
+    matches = glob.glob(pattern, recursive=True)  # noqa: PTH207 - takes absolute globs
+    return sorted(m for m in matches if Path(m).is_file())
 
 
 def _sniff(head: bytes) -> str | None:
@@ -761,27 +772,19 @@ def _follow_paths(patterns: Sequence[str]) -> tuple[set[str], list[str]]:
     unmatched: list[str] = []
     for arg in patterns:
         p = Path(arg)
-        found: list[str] = []
-        if p.is_dir():
-            found = [
-                str(f)
-                for f in p.rglob("*")
-                if not any(part.startswith(".") for part in f.relative_to(p).parts)
-                and not _ROTATED.search(f.name)
-                and f.is_file()
-            ]
-        elif glob.has_magic(arg) and not p.exists():
-            found = [
-                m
-                for m in glob.glob(arg, recursive=True)  # noqa: PTH207 - takes absolute globs
-                if not _ROTATED.search(Path(m).name) and Path(m).is_file()
-            ]
+        if p.is_dir() or (glob.has_magic(arg) and not p.exists()):
+            files = _dir_files(p) if p.is_dir() else _glob_files(arg)
+            found = [f for f in files if not _ROTATED.search(Path(f).name)]
         else:
             found = [arg]  # named exactly: followed even before it exists
         if not found:
             unmatched.append(arg)
         paths.update(found)
     return paths, unmatched
+
+
+RESCAN_BUSY_S = 1.0
+"""While files have unread data, globs and directories are expanded again at most this often."""
 
 
 def follow(
@@ -797,8 +800,9 @@ def follow(
 ) -> Iterator[Chunk | Notice | Tick]:
     """Follow growing files like `tail -F`, by polling stat() (inotify sees nothing on NFS/Lustre).
 
-    Globs and directories are expanded again every round, so files that appear later are
-    followed from their start; files there at the start are followed from their end unless
+    Globs and directories are expanded again every idle round (at most once a second while
+    catching up: a directory walk stats every file), so files that appear later are followed
+    from their start; files there at the start are followed from their end unless
     `from_start`. Truncation and rotation restart the numbering at 1 for the new content.
     Each round reads at most `block_size` per file, in sorted path order, then yields a Tick;
     it sleeps `poll_s` only when no file has unread data. User errors become Notices.
@@ -806,9 +810,14 @@ def follow(
     block_size = max(1, min(block_size, max_line))
     watches: dict[str, _Watch] = {}
     first = True
+    busy = False
+    now = scanned = -math.inf  # the clock as of the last round's Tick
+    paths: set[str] = set()
     try:
         while stop is None or not stop():
-            paths, unmatched = _follow_paths(patterns)
+            if not busy or now - scanned >= RESCAN_BUSY_S:
+                paths, unmatched = _follow_paths(patterns)
+                scanned = now
             if first:
                 for arg in unmatched:
                     yield Notice(arg, "vanished", f"{arg}: no file matches yet; waiting for one")
@@ -823,7 +832,8 @@ def follow(
                 if watch.fh is None and path not in paths:
                     del watches[path]  # matched a glob once; a new file there starts afresh
             first = False
-            yield Tick(clock())
+            now = clock()
+            yield Tick(now)
             if not busy:
                 sleep(poll_s)
     finally:
