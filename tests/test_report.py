@@ -446,3 +446,12 @@ def test_report_name_never_leaves_the_report_folder() -> None:
 
     assert report_name(doc("4711")) == "job-4711-postmortem.html"
     assert report_name(doc("../../etc/x y")) == "job-etc_x_y-postmortem.html"
+
+
+def test_markdown_prose_keeps_code_spans_and_escapes_the_rest() -> None:
+    from logscope.render.markdown import _prose
+
+    text = "traces go to /tmp/trace_<rank> (see `TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/x_<rank>`)"
+    assert _prose(text) == (
+        "traces go to /tmp/trace_&lt;rank&gt; (see `TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/x_<rank>`)"
+    )

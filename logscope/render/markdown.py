@@ -20,6 +20,16 @@ def _inline(text: object) -> str:
     )
 
 
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _prose(text: str) -> str:
+    """Explanations and remedies: `code` spans kept (a `<rank>` in one shows as written),
+    the rest escaped like any inline text (a bare `<rank>` would vanish as an HTML tag)."""
+    parts = _CODE.split(text)
+    return "".join(f"`{p}`" if k % 2 else _inline(p) for k, p in enumerate(parts))
+
+
 def _fence(text: str) -> str:
     """A code fence longer than any run of backticks in the (untrusted) text."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -80,9 +90,9 @@ def render(doc: dict[str, Any]) -> str:
             f"Cascade: {inc['cascade']['count']} lines" + (f" from ranks {ranks}" if ranks else ""),
         ]
         if inc["explanation"]:
-            out += ["", inc["explanation"]]
+            out += ["", _prose(inc["explanation"])]
         if inc["remedies"]:
-            out += ["", *[f"- {r}" for r in inc["remedies"]]]
+            out += ["", *[f"- {_prose(r)}" for r in inc["remedies"]]]
     if ledger and ledger["incidents"]:
         out += ["", "## Lost compute", ""]
         out.append("| incident | attempt | kind | wasted progress | hang | restart | GPU-hours |")
