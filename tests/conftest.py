@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from logscope.cli import app
 
+from .generators.bloom_run import Truth, generate
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -26,6 +28,13 @@ def analyze_doc(*args: str, input: bytes | str | None = None) -> tuple[int, dict
     code, out, err = cli("analyze", *args, "--format", "json", input=input)
     assert code in (0, 1), f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
     return code, json.loads(out), err
+
+
+@pytest.fixture(scope="session")
+def bloom_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Truth]:
+    """The BLOOM-like generated run (seed 0) and its truth, written once: tests only read it."""
+    out = tmp_path_factory.mktemp("bloom")
+    return out, generate(out, seed=0)
 
 
 @pytest.fixture

@@ -25,9 +25,8 @@ PULSE = re.compile(
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Truth, list[str]]:
-    out = tmp_path_factory.mktemp("bloom")
-    truth = generate(out, seed=0)
+def run(bloom_run: tuple[Path, Truth]) -> tuple[Path, Truth, list[str]]:
+    out, truth = bloom_run
     lines = (out / "main_log.txt").read_text(encoding="utf-8").splitlines()
     return out, truth, lines
 

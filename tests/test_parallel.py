@@ -26,14 +26,12 @@ from logscope.render.document import document
 from logscope.sources import MAX_LINE, LongLine, split_ranges
 
 from .conftest import FIXTURES
-from .generators.bloom_run import generate
+from .generators.bloom_run import Truth
 
 
-@pytest.fixture(scope="module")
-def bloom(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bloom")
-    generate(out)
-    return out
+@pytest.fixture
+def bloom(bloom_run: tuple[Path, Truth]) -> Path:
+    return bloom_run[0]
 
 
 def _same(paths: list[str], chunk: int) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from logscope.render.report import report_name
 from tests.conftest import FIXTURES
-from tests.generators.bloom_run import generate
+from tests.generators.bloom_run import Truth
 
 LAB = FIXTURES / "lab"
 DATA_BLOCK = re.compile(
@@ -114,21 +114,14 @@ def tags(html: str) -> list[tuple[str, dict[str, str | None]]]:
 
 
 @pytest.fixture(scope="module")
-def bloom(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("bloom")
-    generate(out, seed=0)
-    return out
-
-
-@pytest.fixture(scope="module")
-def bloom_report(bloom: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bloom_report(bloom_run: tuple[Path, Truth], tmp_path_factory: pytest.TempPathFactory) -> Path:
     from typer.testing import CliRunner
 
     from logscope.cli import app
 
     out = tmp_path_factory.mktemp("bloom-report")
     old = Path.cwd()
-    os.chdir(bloom)
+    os.chdir(bloom_run[0])
     try:
         res = CliRunner().invoke(app, ["analyze", ".", "--mtbf", "7d", "--html", "--out", str(out)])
     finally:
@@ -138,7 +131,7 @@ def bloom_report(bloom: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_bloom_report_content(bloom_report: Path) -> None:
+def test_bloom_report_content(bloom_report: Path, bloom_run: tuple[Path, Truth]) -> None:
     html = bloom_report.read_text(encoding="utf-8")
     text = text_of(html)
     assert bloom_report.name == "main_log-postmortem.html"
@@ -152,6 +145,10 @@ def test_bloom_report_content(bloom_report: Path) -> None:
     assert "2022-03-22 04:43:17" in text and "2022-03-22 22:32:36" in text
     assert "5,313.4 GPU-h" in text and "1,869.7" in text and "3,443.7" in text
     assert "ETTR" in text and "74.3%" in text
+    # the same figures from the generator's truth, not from a previous run of logscope
+    truth = bloom_run[1]
+    lost = (truth.hang_s + truth.wasted_progress_s + truth.disruption_recovery_s) * truth.gpus
+    assert f"{lost / 3600:,.1f} GPU-h" in text and f"{truth.ettr:.1%}" in text
     assert "Drain the node" in text and "logscope tail" in text
     assert "Checkpoint advice" in text and "Young" in text and "Daly" in text
     # the timeline: three lanes with how each ended
@@ -163,9 +160,9 @@ def test_bloom_report_content(bloom_report: Path) -> None:
 
 
 def test_bloom_embedded_json_is_the_document(
-    bloom: Path, bloom_report: Path, run_cli: RunCli
+    bloom_run: tuple[Path, Truth], bloom_report: Path, run_cli: RunCli
 ) -> None:
-    doc = analysis_doc(run_cli, bloom, ".", "--mtbf", "7d")
+    doc = analysis_doc(run_cli, bloom_run[0], ".", "--mtbf", "7d")
     assert embedded(bloom_report.read_text(encoding="utf-8")) == doc
     assert doc["job"]["world_size"] == 384
 
