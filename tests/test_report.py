@@ -452,3 +452,14 @@ def test_markdown_prose_keeps_code_spans_and_escapes_the_rest() -> None:
     assert _prose(text) == (
         "traces go to /tmp/trace_&lt;rank&gt; (see `TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/x_<rank>`)"
     )
+
+
+def test_every_renderer_names_a_culprit_alike() -> None:
+    from logscope.render.document import culprit_name
+
+    assert culprit_name(3, 3, "node7") == "rank 3 on node7"
+    assert culprit_name(None, 3, None) == "local rank 3"
+    assert culprit_name(None, None, "node7") == "unknown rank on node7"
+    for module in ("html", "markdown", "terminal"):
+        source = (Path(__file__).parent.parent / "logscope" / "render" / f"{module}.py").read_text()
+        assert "culprit_name(" in source, module

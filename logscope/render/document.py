@@ -14,6 +14,17 @@ from ..timeline import Attempt
 SCHEMA_VERSION = 1
 
 
+def culprit_name(rank: int | None, local_rank: int | None, host: str | None) -> str:
+    """How every renderer names a culprit: `rank 3 on node7`, `local rank 3`, `unknown rank`."""
+    if rank is not None:
+        who = f"rank {rank}"
+    elif local_rank is not None:
+        who = f"local rank {local_rank}"
+    else:
+        who = "unknown rank"
+    return f"{who} on {host}" if host else who
+
+
 def rank_ranges(ranks: list[int]) -> str:
     """`0-2,4-7`: ranges of consecutive ranks ('' for none)."""
     out: list[str] = []

@@ -18,7 +18,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from ..model import duration, gpu_hours
-from .document import rank_ranges
+from .document import culprit_name, rank_ranges
 
 WIDTH = 960
 LANE_H = 46
@@ -239,13 +239,7 @@ def _code(text: str) -> Markup:
 def _who(culprit: dict[str, Any] | None) -> str | None:
     if not culprit:
         return None
-    if culprit["rank"] is not None:
-        who = f"rank {culprit['rank']}"
-    elif culprit["local_rank"] is not None:
-        who = f"local rank {culprit['local_rank']}"
-    else:
-        who = "rank unknown"
-    return f"{who} on {culprit['host']}" if culprit["host"] else who
+    return culprit_name(culprit["rank"], culprit["local_rank"], culprit["host"])
 
 
 def overview(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -396,6 +390,7 @@ def render(doc: dict[str, Any], generated: str) -> str:
     env.filters["hours"] = duration
     env.filters["ranks"] = rank_ranges
     env.filters["gpuh"] = gpu_hours
+    env.filters["who"] = _who
     env.filters["when"] = _when
     env.filters["code"] = _code
     env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..model import duration, gpu_hours
-from .document import rank_ranges
+from .document import culprit_name, rank_ranges
 
 
 def _cell(text: object) -> str:
@@ -70,15 +70,7 @@ def render(doc: dict[str, Any]) -> str:
         out.append(_fence("\n".join(f"{c['line']:>7}  {c['text']}" for c in lines)))
         c = inc["culprit"]
         if c:
-            who = (
-                f"rank {c['rank']}"
-                if c["rank"] is not None
-                else f"local rank {c['local_rank']}"
-                if c["local_rank"] is not None
-                else "unknown"
-            )
-            if c["host"]:
-                who += f" on {c['host']}"
+            who = culprit_name(c["rank"], c["local_rank"], c["host"])
             out += [
                 "",
                 f"Culprit: **{_inline(who)}** (confidence {c['confidence']:.2f}): "

@@ -11,7 +11,7 @@ from rich.table import Table
 from ..accounting import Advice, Ledger
 from ..incidents import World, cascade_ranks
 from ..model import Analysis, Incident, Outcome, duration, gpu_hours
-from .document import rank_ranges, summary
+from .document import culprit_name, rank_ranges, summary
 
 _OUTCOME_STYLE = {
     Outcome.completed: "bold green",
@@ -129,14 +129,7 @@ def _incident(console: Console, inc: Incident, world: World) -> None:
     grid.add_row("", f"[red]{escape(rc.line.raw.strip()[:400])}[/]")
     if inc.culprit:
         c = inc.culprit
-        if c.rank is not None:
-            name = f"rank {c.rank}"
-        elif c.local_rank is not None:
-            name = f"local rank {c.local_rank}"
-        else:
-            name = "unknown rank"
-        if c.host:
-            name += f" on {c.host}"
+        name = culprit_name(c.rank, c.local_rank, c.host)
         grid.add_row("culprit", escape(f"{name} (confidence {c.confidence:.2f}): {c.reason}"))
     ranks = cascade_ranks(inc, world)
     grid.add_row(
