@@ -39,7 +39,18 @@ from .lines import (
     routing_prefixes,
     window_per_input,
 )
-from .model import Analysis, Event, Incident, InputInfo, Line, Outcome, Progress, duration
+from .model import (
+    Analysis,
+    Event,
+    Incident,
+    InputInfo,
+    Line,
+    Outcome,
+    Progress,
+    duration,
+    field_int,
+    line_seconds,
+)
 from .patterns import Library, builtin_dirs, load_library
 from .sources import (
     MAX_LINE,
@@ -170,9 +181,9 @@ class Engine:
         if e.line.host:
             self.hosts.add(e.line.host)
         if e.kind == "iteration":
-            e = self._duration(e)
-            self.progress.add(e)
-            t = self.timeline.add_progress(e, len(self.progress) - 1)
+            it = field_int(e, "iteration")
+            idx = self.progress.add(e, it, line_seconds(e, self._log_interval(it)))
+            t = self.timeline.add_progress(e, idx, it)
             if t is not None and t > self._derived_until:
                 self._derived_until = t
             return
@@ -197,23 +208,14 @@ class Engine:
         if n < MAX_EVENTS_PER_SIGNATURE or e.severity in ("fatal",) or e.role == "end":
             self.failures.append(e)
 
-    def _duration(self, e: Event) -> Event:
-        """Seconds a progress line covers: its per-iteration time x iterations since the last."""
-        it = e.fields.get("iteration")
+    def _log_interval(self, it: int | None) -> int:
+        """Iterations since the last progress line: above 1 when the log prints every Nth."""
         step = 1
-        if it is not None and it.isdigit():
-            n = int(it)
-            if self._last_iter is not None and 1 < n - self._last_iter <= 100_000:
-                step = n - self._last_iter  # a log interval above 1
-            self._last_iter = n
-        if step == 1 or not ({"iter_s", "iter_ms"} & e.fields.keys()):
-            return e
-        fields = dict(e.fields)
-        if "iter_s" in fields:
-            fields["iter_s"] = str(float(fields["iter_s"]) * step)
-        else:
-            fields["iter_ms"] = str(float(fields["iter_ms"]) * step)
-        return replace(e, fields=fields)
+        if it is not None and it >= 0:
+            if self._last_iter is not None and 1 < it - self._last_iter <= 100_000:
+                step = it - self._last_iter
+            self._last_iter = it
+        return step
 
     def result(
         self,

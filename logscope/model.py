@@ -197,11 +197,13 @@ def field_int(e: Event, name: str) -> int | None:
     return int(v) if v is not None and v.lstrip("-").isdigit() else None
 
 
-def _seconds(e: Event) -> float:
+def line_seconds(e: Event, iterations: int = 1) -> float:
+    """Seconds a progress line covers: its time per iteration x the iterations since the last
+    line (a log interval above 1); NaN if it reports none."""
     if "iter_s" in e.fields:
-        return float(e.fields["iter_s"])
+        return float(e.fields["iter_s"]) * iterations
     if "iter_ms" in e.fields:
-        return float(e.fields["iter_ms"]) / 1000
+        return float(e.fields["iter_ms"]) * iterations / 1000
     return math.nan
 
 
@@ -229,18 +231,20 @@ class Progress:
             return e
         return replace(e, time=datetime.fromtimestamp(self.time[-1]))
 
-    def add(self, e: Event) -> None:
+    def add(self, e: Event, iteration: int | None, seconds: float) -> int:
+        """Add an iteration line (its iteration number and the seconds it covers, as the
+        engine parsed them); returns its index."""
         self.seq.append(e.seq)
-        it = field_int(e, "iteration")
-        self.iteration.append(it if it is not None else -1)
+        self.iteration.append(iteration if iteration is not None else -1)
         self.time.append(e.time.timestamp() if e.time is not None else math.nan)
-        self.iter_s.append(_seconds(e))
+        self.iter_s.append(seconds)
         total = field_int(e, "train_iters")
         if total is not None:
             self.train_iters = total
         if self.first is None:
             self.first = e
         self._last = e
+        return len(self.seq) - 1
 
     def __len__(self) -> int:
         return len(self.seq)

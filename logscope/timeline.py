@@ -158,10 +158,10 @@ class Timeline:
         if kind == "anchor" or kind == "start":
             cur.anchor = v if cur.anchor is None else max(cur.anchor, v)
 
-    def add_progress(self, e: Event, idx: int) -> float | None:
-        """An iteration line (index `idx` in Progress); returns the time given to it."""
+    def add_progress(self, e: Event, idx: int, it: int | None) -> float | None:
+        """An iteration line (index `idx` in Progress, iteration `it`); returns the time given
+        to it."""
         inp = input_of(e.seq)
-        it = field_int(e, "iteration")
         cur = self._cur
         pending = self._pending.pop(inp, None)
         reset = cur is not None and it is not None and cur.last_it is not None and it <= cur.last_it
