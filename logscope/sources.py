@@ -196,16 +196,14 @@ def read_blocks(
     """
     block_size = min(block_size, max_line)
     stream: Any = open_source(src, stats) if byte_range is None else _Range(src.path, *byte_range)
-    lineno = 1
-    pending = b""
-    skipping = False  # inside the rest of a line already cut at max_line
+    lines = _Lines(max_line)
     first = byte_range is None or byte_range[0] == 0
     try:
         while True:
             chunk, damage = _read(stream, block_size, bool(stats.compression))
             if damage is not None:
                 msg = f"{stats.compression or 'input'} stream is damaged or truncated ({damage})"
-                where = lineno + chunk.count(b"\n") + pending.count(b"\n")
+                where = lines.lineno + chunk.count(b"\n") + lines.pending.count(b"\n")
                 stats.warnings.append(f"{src.path}:{where}: {msg}; the lines before it were read")
             if first:
                 first = False
@@ -219,52 +217,17 @@ def read_blocks(
                     stream.close()
                 stream = _Ended()
             stats.bytes += len(chunk)
-            truncated: list[int] = []
-            data = pending + chunk
-            pending = b""
-            if skipping:
-                nl = data.find(b"\n")
-                if nl < 0:
-                    continue
-                data = data[nl + 1 :]
-                skipping = False
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                if len(data) > max_line:
-                    truncated.append(lineno)
-                    out = data[:max_line] + b"\n"
-                    skipping = True
-                    note_cut(stats, src.path, truncated, max_line)
-                    yield Block(out, lineno, truncated)
-                    stats.lines = lineno
-                    lineno += 1
-                    continue
-                pending = data
+            block = lines.feed(chunk)
+            if block is None:
                 continue
-            body, pending = data[: cut + 1], data[cut + 1 :]
-            if len(pending) > max_line:
-                # the tail is already an over-long line: emit its head now
-                n_body = body.count(b"\n")
-                truncated.append(lineno + n_body)
-                body = body + pending[:max_line] + b"\n"
-                pending = b""
-                skipping = True
-            # Only the first line can be over-long: it may have begun in `pending`; every
-            # other line lies inside one chunk, and block_size <= max_line.
-            first_nl = body.find(b"\n")
-            if first_nl > max_line:
-                body = body[:max_line] + body[first_nl:]
-                truncated.insert(0, lineno)
-            if truncated:
-                note_cut(stats, src.path, truncated, max_line)
-            block = Block(body, lineno, truncated)
-            n = body.count(b"\n")
-            lineno += n
-            stats.lines = lineno - 1
+            if block.truncated:
+                note_cut(stats, src.path, block.truncated, max_line)
+            stats.lines = lines.lineno - 1
             yield block
-        if pending:
-            yield Block(pending, lineno, [])
-            stats.lines = lineno
+        block = lines.flush()
+        if block is not None:
+            stats.lines = block.first_lineno
+            yield block
     finally:
         if src.path != "-":
             stream.close()
@@ -558,8 +521,8 @@ class _Lines:
     """Inside the rest of a line already cut at max_line."""
 
     def feed(self, chunk: bytes) -> Block | None:
-        # same cuts as read_blocks; callers keep len(chunk) <= max_line, so only the first
-        # line (which may have begun in `pending`) can be over-long
+        # callers keep len(chunk) <= max_line, so only the first line (which may have begun
+        # in `pending`) can be over-long
         data = self.pending + chunk
         self.pending = b""
         if self.skipping:
