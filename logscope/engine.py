@@ -232,7 +232,7 @@ class Engine:
                 self.last_time = derived
         last_progress = self.progress.last_time()
         world = self.world()
-        incidents = build_incidents(self.failures, self.progress, world, self.library)
+        incidents = build_incidents(self._failures(), self.progress, world, self.library)
         exits = [m for m in self.markers if m.kind == "exit"]
         cadence = self.progress.median_interval_s()
         endings: dict[int, tuple[str, Incident | None]] = {}
@@ -268,6 +268,14 @@ class Engine:
                 "advice": advice,
             },
         )
+
+    def _failures(self) -> list[Event]:
+        """The failure events, with the unrecognized error lines when no signature found a
+        serious one: a plain failure nobody wrote a signature for still makes an incident."""
+        if any(e.severity in ("fatal", "error") for e in self.failures):
+            return self.failures
+        extra = self.extractor.unrecognized_events
+        return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
 
     def _per_attempt(
         self,

@@ -64,6 +64,11 @@ _BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
 
 FAILURE_ENTRY = "torchrun.failure_entry"
 """Synthetic signature id of one entry of a ChildFailedError block."""
+UNRECOGNIZED = "unrecognized.error_line"
+"""Synthetic signature id of an error-looking line that no signature knows (issue 11): the
+incident of last resort, so that a log with a plain failure is never called healthy."""
+MAX_UNRECOGNIZED = 100
+"""Unrecognized error lines kept as events (all are counted in the templates)."""
 
 # Exit codes of workers killed by a signal, as torchelastic reports them (negative signal).
 EXIT_SIGNALS: dict[int, tuple[str, str]] = {
@@ -92,6 +97,10 @@ _NOT_AN_ERROR = re.compile(
 _LOOKS_LIKE_ERROR = re.compile(
     r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed)?|killed|panic|segmentation)\b"
 )
+# A line its own logger marks as information, a debug note or a warning does not report a
+# failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).
+_NOT_A_FAILURE_LEVEL = frozenset("IDVW")
+_INFO_MESSAGE = re.compile(r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])")
 
 
 def minimal_literals(literals: list[str]) -> list[str]:
@@ -342,6 +351,9 @@ class Extractor:
 
     library: Library
     unrecognized: Clusters = field(default_factory=Clusters)
+    unrecognized_events: list[Event] = field(default_factory=list)
+    """The first MAX_UNRECOGNIZED unrecognized error lines as events (UNRECOGNIZED), for the
+    engine to use when no signature explains the failure."""
     _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
     prefilter: Prefilter = field(init=False)
 
@@ -358,6 +370,12 @@ class Extractor:
         if hit is None:
             if looks_like_error(line.text):
                 self.unrecognized.add(line)
+                if (
+                    len(self.unrecognized_events) < MAX_UNRECOGNIZED
+                    and line.level not in _NOT_A_FAILURE_LEVEL
+                    and not _INFO_MESSAGE.match(line.text)
+                ):
+                    self.unrecognized_events.append(self._unrecognized(line, seq))
             return out
         sig, fields = hit
         category, severity = sig.category, sig.severity
@@ -367,6 +385,11 @@ class Extractor:
             info = self.library.xid[int(xid)]
             category = info.get("category", category)
             severity = info.get("severity", severity)
+        if sig.classify:
+            rule = self.library.classify(fields.get("exception", ""), fields.get("message", ""))
+            if rule is not None:
+                category = rule.category
+                fields = {**fields, "rule": rule.id}
         time = line.time
         exact = time is not None
         if "time" in fields:
@@ -390,6 +413,24 @@ class Extractor:
         if sig.id == "torchrun.child_failed":
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
         return out
+
+    def _unrecognized(self, line: Line, seq: int) -> Event:
+        rule = self.library.classify("", line.text)
+        fields = {"message": line.text.strip()}
+        if rule is not None:
+            fields["rule"] = rule.id
+        return Event(
+            seq=seq,
+            signature=UNRECOGNIZED,
+            kind="failure",
+            line=line,
+            fields=fields,
+            category=rule.category if rule is not None else "unknown",
+            severity="error",
+            role="cause",
+            time=line.time,
+            time_exact=line.time is not None,
+        )
 
     def _block_line(self, line: Line) -> list[Event] | None:
         """Consume a line of an open ChildFailedError block; None if it is not one."""

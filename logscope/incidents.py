@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from .events import EXIT_SIGNALS, FAILURE_ENTRY
+from .events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED
 from .model import (
     Culprit,
     Event,
@@ -325,6 +325,13 @@ def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[
         if sig is None:
             return title, "", (), ()
         return title, sig.explanation, sig.remedy, sig.references
+    if e.signature == UNRECOGNIZED:
+        return (
+            f"Unrecognized error: {e.fields.get('message', '')[:TITLE_FIELD_MAX]}",
+            _UNRECOGNIZED_EXPLANATION,
+            _UNRECOGNIZED_REMEDIES,
+            (),
+        )
     if sig is None:
         return e.signature, "", (), ()
     title = fill_title(sig.title, e.fields)
@@ -333,6 +340,16 @@ def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[
         title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
     return title, sig.explanation, sig.remedy, sig.references
 
+
+_UNRECOGNIZED_EXPLANATION = (
+    "No signature knows this line, but it reads as an error and nothing else in the log "
+    "explains how the job failed: it is the earliest such line. Its category comes from the "
+    "library's classification rules where one fits its words (`unknown` where none does)."
+)
+_UNRECOGNIZED_REMEDIES = (
+    "Read the lines around it (`logscope analyze --format markdown` shows them)",
+    "Teach logscope the message: add a signature with `samples` in a `--patterns DIR`",
+)
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _UNFILLED = re.compile(r"\s*[:,-]?\s*\{\w+\}")

@@ -56,11 +56,26 @@ _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
     r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - )?"
 )
-_DMESG = re.compile(r"\[ *\d+\.\d+\] ")
+_DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
 _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
     r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
 )
+# Decorations a line picks up on its way to the reader (issue 11): a Markdown or e-mail quote
+# `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry
+# nothing, and are stripped once, before the first routing prefix.
+_QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")
+_INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,\d+)\]<?[:\w])")
+# Ray prefixes every line of a worker with `(ActorName pid=N[, ip=A.B.C.D])` and the raylet's
+# lines with `(raylet[, ip=...])` (ray/_private/log_monitor.py): the ip names the node.
+_RAY = re.compile(
+    # a copy without the escape bytes keeps the colour codes as text: `[2m[36m(...)[0m`
+    r"(?:\[[0-9;]*m)*\((?:[\w.:-]+ pid=\d+|raylet|gcs_server|autoscaler|monitor)(?:, ip=(?P<ip>[\w.:-]+))?\)(?:\[[0-9;]*m)* ?"
+)
+# Ray's C++ logger (ray/util/logging.cc): `[2025-04-02 15:02:00,117 E 135782 135782] `
+_RAY_CPP = re.compile(r"\[" + _ASCTIME + r" (?P<lvl>[DIWEF]) \d+ \d+\] ")
+# Hadoop YARN's log collector: `<ISO time> /container_e559_1557431881457_79419_05_000002: `
+_CONTAINER = re.compile(r"/?container_\w+: ")
 _MONTHS = {
     m: i
     for i, m in enumerate(
@@ -146,6 +161,9 @@ def parse_ctime(text: str) -> datetime | None:
 def _strip(text: str, p: _Prefix, year: int | None) -> str:
     """Strip every prefix from the left of text, filling p."""
     first = True
+    m = _QUOTE.match(text) or _INDENT.match(text)
+    if m:
+        text = text[m.end() :]
     for _ in range(_MAX_PREFIXES):
         m = _OMPI.match(text)
         if m:
@@ -231,6 +249,21 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
         if m:
             p.host = p.host or m["host"]
             p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _RAY.match(text)
+        if m:
+            p.host = p.host or m["ip"]
+            text = text[m.end() :]
+            continue
+        m = _RAY_CPP.match(text)
+        if m:
+            p.level = m["lvl"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _CONTAINER.match(text)
+        if m:
             text = text[m.end() :]
             continue
         m = _DMESG.match(text) or _PYLOG_PLAIN.match(text)

@@ -67,6 +67,7 @@ CATEGORIES = (
     "cancelled",
     "preemption",
     "node_failure",
+    "unknown",
 )
 SEVERITIES = ("fatal", "error", "warning", "info")
 ROLES = ("cause", "symptom", "summary", "end")

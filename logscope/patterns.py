@@ -25,8 +25,10 @@ _KNOWN = frozenset(
         "remedy",
         "references",
         "counter_samples",
+        "classify",
     }
 )
+_RULE_KNOWN = frozenset({"id", "category", "exception", "message", "note", "samples"})
 _ID = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)+")
 
 # Words that make a line look like an error even when no signature knows it: such lines are
@@ -67,6 +69,9 @@ class Signature:
     references: tuple[str, ...] = ()
     source: str = ""
     """The file it was loaded from."""
+    classify: bool = False
+    """A catch-all (an exception line, an unrecognized error line): the library's classification
+    rules decide its category from its `exception` and `message` fields."""
 
     def match(self, message: str) -> dict[str, str] | None:
         m = self.regex.search(message)
@@ -141,10 +146,33 @@ class _TriggerIndex:
 
 
 @dataclass(frozen=True, slots=True)
+class Rule:
+    """A classification rule: an exception type and/or message that says which category a
+    generic error line belongs to (`OSError` → io_error, `NCCL` in the message → comm_error)."""
+
+    id: str
+    category: str
+    exception: regex.Pattern[str] | None
+    """Searched in the exception's dotted name; None: any."""
+    message: regex.Pattern[str] | None
+    """Searched in the message; None: any."""
+    samples: tuple[str, ...]
+    """Full lines that a classifying signature matches and this rule must decide."""
+    source: str = ""
+
+    def applies(self, exception: str, message: str) -> bool:
+        if self.exception is not None and not self.exception.search(exception):
+            return False
+        return self.message is None or bool(self.message.search(message))
+
+
+@dataclass(frozen=True, slots=True)
 class Library:
     signatures: tuple[Signature, ...]
     xid: dict[int, dict[str, str]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    """Classification rules, first match wins."""
     _index: _TriggerIndex = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -165,6 +193,13 @@ class Library:
         for t in GENERIC_TRIGGERS:
             out[t] = None
         return tuple(out)
+
+    def classify(self, exception: str, message: str) -> Rule | None:
+        """The first rule that fits an error line's exception type and message."""
+        for rule in self.rules:
+            if rule.applies(exception, message):
+                return rule
+        return None
 
     def match(self, raw: str, message: str) -> tuple[Signature, dict[str, str]] | None:
         """The best signature for a line: triggers checked on the raw line, regex on the message."""
@@ -234,6 +269,9 @@ def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
     priority = entry.get("priority", 0)
     if not isinstance(priority, int):
         raise PatternError(path, "priority: must be an integer", where)
+    classify = entry.get("classify", False)
+    if not isinstance(classify, bool):
+        raise PatternError(path, "classify: must be true or false", where)
     return Signature(
         id=sig_id,
         kind=kind,
@@ -250,10 +288,46 @@ def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
         remedy=_as_list(entry.get("remedy"), path, where, "remedy"),
         references=_as_list(entry.get("references"), path, where, "references"),
         source=path,
+        classify=classify,
     )
 
 
-def _load_file(path: Path) -> tuple[list[Signature], dict[int, dict[str, str]]]:
+def _optional_regex(entry: dict[str, Any], name: str, path: str, where: str) -> Any:
+    value = entry.get(name)
+    if value is None:
+        return None
+    try:
+        return regex.compile(value)
+    except (regex.error, TypeError) as err:
+        raise PatternError(path, f"{name}: does not compile: {err}", where) from None
+
+
+def _rule(entry: dict[str, Any], path: str, index: int) -> Rule:
+    rule_id = entry.get("id")
+    where = rule_id if isinstance(rule_id, str) else f"classify[{index}]"
+    for name in ("id", "category", "samples"):
+        if name not in entry:
+            raise PatternError(path, f"missing field {name!r}", where)
+    if not isinstance(rule_id, str) or not _ID.fullmatch(rule_id):
+        raise PatternError(path, "id: must look like topic.name (lower case)", where)
+    unknown = sorted(set(entry) - _RULE_KNOWN)
+    if unknown:
+        raise PatternError(path, f"unknown field {unknown[0]!r}", where)
+    if entry["category"] not in CATEGORIES:
+        raise PatternError(
+            path, f"category: {entry['category']!r} is not one of {', '.join(CATEGORIES)}", where
+        )
+    exception = _optional_regex(entry, "exception", path, where)
+    message = _optional_regex(entry, "message", path, where)
+    if exception is None and message is None:
+        raise PatternError(path, "needs an 'exception' or a 'message' regex", where)
+    samples = _as_list(entry["samples"], path, where, "samples")
+    if not samples:
+        raise PatternError(path, "samples: needs at least one sample line", where)
+    return Rule(rule_id, str(entry["category"]), exception, message, samples, path)
+
+
+def _load_file(path: Path) -> tuple[list[Signature], dict[int, dict[str, str]], list[Rule]]:
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
@@ -274,15 +348,21 @@ def _load_file(path: Path) -> tuple[list[Signature], dict[int, dict[str, str]]]:
         if not str(code).isdigit() or not isinstance(info, dict):
             raise PatternError(str(path), f"xid.{code}: must be [xid.<number>] with a title")
         xid[int(code)] = {k: str(v) for k, v in info.items()}
-    return sigs, xid
+    rule_entries = doc.get("classify", [])
+    if not isinstance(rule_entries, list):
+        raise PatternError(str(path), "[[classify]] must be an array of tables")
+    rules = [_rule(e, str(path), i) for i, e in enumerate(rule_entries)]
+    return sigs, xid, rules
 
 
 def load_library(dirs: Iterable[Path | str]) -> Library:
     """Load every `*.toml` of each directory in order; a later signature with the same id wins."""
     by_id: dict[str, Signature] = {}
     xid: dict[int, dict[str, str]] = {}
+    rules: dict[str, Rule] = {}
+    rule_dir: dict[str, int] = {}
     sources: list[str] = []
-    for d in dirs:
+    for n, d in enumerate(dirs):
         d = Path(d)
         if d.is_file() and d.suffix == ".toml":
             files = [d]
@@ -293,13 +373,19 @@ def load_library(dirs: Iterable[Path | str]) -> Library:
         else:
             raise PatternError(str(d), "no such pattern directory")
         for f in files:
-            sigs, codes = _load_file(f)
+            sigs, codes, file_rules = _load_file(f)
             sources.append(str(f))
+            for r in file_rules:
+                rules.pop(r.id, None)
+                rule_dir[r.id] = n
+                rules[r.id] = r
             for s in sigs:
                 by_id.pop(s.id, None)  # an override moves to the end: user libraries come last
                 by_id[s.id] = s
             xid.update(codes)
-    return Library(tuple(by_id.values()), xid, tuple(sources))
+    # a later directory's rules (the user's) are tried first, so they can refine a built-in one
+    ordered = sorted(rules.values(), key=lambda r: -rule_dir[r.id])
+    return Library(tuple(by_id.values()), xid, tuple(sources), tuple(ordered))
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,4 +437,30 @@ def check_samples(library: Library, only: Sequence[str] | None = None) -> list[S
         for i, sample in enumerate(sig.counter_samples):
             if any(t in sample for t in sig.trigger) and matches(sig, sample):
                 problems.append(SampleProblem(sig.source, sig.id, f"counter_samples[{i}]: matches"))
+    for rule in library.rules:
+        if only is not None and rule.source not in only:
+            continue
+        for i, sample in enumerate(rule.samples):
+            decided = [
+                library.classify(*fields)
+                for line in parse_line(sample)
+                if (fields := classified(library, sample, line.text)) is not None
+            ]
+            if not any(d is rule for d in decided):
+                got = ", ".join(sorted({d.id for d in decided if d is not None})) or "no rule"
+                problems.append(
+                    SampleProblem(rule.source, rule.id, f"samples[{i}]: classified by {got}")
+                )
     return problems
+
+
+def classified(library: Library, raw: str, message: str) -> tuple[str, str] | None:
+    """The (exception, message) a classification rule sees for a line: the fields of a
+    classifying signature's match, the whole message of an unrecognized line, None for a line
+    that a signature of its own decides."""
+    hit = library.match(raw, message)
+    if hit is None:
+        return "", message
+    if hit[0].classify:
+        return hit[1].get("exception", ""), hit[1].get("message", "")
+    return None
