@@ -240,7 +240,13 @@ class Engine:
             incidents, endings, ending = self._per_attempt(attempts, incidents, exits, cadence)
         else:
             ending = decide_outcome(
-                incidents, self.progress, exits, last_progress, self.last_time, cadence
+                incidents,
+                self.progress,
+                exits,
+                last_progress,
+                self.last_time,
+                cadence,
+                started=any(m.kind == "launch" for m in self.markers),
             )
         job = make_job(
             ending,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -35,6 +36,9 @@ _END_OUTCOME = {
 _SPLIT_AFTER_PROGRESS = 3
 # A burst: the lines of one failure of one rank (terminate + what() + frames, a traceback).
 _BURST_LINES = 40
+_LEAD_LINES = 5
+"""A warning this many lines or fewer before an error of the same stream may be its cause (NCCL
+prints `NCCL WARN <what failed>`, then the error code unwinding its stack)."""
 HANG_FLOOR_S = 30.0
 """Silence before a time limit or cancel shorter than this is not called a hang."""
 HANG_CADENCE_FACTOR = 5.0
@@ -91,6 +95,24 @@ def _order(e: Event) -> int:
     return e.seq
 
 
+def _just_before(w: Event, e: Event) -> bool:
+    """`w` is a warning of `e`'s stream at most _LEAD_LINES lines before it."""
+    return (
+        w.line.path == e.line.path
+        and 0 <= e.line.lineno - w.line.lineno <= _LEAD_LINES
+        and who_of(w.line) == who_of(e.line)
+    )
+
+
+def who_of(line: Line) -> Who:
+    return (line.task, line.host, line.local_rank, line.rank)
+
+
+# `[PG ID 0 PG GUID 0(default_pg) Rank 7]`, `[PG 0 (default_pg) Rank 12]`, `[Rank 7]` at the start
+# of a ProcessGroupNCCL message: the rank within the process group that reports (FORMATS §2).
+_PG_RANK = re.compile(r"^\s*\[(?:PG (?:ID )?(?P<pg>\d+)\b[^\]]*?)?Rank (?P<rank>\d+)\]")
+
+
 def _strength(e: Event) -> tuple[int, int]:
     return (_ROLE_RANK.get(e.role or "", 0), _SEVERITY_RANK.get(e.severity or "", 0))
 
@@ -127,7 +149,11 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             return _pick(before, world, library)
         return _Pick(ends[0], None, ends[0].category or "cancelled")
     serious = [e for e in events if e.severity in _SERIOUS]
-    causes = [e for e in serious if e.role == "cause"]
+    causes = [
+        e
+        for e in serious
+        if e.role == "cause" and not _after_own_symptom(e, serious, world, library)
+    ]
     if causes:
         root = _refine(causes[0], causes, world)
         rank = world.rank_of(root.line)
@@ -145,6 +171,10 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             ),
         )
         culprit = _locate(culprit, events)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = _attribute(culprit, root, events, world)
+        if culprit.rank is None:
+            culprit = _pg_culprit(culprit, root)
         category = root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
@@ -179,7 +209,13 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     if symptoms:
         timeouts = [e for e in symptoms if e.category == "collective_timeout"] or symptoms
         root = timeouts[0]
-        return _Pick(root, _silent_culprit(events, world), root.category or "comm_error")
+        lead = next((w for w in events if w.severity == "warning" and _just_before(w, root)), None)
+        if lead is not None:
+            root = lead  # `NCCL WARN <what failed>` before the error code it returned
+        # what the ranks say beats the launcher's first failure: torchrun's Root Cause names the
+        # first rank its watchdog took down, a victim when another rank hung
+        culprit = _silent_culprit(events, world) or _reported_culprit(events)
+        return _Pick(root, culprit, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
     return _Pick(root, None, root.category or "launcher_error")
@@ -205,6 +241,99 @@ def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
         and _order(e) < _order(death)
         and world.rank_of(e.line) == rank
         for e in events
+    )
+
+
+def _after_own_symptom(
+    cause: Event, serious: Sequence[Event], world: World, library: Library
+) -> bool:
+    """A catch-all error (an exception line, an unrecognized line) of a rank that already
+    reported a failed or timed-out collective: the consequence of that failure (the watchdog's
+    abort, `DDP expects same model` after an aborted allgather), not a new cause."""
+    sig = library.by_id(cause.signature)
+    if cause.signature != UNRECOGNIZED and (sig is None or not sig.classify):
+        return False
+    rank = world.rank_of(cause.line)
+    if rank is None:
+        return False
+    return any(
+        e.role == "symptom"
+        and e.category in ("collective_timeout", "comm_error")
+        and _order(e) < _order(cause)
+        and world.rank_of(e.line) == rank
+        for e in serious
+    )
+
+
+def _attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """A cause printed without any rank prefix: when the launcher reports exactly one failed
+    worker, the error is that worker's (a bare `terminate called ...` then torchrun's `failed
+    (exitcode: -6) local_rank: 0`)."""
+    named = {
+        (field_int(e, "rank"), field_int(e, "local_rank"))
+        for e in events
+        if e.role == "summary"
+        and _order(e) > _order(root)
+        and e.fields.get("signal_name") != "SIGTERM"
+        and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
+    }
+    if len(named) != 1:
+        return culprit
+    rank, local = named.pop()
+    if rank is None and local is not None and world.nodes <= 1 and not world.multi_node_tee:
+        rank = local
+    return replace(
+        culprit,
+        rank=rank,
+        local_rank=local,
+        confidence=0.7,
+        reason=f"{culprit.reason}; the error carries no rank, and the launcher reports one "
+        f"failed worker only ({'rank ' + str(rank) if rank is not None else f'local rank {local}'})",
+    )
+
+
+def _pg_culprit(culprit: Culprit, root: Event) -> Culprit:
+    """A ProcessGroupNCCL message names the rank within its process group; in the default group
+    that is the global rank (said outright by `[PG ID 0 ... default_pg ...]`, assumed, with less
+    confidence, by the old `[Rank N]` that names no group)."""
+    m = _PG_RANK.match(root.line.text)
+    if m is None:
+        return culprit
+    pg = m["pg"]
+    if pg is not None and pg != "0" and "default_pg" not in m.group(0):
+        return culprit
+    named = pg is not None
+    return replace(
+        culprit,
+        rank=int(m["rank"]),
+        confidence=0.7 if named else 0.5,
+        reason=f"{culprit.reason}; no prefix names the rank, and the message names rank "
+        f"{m['rank']} of "
+        + ("the default process group" if named else "its process group (taken as the default)"),
+    )
+
+
+def _reported_culprit(events: Sequence[Event]) -> Culprit | None:
+    """The one rank a launcher names as the first to fail (mpirun's `Process name: [[j,s],R]`,
+    torchrun's Root Cause entry), when the ranks' own lines are only symptoms."""
+    named = {
+        r
+        for e in events
+        if e.role == "summary"
+        and e.fields.get("signal_name") != "SIGTERM"
+        and (e.signature != FAILURE_ENTRY or e.fields.get("root") == "1")
+        if (r := field_int(e, "rank")) is not None
+    }
+    if len(named) != 1:
+        return None
+    r = named.pop()
+    return Culprit(
+        rank=r,
+        local_rank=None,
+        host=None,
+        confidence=0.7,
+        reason=f"the ranks' own lines are symptoms; the launcher reports rank {r} as the first "
+        "process that failed",
     )
 
 
@@ -271,7 +400,12 @@ def _silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
         for e in events
         if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
         if (r := world.rank_of(e.line)) is not None
+        or (e.role == "symptom" and (r := field_int(e, "rank")) is not None)
     }
+    # a waiting rank may name the world it waits for (`world_size=8, worker_count=7`)
+    declared = max((n for e in events if (n := field_int(e, "world_size")) is not None), default=0)
+    if declared > (world.size or 0):
+        world = replace(world, size=declared)
     # ranks the launcher only reports as SIGTERMed said nothing themselves
     behind: dict[int, int] = {}
     for e in events:
@@ -373,12 +507,18 @@ def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[
     and a new one once training made progress again."""
     groups: list[list[Event]] = []
     current: list[Event] = []
+    recent: deque[Event] = deque(maxlen=_LEAD_LINES)
     for e in sorted(failures, key=_order):
         if current and progress.count_between(current[-1].seq, e.seq) >= _SPLIT_AFTER_PROGRESS:
             groups.append(current)
             current = []
-        if current or e.severity in _SERIOUS or e.role == "end":
+        if current:
             current.append(e)
+        elif e.severity in _SERIOUS or e.role == "end":
+            # the warnings right before a group's first error may say what failed
+            current = [w for w in recent if _just_before(w, e)] + [e]
+        else:
+            recent.append(e)
     if current:
         groups.append(current)
     return groups
@@ -457,6 +597,7 @@ def decide_outcome(
     last_progress: datetime | None,
     end_time: datetime | None,
     cadence: float | None,
+    started: bool = False,
 ) -> Ending:
     """How the job ended, from the last incident, the end banners and the progress cadence
     (`Progress.median_interval_s`, which the caller has)."""
@@ -468,6 +609,11 @@ def decide_outcome(
 
     if final is not None:
         end = final.root_cause
+        if final.category == "hang" and not any(
+            e.role in ("summary", "end") or e.category != "hang" for e in final.cascade
+        ):
+            # the log ends while ranks say they wait (for a rank at init, a barrier)
+            return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
         if end.role != "end":
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         end_at = end.time or end_time
@@ -491,6 +637,10 @@ def decide_outcome(
         return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
     if len(progress):
         return Ending(Outcome.truncated, "the log ends while training was still progressing")
+    if started or end_time is not None:
+        # the job ran (a launch banner, stamped lines) and nothing says it ended: the log stops
+        # while it runs (a window of a longer log, or a job still going)
+        return Ending(Outcome.truncated, "the log ends with no sign that the job ended")
     return Ending(Outcome.unknown, "no progress markers and no failure found")
 
 
