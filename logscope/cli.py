@@ -250,7 +250,8 @@ def patterns_list(patterns: PatternDirs = None) -> None:
 def patterns_test(
     dirs: Annotated[list[Path] | None, typer.Argument(help="Directories to check.")] = None,
 ) -> None:
-    """Check that every sample matches its signature and no counter-sample does.
+    """Check that every sample matches its signature and no counter-sample does, and that
+    every classification rule decides its own samples.
 
     User libraries are checked together with the built-in one, so a sample that a built-in
     signature wins over is reported. Exit status 1 when a check fails.
@@ -268,7 +269,11 @@ def patterns_test(
     for p in problems:
         typer.echo(str(p))
     checked = [s for s in library.signatures if only is None or s.source in only]
-    typer.echo(f"{len(checked)} signatures checked, {len(problems)} problems")
+    rules = [r for r in library.rules if only is None or r.source in only]
+    typer.echo(
+        f"{len(checked)} signatures and {len(rules)} classification rules checked, "
+        f"{len(problems)} problems"
+    )
     raise typer.Exit(1 if problems else 0)
 
 

@@ -69,6 +69,7 @@ from .sources import (
     split_ranges,
 )
 from .timeline import Attempt, Timeline
+from .wrap import WRAP_SAMPLE, wrap_width
 
 MAX_EVENTS_PER_SIGNATURE = 5_000
 """Events kept per signature (all are counted): 384 ranks repeating one warning stay bounded."""
@@ -100,6 +101,8 @@ class Engine:
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
     """Bytes at each input's start scanned for rank prefixes (lines.window_per_input)."""
+    wrap: dict[str, int | None] = field(default_factory=dict)
+    """Per input, the width its lines were hard-wrapped at, or None (wrap.wrap_width)."""
     line_marks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     """Per uncompressed input read in ranges: (line number, byte offset) of each range's start,
     so the lines around a root cause are read without reading the file from its start."""
@@ -123,6 +126,9 @@ class Engine:
 
     def feed_block(self, block: Block, path: str, year: int | None) -> list[Event]:
         out: list[Event] = []
+        if path not in self.wrap:
+            # learned from an input's first block (read_blocks gives whole lines)
+            self.wrap[path] = wrap_width(block.data[:WRAP_SAMPLE])
         for line, hit in matched_lines(
             self.library,
             self.extractor.prefilter,
@@ -131,6 +137,7 @@ class Engine:
             path,
             year,
             block.truncated,
+            self.wrap[path],
         ):
             out.extend(self.feed_line(line, hit))
         return out
@@ -246,7 +253,8 @@ class Engine:
                 last_progress,
                 self.last_time,
                 cadence,
-                started=any(m.kind == "launch" for m in self.markers),
+                # ranks printed (their prefixes were found) or a launcher said it started them
+                started=bool(self.streams) or any(m.kind == "launch" for m in self.markers),
             )
         job = make_job(
             ending,
@@ -415,16 +423,19 @@ def _range_tasks(
         if size < min_bytes or compression_of(src.path) is not None:
             return None
         with Path(src.path).open("rb") as f:
-            head = f.read(65536)
-        if looks_binary(head):
+            head = f.read(WRAP_SAMPLE)
+        if looks_binary(head[:65536]):
             return None
         ranges = split_ranges(src.path, size, chunk_bytes)
     except OSError:
         return None
     pattern = engine.extractor.prefilter.pattern
-    year = _year_hint(src, head)
+    year = _year_hint(src, head[:65536])
+    wrap = engine.wrap[src.path] = wrap_width(head[: head.rfind(b"\n") + 1])
     return [
-        RangeTask(src.path, a, b, pattern, engine.library, year, discovery=engine.discovery)
+        RangeTask(
+            src.path, a, b, pattern, engine.library, year, discovery=engine.discovery, wrap=wrap
+        )
         for a, b in ranges
     ]
 

@@ -35,6 +35,7 @@ from .sources import (
     read_blocks,
     read_windows,
 )
+from .wrap import rejoin
 
 # torchrun's ChildFailedError block (FORMATS.md §3.1): the field lines are parsed here, as a
 # block, because a `rank : 3` line means nothing without the `exitcode` line below it.
@@ -57,6 +58,11 @@ BLOCK_TRIGGERS = (
     r"====================",
 )
 _BLOCK_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
+# Where a block read from the middle starts: its section headers, or an entry's first field as
+# torchrun aligns it (`  time      : ...`).
+_BLOCK_START = re.compile(
+    r"^(?:Root Cause \(first observed failure\):|Failures:|\s+(?:time|host|rank|exitcode) {2,}: )"
+)
 _BLOCK_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
 _BLOCK_RANK = re.compile(r"(-?\d+)(?: \(local_rank: (\d+)\))?")
 _BLOCK_EXIT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?(?:\s+\((SIG\w+)\))?")
@@ -100,7 +106,9 @@ _LOOKS_LIKE_ERROR = re.compile(
 # A line its own logger marks as information, a debug note or a warning does not report a
 # failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).
 _NOT_A_FAILURE_LEVEL = frozenset("IDVW")
-_INFO_MESSAGE = re.compile(r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])")
+_INFO_MESSAGE = re.compile(
+    r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])"
+)
 
 
 def minimal_literals(literals: list[str]) -> list[str]:
@@ -139,9 +147,12 @@ class Prefilter:
         alternation = "|".join(escape_literal(t) for t in sorted(set(literals)))
         return cls("(?:" + alternation + ")[^\n]*")
 
-    def lines(self, block: bytes, first_lineno: int) -> Iterator[tuple[int, bytes]]:
-        """(line number, raw bytes) of each candidate line of a block."""
-        spans = list(self.candidates(block))
+    def lines(
+        self, block: bytes, first_lineno: int, width: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """(line number, raw bytes) of each candidate line of a block; with a wrap width, of
+        each candidate record, its physical lines joined by newlines (wrap.rejoin)."""
+        spans = rejoin(block, list(self.candidates(block)), width)
         if not spans:
             return
         numbers = line_numbers(newlines_of(block), first_lineno, [s for s, _ in spans])
@@ -186,19 +197,43 @@ def matched_lines(
     path: str,
     year: int | None,
     truncated: Collection[int] = (),
+    width: int | None = None,
 ) -> Iterator[tuple[Line, Hit | None]]:
     """Decode the candidate lines of a block and match each against the library."""
-    for lineno, raw in prefilter.lines(block, first_lineno):
+    for lineno, raw in prefilter.lines(block, first_lineno, width):
         yield from _matched(library, raw, path, lineno, year, lineno in truncated)
 
 
 def _matched(
     library: Library, raw: bytes, path: str, lineno: int, year: int | None, truncated: bool
 ) -> Iterator[tuple[Line, Hit | None]]:
+    if b"\n" in raw:
+        yield from _matched_record(library, raw.split(b"\n"), path, lineno, year)
+        return
     for line in parse_line(decode(raw), path, lineno, year):
         if truncated:
             line = replace(line, truncated=True)
         yield line, library.match(line.raw, line.text)
+
+
+def _matched_record(
+    library: Library, pieces: list[bytes], path: str, lineno: int, year: int | None
+) -> Iterator[tuple[Line, Hit | None]]:
+    """A hard-wrapped record: matched as one line, reported at the physical line that holds
+    the words its signature was found by (a trigger), so that it reads as in the file."""
+    texts = [decode(p).rstrip("\r") for p in pieces]
+    whole = "".join(texts)
+    for line in parse_line(whole, path, lineno, year):
+        hit = library.match(line.raw, line.text)
+        at = 0
+        if hit is not None:
+            where = [i for t in hit[0].trigger if (i := whole.find(t)) >= 0]
+            if where:
+                offset, at = min(where), 0
+                while at + 1 < len(texts) and offset >= len(texts[at]):
+                    offset -= len(texts[at])
+                    at += 1
+        yield replace(line, lineno=lineno + at, raw=texts[at]), hit
 
 
 _line_state = operator.attrgetter(*(f.name for f in dataclass_fields(Line)[1:]))
@@ -221,6 +256,8 @@ class RangeTask:
     max_line: int = MAX_LINE
     discovery: int = DISCOVERY_BYTES
     """Bytes at the input's start whose lines' routing prefixes are collected."""
+    wrap: int | None = None
+    """The width the input's lines were hard-wrapped at (wrap.wrap_width), if they were."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +314,7 @@ def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, 
     prefilter = Prefilter(task.pattern)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
         tally.prefixes |= routing_prefixes(w.data, w.offset, w.size, task.discovery)
-        spans = list(prefilter.candidates(w.data, w.size))
+        spans = rejoin(w.data, list(prefilter.candidates(w.data, w.size)), task.wrap, w.size)
         numbers = w.lineno_at([start for start, _ in spans])
         for (start, end), lineno in zip(spans, numbers, strict=True):
             yield lineno, bytes(w.data[start:end]), False
@@ -293,7 +330,7 @@ def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, b
     ):
         tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
         offset += len(block.data)
-        for lineno, raw in prefilter.lines(block.data, block.first_lineno):
+        for lineno, raw in prefilter.lines(block.data, block.first_lineno, task.wrap):
             yield lineno, raw, lineno in block.truncated
         tally.cut.extend(block.truncated)
         tally.lines = block.first_lineno - 1 + block.nlines
@@ -367,6 +404,10 @@ class Extractor:
         block_events = self._block_line(line)
         if block_events is not None:
             return block_events
+        if hit is None and _BLOCK_START.match(line.text):
+            # an excerpt of the block without its ChildFailedError header (issue 11)
+            self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno - 1)
+            return self._block_line(line) or []
         if hit is None:
             if looks_like_error(line.text):
                 self.unrecognized.add(line)

@@ -160,7 +160,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         culprit = Culprit(
             rank=rank,
             local_rank=root.line.local_rank,
-            host=root.line.host,
+            host=root.line.host or root.fields.get("host"),
             task=root.line.task,
             confidence=0.9 if rank is not None else 0.6,
             reason=f"first error that is not a symptom of another rank's failure: {root.signature}"
@@ -214,8 +214,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
         # what the ranks say beats the launcher's first failure: torchrun's Root Cause names the
         # first rank its watchdog took down, a victim when another rank hung
-        culprit = _silent_culprit(events, world) or _reported_culprit(events)
-        return _Pick(root, culprit, root.category or "comm_error")
+        named = _silent_culprit(events, world) or _reported_culprit(events)
+        return _Pick(root, named, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
     return _Pick(root, None, root.category or "launcher_error")
@@ -282,13 +282,14 @@ def _attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: Wo
     rank, local = named.pop()
     if rank is None and local is not None and world.nodes <= 1 and not world.multi_node_tee:
         rank = local
+    which = f"rank {rank}" if rank is not None else f"local rank {local}"
     return replace(
         culprit,
         rank=rank,
         local_rank=local,
         confidence=0.7,
         reason=f"{culprit.reason}; the error carries no rank, and the launcher reports one "
-        f"failed worker only ({'rank ' + str(rank) if rank is not None else f'local rank {local}'})",
+        f"failed worker only ({which})",
     )
 
 

@@ -70,7 +70,8 @@ _INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,\d+)\]<?[:\w])")
 # lines with `(raylet[, ip=...])` (ray/_private/log_monitor.py): the ip names the node.
 _RAY = re.compile(
     # a copy without the escape bytes keeps the colour codes as text: `[2m[36m(...)[0m`
-    r"(?:\[[0-9;]*m)*\((?:[\w.:-]+ pid=\d+|raylet|gcs_server|autoscaler|monitor)(?:, ip=(?P<ip>[\w.:-]+))?\)(?:\[[0-9;]*m)* ?"
+    r"(?:\[[0-9;]*m)*\((?:[\w.:-]+ pid=\d+|raylet|gcs_server|autoscaler|monitor)"
+    r"(?:, ip=(?P<ip>[\w.:-]+))?\)(?:\[[0-9;]*m)* ?"
 )
 # Ray's C++ logger (ray/util/logging.cc): `[2025-04-02 15:02:00,117 E 135782 135782] `
 _RAY_CPP = re.compile(r"\[" + _ASCTIME + r" (?P<lvl>[DIWEF]) \d+ \d+\] ")

@@ -13,6 +13,7 @@ ORDER = [
     "model",
     "sources",
     "lines",
+    "wrap",
     "clusters",
     "patterns",
     "events",

@@ -219,6 +219,48 @@ ROWS = [
     # a digit in a module name makes a dotted exception name look like a pdsh host
     row("urllib3.exceptions.ProtocolError: ('Connection aborted.', RemoteDisconnected('x'))", SAME),
     row("boto3.exceptions.S3UploadFailedError: Failed to upload /ckpt/iter_100.pt", SAME),
+    # issue 11: decorations a line picks up before it reaches logscope. A quote in a post or
+    # e-mail, a box or table gutter, an indent before a routing prefix
+    row("> [rank3]: ValueError: x", "ValueError: x", rank=3),
+    row("> > [default1]:boom", "boom", local_rank=1, role="default"),
+    row("| [1,5]<stderr>:boom", "boom", rank=5),
+    row(
+        "    [rank2]:[E301 09:00:00.1 ProcessGroupNCCL.cpp:1] boom",
+        "boom",
+        rank=2,
+        level="E",
+        time=ANY,
+    ),
+    # an indent before text that is no routing prefix stays (a traceback frame)
+    row('  File "train.py", line 3, in main', SAME),
+    # Ray worker and raylet prefixes (ray/_private/log_monitor.py); the ip names the node
+    row(
+        "(TorchTrainer pid=287, ip=10.0.0.218) Started distributed worker processes:",
+        "Started distributed worker processes:",
+        host="10.0.0.218",
+    ),
+    row("(RayTrainWorker pid=43515) [rank1]: KeyError: 'x'", "KeyError: 'x'", rank=1),
+    # a copy that lost the escape bytes keeps the colour codes as text
+    row("[2m[36m(RayTrainWorker pid=7, ip=10.2.0.3)[0m hello", "hello", host="10.2.0.3"),
+    # Ray's C++ logger header after the raylet prefix
+    row(
+        "(raylet, ip=172.31.70.203) [2022-04-24 20:11:54,239 E 133 133] (raylet) "
+        "worker_pool.cc:502: Some workers of the worker process(2377) have not registered within"
+        " the timeout.",
+        "worker_pool.cc:502: Some workers of the worker process(2377) have not registered within"
+        " the timeout.",
+        host="172.31.70.203",
+        level="E",
+        time=datetime(2022, 4, 24, 20, 11, 54, 239000),
+    ),
+    # YARN's log collector: ISO time, then the container
+    row(
+        "2021-02-03T04:05:06.000Z /container_e12_1612345678901_0001_01_000003: OSError: x",
+        "OSError: x",
+        time=datetime(2021, 2, 3, 4, 5, 6),
+    ),
+    # dmesg -H relative stamps
+    row("[  +0.000004] pcieport 0000:00:03.0: AER: x", "pcieport 0000:00:03.0: AER: x"),
 ]
 
 

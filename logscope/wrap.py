@@ -1,0 +1,100 @@
+"""Hard-wrapped logs: learn an input's wrap width, and rejoin a candidate line with its pieces.
+
+A terminal, a runner or a copy from a web page cuts every long line at a fixed width: a message,
+even a word, goes on in the next physical line, which carries no prefix of its own (issue 11).
+Such a file is recognizable from its line lengths: no line is longer than the width, many lines
+are exactly that long, and the line after one of those does not start a record. Only candidate
+lines and their neighbours pay for the rejoin; other inputs have no width and pay nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .lines import decode, parse_line
+
+WRAP_SAMPLE = 1 << 20
+"""Bytes at an input's start from which its wrap width is learned."""
+MAX_PIECES = 8
+"""Physical lines one logical line is rejoined from, at most."""
+_MIN_WIDTH = 60  # terminals are 80 wide and up; shorter equal lengths are a coincidence
+_MIN_CUT = 2
+
+
+def _shape(line: bytes) -> bytes:
+    """A line without its numbers and padding: the same for every line of one template."""
+    return line.translate(None, b"0123456789 .+-")
+
+
+# Lines that start a record although no prefix says so: a traceback's lines, a Python exception,
+# a `Key: value` or `LOCAL_RANK: 0 - ...` report
+_RECORD_START = re.compile(
+    r"^(?:Traceback \(most recent call last\)|\s+File \"|During handling of|The above exception"
+    r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b|[A-Z]\w*(?: \w+)?: )"
+)
+
+
+def starts_record(raw: bytes | bytearray) -> bool:
+    """A physical line that begins a record of its own: a routing prefix, a logger header or a
+    timestamp is stripped from it, or it has the shape of a traceback line."""
+    text = decode(bytes(raw)).rstrip("\r")
+    if not text.strip():
+        return True
+    line = parse_line(text)[0]
+    return line.text != text or bool(_RECORD_START.match(text))
+
+
+def wrap_width(data: bytes | bytearray) -> int | None:
+    """The width an input's lines were cut at, or None: from its first bytes (whole lines)."""
+    pieces = bytes(data).split(b"\n")[:-1]  # the last piece may be a cut line
+    lengths = [len(p.rstrip(b"\r")) for p in pieces]
+    if not lengths:
+        return None
+    width = max(lengths)
+    if width < _MIN_WIDTH:
+        return None
+    at_width = [i for i, n in enumerate(lengths) if n == width]
+    long = sum(1 for n in lengths if n * 10 > width * 9)
+    if 2 * len(at_width) < long or len({_shape(pieces[i]) for i in at_width}) < 2:
+        # long lines of many lengths, or one fixed-format line (Megatron's iteration lines are
+        # all alike but for their digits): not a wrap
+        return None
+    cut = sum(1 for i in at_width if i + 1 < len(pieces) and not starts_record(pieces[i + 1]))
+    return width if cut >= _MIN_CUT else None
+
+
+def rejoin(
+    data: bytes | bytearray, spans: Sequence[tuple[int, int]], width: int | None, size: int = -1
+) -> list[tuple[int, int]]:
+    """The candidate spans of a block grown to whole wrapped records: back to the record's
+    first piece and on to its last, each span once (a candidate inside another's record is
+    dropped). Without a width the spans are returned as they are."""
+    if width is None or not spans:
+        return list(spans)
+    size = len(data) if size < 0 else size
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if out and start <= out[-1][1]:
+            continue  # a piece of the record before
+        pieces = 1
+        while pieces < MAX_PIECES and start > 0:
+            prev = data.rfind(b"\n", 0, start - 1) + 1
+            if start - 1 - prev != width or starts_record(data[start : end_of(data, start, size)]):
+                break
+            start, pieces = prev, pieces + 1
+        last = data.rfind(b"\n", 0, end) + 1  # the start of the span's last physical line
+        while pieces < MAX_PIECES and end - last == width and end < size:
+            nxt = end + 1
+            nxt_end = end_of(data, nxt, size)
+            if nxt >= size or starts_record(data[nxt:nxt_end]):
+                break
+            last, end, pieces = nxt, nxt_end, pieces + 1
+        out.append((start, end))
+    return out
+
+
+def end_of(data: bytes | bytearray, start: int, size: int) -> int:
+    """The end (newline excluded) of the line that starts at `start`."""
+    end = data.find(b"\n", start, size)
+    return size if end < 0 else end

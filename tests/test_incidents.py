@@ -1,0 +1,259 @@
+"""Incident rules for logs written by others (issue 11): the incident of last resort, culprits from
+partial evidence, warnings that name a failure, and how a log that stops mid-story ended.
+
+Every log here is constructed (none is a corpus line): each test states a general fact about a
+format and fails if logscope stops applying it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .test_scenarios import assert_root, lineno, verdict_incident, write
+
+
+def _verdict(analyze_json, tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, Any], Path]:
+    path = write(tmp_path, "job.log", lines)
+    code, doc = analyze_json(path)
+    return code, doc, path
+
+
+# --------------------------------------------------------------------------------------------
+# never healthy on a plain failure
+
+
+def test_unrecognized_error_line_is_an_incident(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "step 10 done",
+        "worker 3: fatal: lost the lease on /shared/locks/job-42, giving up",
+        "worker 3: fatal: lost the lease on /shared/locks/job-42, giving up",
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1, doc
+    inc = verdict_incident(doc)
+    assert inc["category"] == "unknown", inc
+    assert_root(inc, path, 2, lines[1])
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+
+
+def test_unrecognized_line_takes_a_rule_category(tmp_path: Path, analyze_json) -> None:
+    # no signature knows the sentence; the words say what failed (classify.nccl)
+    lines = ["bootstrap: NCCL communicator setup failed on trainer-7, retries exhausted"]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1
+    inc = verdict_incident(doc)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 1, lines[0])
+
+
+def test_info_and_warning_lines_are_not_failures(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "[2024-05-01 10:00:00,000] [INFO] [engine.py:12:step] failed to find optional op, using"
+        " fallback",
+        "gpu7:1234:1300 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
+        "W0501 10:00:01.000000 1234 torch/distributed/run.py:793] fatal warnings are disabled",
+    ]
+    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+
+
+def test_known_failure_beats_unrecognized_lines(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "loader: error reading shard 17, skipping",
+        "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1
+    inc = verdict_incident(doc)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 2, lines[1])
+
+
+def test_exception_category_from_its_type(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 88, in save',
+        "    os.makedirs(out)",
+        "PermissionError: [Errno 13] Permission denied: '/scratch/ckpt/run-7'",
+    ]
+    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "io_error", inc
+    assert_root(inc, path, 4, lines[3])
+
+
+def test_cpp_exception_category_from_its_message(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "[1,4]<stderr>:terminate called after throwing an instance of 'std::runtime_error'",
+        "[1,4]<stderr>:  what():  cudaMemcpyAsync failed: unspecified launch failure",
+        "[1,4]<stderr>:[gpu-n04:31337] *** Process received signal ***",
+        "[1,4]<stderr>:[gpu-n04:31337] Signal: Aborted (6)",
+    ]
+    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 2, lines[1])  # the what() line says more than the terminate line
+    assert inc["culprit"]["rank"] == 4, inc["culprit"]
+
+
+# --------------------------------------------------------------------------------------------
+# culprits from partial evidence
+
+
+def test_store_barrier_waiters_name_the_missing_rank(tmp_path: Path, analyze_json) -> None:
+    # torch 2.1 wording (num_workers_joined); rank 2 never reaches init
+    lines = [
+        f"INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
+        f"process group for rank: {r}, key: store_based_barrier_key:1 (world_size=4, "
+        f"num_workers_joined=3, timeout=0:30:00)"
+        for r in (3, 0, 1)
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1
+    inc = verdict_incident(doc)
+    assert inc["category"] == "hang", inc
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+    assert_root(inc, path, 1, lines[0])
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+
+
+def test_default_process_group_rank_names_the_culprit(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "(RayWorkerWrapper pid=9120) [PG ID 0 PG GUID 0(default_pg) Rank 5] Process group watchdog "
+        "thread terminated with exception: CUDA error: an illegal memory access was encountered",
+    ]
+    _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert inc["culprit"]["rank"] == 5, inc["culprit"]
+    assert inc["culprit"]["confidence"] >= 0.7, inc["culprit"]
+
+
+def test_other_process_group_rank_is_not_a_global_rank(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "[PG ID 3 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: "
+        "CUDA error: an illegal memory access was encountered",
+    ]
+    _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    culprit = verdict_incident(doc)["culprit"]
+    assert culprit is None or culprit["rank"] is None, culprit
+
+
+def test_bare_error_belongs_to_the_one_failed_worker(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "terminate called after throwing an instance of 'std::bad_alloc'",
+        "  what():  std::bad_alloc",
+        "E0301 09:00:00.000000 4000 torch/distributed/elastic/multiprocessing/api.py:874] failed "
+        "(exitcode: -6) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3",
+    ]
+    _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "oom_host", inc
+    assert inc["culprit"]["rank"] == 1, inc["culprit"]
+
+
+def test_launcher_names_the_first_failed_rank(tmp_path: Path, analyze_json) -> None:
+    # every rank prints Horovod's shutdown (a cascade); mpirun names the one that exited first
+    shutdown = (
+        "RuntimeError: Horovod has been shut down. This was caused by an exception on one of the "
+        "ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks "
+        "finished execution."
+    )
+    lines = [f"[1,{r}]<stderr>:{shutdown}" for r in range(4)] + [
+        "Primary job  terminated normally, but 1 process returned",
+        "a non-zero exit code. Per user-direction, the job has been aborted.",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "",
+        "  Process name: [[4123,1],2]",
+        "  Exit code:    1",
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1
+    inc = verdict_incident(doc)
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+    assert_root(inc, path, 1, lines[0])
+
+
+def test_catch_all_error_after_own_timeout_is_cascade(tmp_path: Path, analyze_json) -> None:
+    timeout = (
+        "[rank{r}]:[E301 09:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=7, OpType=BROADCAST, NumelIn=8, "
+        "NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."
+    )
+    lines = [
+        timeout.format(r=1),
+        timeout.format(r=0),
+        "[rank1]: RuntimeError: Expected to have finished reduction in the prior iteration",
+    ]
+    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "collective_timeout", inc
+    assert_root(inc, path, 1, lines[0])
+
+
+# --------------------------------------------------------------------------------------------
+# a warning that names the failure; how a log that stops mid-story ended
+
+
+def test_nccl_warning_before_its_error_code_is_the_root(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "trn-04:7781:7781 [6] NCCL INFO Bootstrap : Using eth0:10.1.0.4<0>",
+        "trn-04:7781:7790 [6] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+        "10.1.0.9<42311> failed : Software caused connection abort",
+        "trn-04:7781:7790 [6] NCCL INFO misc/socket.cc:565 -> 2",
+        "trn-04:7781:7790 [6] NCCL INFO bootstrap.cc:274 -> 2",
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1
+    inc = verdict_incident(doc)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, lineno(lines, lines[1]), lines[1])
+
+
+def test_log_that_stops_while_running_is_truncated(tmp_path: Path, analyze_json) -> None:
+    # ranks print (their prefixes say so), nothing fails, nothing says the job ended
+    lines = [f"[default{r}]:building the model on cuda:{r}" for r in range(2)]
+    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+# --------------------------------------------------------------------------------------------
+# excerpts that start mid-story
+
+_BLOCK = [
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2024-11-02_07:15:40",
+    "  host      : gpu-a17.cluster",
+    "  rank      : 5 (local_rank: 1)",
+    "  exitcode  : -9 (pid: 88123)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 9 (SIGKILL) received by PID 88123",
+    "============================================================",
+]
+
+
+def test_failure_block_without_its_header(tmp_path: Path, analyze_json) -> None:
+    for start in (0, 2):  # from its Root Cause header, or from the entry's first field
+        lines = _BLOCK[start:]
+        _code, doc, path = _verdict(analyze_json, tmp_path, lines)
+        inc = verdict_incident(doc)
+        assert inc["category"] == "process_killed", inc
+        assert inc["culprit"]["rank"] == 5 and inc["culprit"]["host"] == "gpu-a17.cluster", inc
+        assert_root(inc, path, lineno(lines, "  exitcode  : -9 (pid: 88123)"), lines[-4])
+
+
+def test_state_dict_list_without_its_head(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        f"[rank3]:        size mismatch for decoder.layers.{i}.fc1.weight: copying a param with "
+        f"shape torch.Size([3072, 768]) from checkpoint, the shape in current model is "
+        f"torch.Size([4096, 1024])."
+        for i in range(3)
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1
+    inc = verdict_incident(doc)
+    assert inc["culprit"]["rank"] == 3, inc["culprit"]
+    assert_root(inc, path, 1, lines[0])

@@ -1,0 +1,89 @@
+"""Hard-wrapped logs: the wrap width is learned from the file, a cut message is matched whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logscope.wrap import rejoin, wrap_width
+
+from .conftest import analyze_doc
+from .test_scenarios import verdict_incident
+
+WIDTH = 116
+# A DeepSpeed launcher failure as a terminal 116 columns wide shows it: the return code line is
+# cut inside `return code`, so neither physical line holds the words a signature looks for.
+DS_ERROR = (
+    "[2024-02-01 11:00:05,100] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
+    "'-u', 'train.py', '--local_rank=3', '--deepspeed', 'ds_config.json', '--model', "
+    "'llama-7b', '--epochs', '3', '--data', '/data/pile'] exits with return code = -9"
+)
+CHATTER = [
+    "[2024-02-01 11:00:00,000] [INFO] [launch.py:145:main] WORLD INFO DICT: {'localhost': "
+    "[0, 1, 2, 3]} and the rest of a long start-up line that the terminal also cut",
+    "[2024-02-01 11:00:01,000] [INFO] [comm.py:637:init_distributed] cdb=None, initializing the "
+    "torch distributed backend nccl with its defaults for this run",
+]
+
+
+def wrapped(lines: list[str], width: int = WIDTH) -> list[str]:
+    """What a terminal `width` columns wide makes of `lines`: each cut into pieces of `width`."""
+    return [line[i : i + width] for line in lines for i in range(0, len(line), width)]
+
+
+def _write(tmp_path: Path, lines: list[str], name: str = "wrapped.log") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_width_is_learned_from_cut_lines() -> None:
+    lines = wrapped([*CHATTER, DS_ERROR])
+    assert {len(x) for x in lines} <= set(range(WIDTH + 1))
+    assert wrap_width("\n".join(lines).encode() + b"\n") == WIDTH
+
+
+def test_no_width_for_an_unwrapped_log() -> None:
+    varied = [*CHATTER, DS_ERROR, "short line"]
+    assert wrap_width("\n".join(varied).encode() + b"\n") is None
+    # long lines of one length, all alike: a repeated line, not a wrap
+    same = [CHATTER[0]] * 5
+    assert wrap_width("\n".join(same).encode() + b"\n") is None
+    # a fixed-format line, alike but for its numbers (Megatron's iteration lines)
+    fixed = [
+        f" iteration {it:6d}/ 100000 | lm loss: {it / 7:.6E} | loss scale: 4096.0 | "
+        for it in range(1, 9)
+    ]
+    assert wrap_width(("\n".join(fixed) + "\n").encode()) is None
+    # equal lengths below any terminal's width are a coincidence
+    short = [f"rank {r}: ok" for r in range(5)]
+    assert wrap_width("\n".join(short).encode() + b"\n") is None
+
+
+def test_rejoin_grows_a_span_to_its_record() -> None:
+    data = ("\n".join(wrapped([DS_ERROR, "Traceback (most recent call last):"])) + "\n").encode()
+    last = data.rstrip(b"\n").rfind(b"\n")
+    first_end = data.find(b"\n")
+    spans = rejoin(data, [(0, first_end)], WIDTH)
+    assert spans == [(0, last)], spans  # up to the traceback line, which starts a record
+    assert rejoin(data, [(0, first_end)], None) == [(0, first_end)]
+
+
+def test_cut_message_is_matched_whole(tmp_path: Path) -> None:
+    lines = wrapped([*CHATTER, DS_ERROR])
+    _code, doc, _ = analyze_doc(str(_write(tmp_path, lines)))
+    inc = verdict_incident(doc)
+    assert inc["category"] == "process_killed", inc
+    # reported at a physical line of the file, the one where the launcher's words start
+    assert inc["root_cause"]["text"] in lines, inc["root_cause"]
+
+
+def test_wrapped_file_read_in_ranges_gives_the_same_verdict(tmp_path: Path) -> None:
+    # over 1 MiB: read in ranges (the workers' reader), with the width learned up front
+    filler = wrapped(CHATTER) * 9000
+    lines = [*filler, *wrapped([DS_ERROR])]
+    path = _write(tmp_path, lines, "big.log")
+    assert path.stat().st_size > 1 << 20
+    _c1, one, _ = analyze_doc(str(path), "--jobs", "1")
+    _c2, two, _ = analyze_doc(str(path), "--jobs", "2")
+    assert verdict_incident(one)["category"] == "process_killed", one["incidents"]
+    assert one["incidents"] == two["incidents"]
