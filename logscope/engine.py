@@ -15,20 +15,10 @@ from pathlib import Path
 
 from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
+from .culprits import Who, World, build_world
 from .errors import InputError, WorkerError
 from .events import Extractor, Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack, who
-from .incidents import (
-    Ending,
-    Who,
-    World,
-    as_hang,
-    build_incidents,
-    build_world,
-    decide_outcome,
-    hang_incident,
-    hang_threshold,
-    make_job,
-)
+from .incidents import build_incidents
 from .lines import (
     DISCOVERY_BUDGET,
     DISCOVERY_BYTES,
@@ -51,6 +41,7 @@ from .model import (
     field_int,
     line_seconds,
 )
+from .outcome import Ending, as_hang, decide_outcome, hang_incident, hang_threshold, make_job
 from .patterns import Library, builtin_dirs, load_library
 from .sources import (
     MAX_LINE,

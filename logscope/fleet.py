@@ -21,9 +21,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from .culprits import World
 from .engine import analyze, default_library
 from .errors import LogscopeError
-from .incidents import World
 from .model import Analysis, Event, Incident, rounded
 from .patterns import Library
 

@@ -1,23 +1,19 @@
-"""Events to incidents: root cause versus cascade, the culprit rank, and the job's outcome."""
+"""Events to incidents: what failed first, what is its cascade, and who is to blame."""
 
 from __future__ import annotations
 
 import re
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass
 
-from .events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED
+from .culprits import World, attribute, locate, pg_culprit, reported_culprit, silent_culprit
+from .events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED, who
 from .model import (
     Culprit,
     Event,
     Incident,
-    Job,
-    Line,
-    Outcome,
     Progress,
-    duration,
     field_int,
 )
 from .patterns import Library
@@ -25,70 +21,14 @@ from .patterns import Library
 _ROLE_RANK = {"cause": 3, "summary": 2, "symptom": 1, "end": 0}
 _SEVERITY_RANK = {"fatal": 3, "error": 2, "warning": 1, "info": 0}
 _SERIOUS = ("fatal", "error")
-_END_OUTCOME = {
-    "timelimit": Outcome.timelimit,
-    "cancelled": Outcome.cancelled,
-    "preemption": Outcome.preempted,
-    "node_failure": Outcome.node_failure,
-}
 # Progress lines between two failures that make them separate incidents: a rank can print
 # an iteration line or two while the cascade of a failure is already under way.
-_SPLIT_AFTER_PROGRESS = 3
+SPLIT_AFTER_PROGRESS = 3
 # A burst: the lines of one failure of one rank (terminate + what() + frames, a traceback).
 _BURST_LINES = 40
 _LEAD_LINES = 5
 """A warning this many lines or fewer before an error of the same stream may be its cause (NCCL
 prints `NCCL WARN <what failed>`, then the error code unwinding its stack)."""
-HANG_FLOOR_S = 30.0
-"""Silence before a time limit or cancel shorter than this is not called a hang."""
-HANG_CADENCE_FACTOR = 5.0
-
-
-Who = tuple[int | None, str | None, int | None, int | None]
-
-
-@dataclass(frozen=True, slots=True)
-class World:
-    """The ranks of a job, and how to name the rank of any line."""
-
-    nodes: int
-    nproc_per_node: int | None
-    size: int | None
-    ranks: frozenset[int]
-    multi_node_tee: bool
-    """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
-
-    def rank_of(self, line: Line) -> int | None:
-        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
-
-    def rank_of_who(self, w: Who) -> int | None:
-        task, _host, local_rank, rank = w
-        if rank is not None:
-            return rank
-        if local_rank is None:
-            return None
-        if self.nodes <= 1 and not self.multi_node_tee:
-            return local_rank
-        if task is not None and self.nproc_per_node:
-            # srun --ntasks-per-node=1 runs one torchrun agent per node: task id = node index
-            return task * self.nproc_per_node + local_rank
-        return None
-
-
-def build_world(streams: Sequence[Who], declared_size: int | None = None) -> World:
-    """The job's ranks from every stream seen, and how tee headers map to global ranks."""
-    nodes = {(t, h) for t, h, lr, _r in streams if lr is not None}
-    max_local = max((lr for _t, _h, lr, _r in streams if lr is not None), default=None)
-    nproc = max_local + 1 if max_local is not None else None
-    explicit = max((r for *_x, r in streams if r is not None), default=-1) + 1
-    tee = nproc * max(1, len(nodes)) if nproc else 0
-    size = declared_size or max(explicit, tee) or None
-    # BLOOM's merged main_log.txt: 48 nodes all print `[default3]:` with nothing to tell the
-    # nodes apart, so a bare tee header names a local rank only (FORMATS.md §1.1)
-    multi_node_tee = bool(nproc and size and size > nproc and len(nodes) <= 1)
-    world = World(len(nodes), nproc, size, frozenset(), multi_node_tee)
-    ranks = {r for w in streams if (r := world.rank_of_who(w)) is not None}
-    return World(world.nodes, nproc, size, frozenset(ranks), multi_node_tee)
 
 
 def _order(e: Event) -> int:
@@ -100,17 +40,8 @@ def _just_before(w: Event, e: Event) -> bool:
     return (
         w.line.path == e.line.path
         and 0 <= e.line.lineno - w.line.lineno <= _LEAD_LINES
-        and who_of(w.line) == who_of(e.line)
+        and who(w.line) == who(e.line)
     )
-
-
-def who_of(line: Line) -> Who:
-    return (line.task, line.host, line.local_rank, line.rank)
-
-
-# `[PG ID 0 PG GUID 0(default_pg) Rank 7]`, `[PG 0 (default_pg) Rank 12]`, `[Rank 7]` at the start
-# of a ProcessGroupNCCL message: the rank within the process group that reports (FORMATS §2).
-_PG_RANK = re.compile(r"^\s*\[(?:PG (?:ID )?(?P<pg>\d+)\b[^\]]*?)?Rank (?P<rank>\d+)\]")
 
 
 def _strength(e: Event) -> tuple[int, int]:
@@ -149,11 +80,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             return _pick(before, world, library)
         return _Pick(ends[0], None, ends[0].category or "cancelled")
     serious = [e for e in events if e.severity in _SERIOUS]
-    causes = [
-        e
-        for e in serious
-        if e.role == "cause" and not _after_own_symptom(e, serious, world, library)
-    ]
+    failed = _failed_collectives(serious, world)
+    causes = [e for e in serious if e.role == "cause" and not _after_own(e, failed, world, library)]
     if causes:
         root = _refine(causes[0], causes, world)
         rank = world.rank_of(root.line)
@@ -170,11 +98,11 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
                 else ""
             ),
         )
-        culprit = _locate(culprit, events)
+        culprit = locate(culprit, events)
         if culprit.rank is None and culprit.local_rank is None:
-            culprit = _attribute(culprit, root, events, world)
+            culprit = attribute(culprit, root, events, world)
         if culprit.rank is None:
-            culprit = _pg_culprit(culprit, root)
+            culprit = pg_culprit(culprit, root)
         category = root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
@@ -214,7 +142,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
         # what the ranks say beats the launcher's first failure: torchrun's Root Cause names the
         # first rank its watchdog took down, a victim when another rank hung
-        named = _silent_culprit(events, world) or _reported_culprit(events)
+        named = silent_culprit(events, world) or reported_culprit(events)
         return _Pick(root, named, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
@@ -244,137 +172,27 @@ def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     )
 
 
-def _after_own_symptom(
-    cause: Event, serious: Sequence[Event], world: World, library: Library
-) -> bool:
+def _failed_collectives(serious: Sequence[Event], world: World) -> dict[int, int]:
+    """The order key of each rank's first failed or timed-out collective it reported."""
+    first: dict[int, int] = {}
+    for e in serious:
+        if e.role == "symptom" and e.category in ("collective_timeout", "comm_error"):
+            r = world.rank_of(e.line)
+            if r is not None and e.seq < first.get(r, e.seq + 1):
+                first[r] = e.seq
+    return first
+
+
+def _after_own(cause: Event, failed: dict[int, int], world: World, library: Library) -> bool:
     """A catch-all error (an exception line, an unrecognized line) of a rank that already
     reported a failed or timed-out collective: the consequence of that failure (the watchdog's
     abort, `DDP expects same model` after an aborted allgather), not a new cause."""
-    sig = library.by_id(cause.signature)
-    if cause.signature != UNRECOGNIZED and (sig is None or not sig.classify):
-        return False
+    if cause.signature != UNRECOGNIZED:
+        sig = library.by_id(cause.signature)
+        if sig is None or not sig.classify:
+            return False
     rank = world.rank_of(cause.line)
-    if rank is None:
-        return False
-    return any(
-        e.role == "symptom"
-        and e.category in ("collective_timeout", "comm_error")
-        and _order(e) < _order(cause)
-        and world.rank_of(e.line) == rank
-        for e in serious
-    )
-
-
-def _attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
-    """A cause printed without any rank prefix: when the launcher reports exactly one failed
-    worker, the error is that worker's (a bare `terminate called ...` then torchrun's `failed
-    (exitcode: -6) local_rank: 0`)."""
-    named = {
-        (field_int(e, "rank"), field_int(e, "local_rank"))
-        for e in events
-        if e.role == "summary"
-        and _order(e) > _order(root)
-        and e.fields.get("signal_name") != "SIGTERM"
-        and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
-    }
-    if len(named) != 1:
-        return culprit
-    rank, local = named.pop()
-    if rank is None and local is not None and world.nodes <= 1 and not world.multi_node_tee:
-        rank = local
-    which = f"rank {rank}" if rank is not None else f"local rank {local}"
-    return replace(
-        culprit,
-        rank=rank,
-        local_rank=local,
-        confidence=0.7,
-        reason=f"{culprit.reason}; the error carries no rank, and the launcher reports one "
-        f"failed worker only ({which})",
-    )
-
-
-def _pg_culprit(culprit: Culprit, root: Event) -> Culprit:
-    """A ProcessGroupNCCL message names the rank within its process group; in the default group
-    that is the global rank (said outright by `[PG ID 0 ... default_pg ...]`, assumed, with less
-    confidence, by the old `[Rank N]` that names no group)."""
-    m = _PG_RANK.match(root.line.text)
-    if m is None:
-        return culprit
-    pg = m["pg"]
-    if pg is not None and pg != "0" and "default_pg" not in m.group(0):
-        return culprit
-    named = pg is not None
-    return replace(
-        culprit,
-        rank=int(m["rank"]),
-        confidence=0.7 if named else 0.5,
-        reason=f"{culprit.reason}; no prefix names the rank, and the message names rank "
-        f"{m['rank']} of "
-        + ("the default process group" if named else "its process group (taken as the default)"),
-    )
-
-
-def _reported_culprit(events: Sequence[Event]) -> Culprit | None:
-    """The one rank a launcher names as the first to fail (mpirun's `Process name: [[j,s],R]`,
-    torchrun's Root Cause entry), when the ranks' own lines are only symptoms."""
-    named = {
-        r
-        for e in events
-        if e.role == "summary"
-        and e.fields.get("signal_name") != "SIGTERM"
-        and (e.signature != FAILURE_ENTRY or e.fields.get("root") == "1")
-        if (r := field_int(e, "rank")) is not None
-    }
-    if len(named) != 1:
-        return None
-    r = named.pop()
-    return Culprit(
-        rank=r,
-        local_rank=None,
-        host=None,
-        confidence=0.7,
-        reason=f"the ranks' own lines are symptoms; the launcher reports rank {r} as the first "
-        "process that failed",
-    )
-
-
-def _locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
-    """A culprit known by local rank only: torchrun's failure block may say its global rank and
-    host (each node's agent prints its own block), when exactly one entry fits."""
-    if culprit.rank is not None:
-        if culprit.host is None:
-            # the block's `host :` is the agent's node: the failed rank's node
-            hosts = {
-                e.fields["host"]
-                for e in events
-                if e.signature == FAILURE_ENTRY
-                and field_int(e, "rank") == culprit.rank
-                and e.fields.get("host")
-            }
-            if len(hosts) == 1:
-                return replace(culprit, host=hosts.pop())
-        return culprit
-    if culprit.local_rank is None:
-        return culprit
-    fits = {
-        (field_int(e, "rank"), e.fields.get("host"))
-        for e in events
-        if e.signature == FAILURE_ENTRY
-        and field_int(e, "local_rank") == culprit.local_rank
-        and e.fields.get("signal_name") != "SIGTERM"
-        and field_int(e, "rank") is not None
-    }
-    if len(fits) != 1:
-        return culprit
-    rank, host = fits.pop()
-    return replace(
-        culprit,
-        rank=rank,
-        host=culprit.host or host,
-        confidence=max(culprit.confidence, 0.8),
-        reason=f"{culprit.reason.split('; its node is unknown')[0]}; torchrun's failure block "
-        f"names local rank {culprit.local_rank} as rank {rank}" + (f" on {host}" if host else ""),
-    )
+    return rank is not None and failed.get(rank, cause.seq) < cause.seq
 
 
 def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
@@ -392,62 +210,6 @@ def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
         if same and _strength(e) > _strength(best):
             best = e
     return best
-
-
-def _silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
-    """With collective timeouts, the culprit is the rank that did not time out (FORMATS §2.7)."""
-    reporters = {
-        r
-        for e in events
-        if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
-        if (r := world.rank_of(e.line)) is not None
-        or (e.role == "symptom" and (r := field_int(e, "rank")) is not None)
-    }
-    # a waiting rank may name the world it waits for (`world_size=8, worker_count=7`)
-    declared = max((n for e in events if (n := field_int(e, "world_size")) is not None), default=0)
-    if declared > (world.size or 0):
-        world = replace(world, size=declared)
-    # ranks the launcher only reports as SIGTERMed said nothing themselves
-    behind: dict[int, int] = {}
-    for e in events:
-        enq = field_int(e, "last_enqueued")
-        r = world.rank_of(e.line)
-        if enq is not None and r is not None:
-            behind[r] = min(enq, behind.get(r, enq))
-    if world.size:
-        silent = sorted(set(range(world.size)) - reporters)
-        if len(silent) == 1:
-            r = silent[0]
-            return Culprit(
-                rank=r,
-                local_rank=r % world.nproc_per_node if world.nproc_per_node else None,
-                host=None,
-                confidence=0.8,
-                reason=(
-                    f"{len(reporters)} of {world.size} ranks report a timed-out or failed "
-                    f"collective; rank {r} reported nothing, so it is the one they waited for"
-                ),
-            )
-        if 1 < len(silent) <= 8:
-            lst = ", ".join(map(str, silent))
-            return Culprit(
-                rank=silent[0],
-                local_rank=None,
-                host=None,
-                confidence=0.3,
-                reason=f"ranks {lst} reported no timeout; any of them may be the one that hung",
-            )
-    if len(behind) > 1:
-        r = min(behind, key=lambda k: behind[k])
-        if list(behind.values()).count(behind[r]) == 1:
-            return Culprit(
-                rank=r,
-                local_rank=None,
-                host=None,
-                confidence=0.6,
-                reason=f"rank {r} has the lowest last enqueued collective ({behind[r]})",
-            )
-    return None
 
 
 def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
@@ -510,7 +272,7 @@ def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[
     current: list[Event] = []
     recent: deque[Event] = deque(maxlen=_LEAD_LINES)
     for e in sorted(failures, key=_order):
-        if current and progress.count_between(current[-1].seq, e.seq) >= _SPLIT_AFTER_PROGRESS:
+        if current and progress.count_between(current[-1].seq, e.seq) >= SPLIT_AFTER_PROGRESS:
             groups.append(current)
             current = []
         if current:
@@ -577,157 +339,3 @@ def cascade_ranks(incident: Incident, world: World) -> list[int]:
         if r is not None and r != culprit:
             ranks.add(r)
     return sorted(ranks)
-
-
-@dataclass(frozen=True, slots=True)
-class Ending:
-    outcome: Outcome
-    reason: str
-    hang_s: float | None = None
-
-
-def hang_threshold(cadence_s: float | None) -> float:
-    """Silence before an end that makes a hang: five logged intervals, at least 30 s."""
-    return max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence_s or 0.0))
-
-
-def decide_outcome(
-    incidents: Sequence[Incident],
-    progress: Progress,
-    exits: Sequence[Event],
-    last_progress: datetime | None,
-    end_time: datetime | None,
-    cadence: float | None,
-    started: bool = False,
-) -> Ending:
-    """How the job ended, from the last incident, the end banners and the progress cadence
-    (`Progress.median_interval_s`, which the caller has)."""
-    final = incidents[-1] if incidents else None
-    if final is not None and progress.count_after(final.root_cause.seq) >= _SPLIT_AFTER_PROGRESS:
-        final = None  # training went on after the last incident
-    threshold = hang_threshold(cadence)
-    gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None
-
-    if final is not None:
-        end = final.root_cause
-        if final.category == "hang" and not any(
-            e.role in ("summary", "end") or e.category != "hang" for e in final.cascade
-        ):
-            # the log ends while ranks say they wait (for a rank at init, a barrier)
-            return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
-        if end.role != "end":
-            return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
-        end_at = end.time or end_time
-        gap = (end_at - last_progress).total_seconds() if end_at and last_progress else gap
-        if gap is not None and gap > threshold and end.category in ("timelimit", "cancelled"):
-            return Ending(
-                Outcome.hung,
-                f"no progress for {duration(gap)} before the job was "
-                f"{'killed at its time limit' if end.category == 'timelimit' else 'cancelled'}",
-                gap,
-            )
-        outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
-        return Ending(outcome, final.title)
-    _first, it = progress.iterations()
-    total = progress.train_iters
-    if it is not None and total is not None and it >= total:
-        return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
-    if exits:
-        return Ending(Outcome.completed, f"the job says it exited: {exits[-1].line.text.strip()}")
-    if gap is not None and gap > threshold:
-        return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
-    if len(progress):
-        return Ending(Outcome.truncated, "the log ends while training was still progressing")
-    if started or end_time is not None:
-        # the job ran (a launch banner, stamped lines) and nothing says it ended: the log stops
-        # while it runs (a window of a longer log, or a job still going)
-        return Ending(Outcome.truncated, "the log ends with no sign that the job ended")
-    return Ending(Outcome.unknown, "no progress markers and no failure found")
-
-
-def make_job(
-    ending: Ending,
-    world: World,
-    hosts: Sequence[str],
-    start: datetime | None,
-    end: datetime | None,
-    progress: Progress,
-    last_progress: datetime | None,
-) -> Job:
-    first_it, last_it = progress.iterations()
-    return Job(
-        outcome=ending.outcome,
-        outcome_reason=ending.reason,
-        world_size=world.size,
-        hosts=tuple(sorted(set(hosts))),
-        start=start,
-        end=end,
-        first_iteration=first_it,
-        last_iteration=last_it,
-        train_iters=progress.train_iters,
-        last_progress=last_progress,
-    )
-
-
-_HANG_EXPLANATION = (
-    "Progress stopped and no rank reported an error: a rank is stuck (a dead GPU, a deadlock, "
-    "a collective some rank never entered) and the others wait for it. Without a watchdog "
-    "timeout nothing ends the job, so the time until it was killed is lost."
-)
-_HANG_REMEDIES = (
-    "Watch the job with `logscope tail` and a stall timeout, so a hang is acted on in minutes",
-    "Set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a process-group timeout shorter than the "
-    "time you can afford to lose; TORCH_NCCL_DUMP_ON_TIMEOUT=1 records what each rank "
-    "waited on",
-    "Run `py-spy dump --pid PID` on every rank of a hung job to see where each one is stuck",
-)
-
-
-def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incident | None:
-    """A hang: `incident` (an end banner after a long silence) recategorised, or, with no
-    incident, a new one rooted at the last progress line."""
-    stopped = f" after iteration {field_int(last, 'iteration')}" if last is not None else ""
-    title = f"Training hung{stopped}: {reason}"
-    if incident is not None:
-        return replace(
-            incident,
-            category="hang",
-            severity="error",
-            title=title,
-            explanation=_HANG_EXPLANATION + " " + incident.explanation,
-            remedies=_HANG_REMEDIES + incident.remedies,
-            start=last.time if last is not None else incident.start,
-        )
-    if last is None:
-        return None
-    return Incident(
-        id="",
-        category="hang",
-        severity="error",
-        title=title,
-        explanation=_HANG_EXPLANATION,
-        remedies=_HANG_REMEDIES,
-        references=(),
-        root_cause=last,
-        culprit=None,
-        cascade=(),
-        evidence=(),
-        iteration=field_int(last, "iteration"),
-        start=last.time,
-        end=None,
-    )
-
-
-def hang_incident(
-    incidents: Sequence[Incident], last: Event | None, ending: Ending
-) -> list[Incident]:
-    """Name the final hang of an attempt whose last progress line is `last`: its last incident
-    (an end banner) becomes `hang`, or, with no incident at all, a hang incident rooted there."""
-    out = list(incidents)
-    if out and out[-1].root_cause.role == "end":
-        out[-1] = as_hang(out[-1], last, ending.reason) or out[-1]
-    elif not out:
-        hung = as_hang(None, last, ending.reason)
-        if hung is not None:
-            out.append(hung)
-    return out

@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from ..accounting import Advice, Ledger
-from ..incidents import World, cascade_ranks
+from ..culprits import World
+from ..incidents import cascade_ranks
 from ..model import Analysis, Event, Incident, Progress, rounded
 from ..timeline import Attempt
 

@@ -9,7 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..accounting import Advice, Ledger
-from ..incidents import World, cascade_ranks
+from ..culprits import World
+from ..incidents import cascade_ranks
 from ..model import Analysis, Incident, Outcome, duration, gpu_hours
 from .document import culprit_name, rank_ranges, summary
 
