@@ -24,8 +24,8 @@ from pathlib import Path
 from generate import generate, parse_size
 
 from logscope.engine import default_library
-from logscope.events import Prefilter, RangeTask, escape_literal, scan_range
 from logscope.patterns import Library
+from logscope.scan import Prefilter, RangeTask, escape_literal, scan_range
 from logscope.sources import read_windows
 
 HERE = Path(__file__).resolve().parent

@@ -17,7 +17,7 @@ from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
 from .culprits import Who, World, build_world
 from .errors import InputError, WorkerError
-from .events import Extractor, Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack, who
+from .events import Extractor, who
 from .incidents import build_incidents
 from .lines import (
     DISCOVERY_BUDGET,
@@ -43,6 +43,7 @@ from .model import (
 )
 from .outcome import Ending, as_hang, decide_outcome, hang_incident, hang_threshold, make_job
 from .patterns import Library, builtin_dirs, load_library
+from .scan import Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack
 from .sources import (
     MAX_LINE,
     WINDOW,

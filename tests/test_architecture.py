@@ -16,6 +16,7 @@ ORDER = [
     "wrap",
     "clusters",
     "patterns",
+    "scan",
     "events",
     "culprits",
     "incidents",

@@ -13,7 +13,8 @@ import pytest
 from logscope import engine as engine_module
 from logscope.engine import analyze, default_library
 from logscope.errors import InputError, WorkerError
-from logscope.events import (
+from logscope.render.document import document
+from logscope.scan import (
     Prefilter,
     RangeTask,
     _block_lines,
@@ -22,7 +23,6 @@ from logscope.events import (
     _window_lines,
     scan_range,
 )
-from logscope.render.document import document
 from logscope.sources import MAX_LINE, LongLine, split_ranges
 
 from .conftest import FIXTURES

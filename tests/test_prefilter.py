@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from logscope.engine import default_library
-from logscope.events import BLOCK_TRIGGERS, Prefilter
+from logscope.scan import BLOCK_TRIGGERS, Prefilter
 
 LIBRARY = default_library()
 REAL = Prefilter.for_library(LIBRARY)
