@@ -17,12 +17,8 @@ _END_OUTCOME = {
     "preemption": Outcome.preempted,
     "node_failure": Outcome.node_failure,
 }
-
-
 HANG_FLOOR_S = 30.0
 """Silence before a time limit or cancel shorter than this is not called a hang."""
-
-
 HANG_CADENCE_FACTOR = 5.0
 
 

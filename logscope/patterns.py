@@ -233,17 +233,29 @@ def _as_list(value: Any, path: str, sig: str, name: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
-    sig_id = entry.get("id")
-    where = sig_id if isinstance(sig_id, str) else f"signature[{index}]"
-    for name in _REQUIRED:
+def _checked_id(
+    entry: dict[str, Any],
+    path: str,
+    where: str,
+    required: tuple[str, ...],
+    known: frozenset[str],
+) -> str:
+    """The entry's id, after checking it has its required fields and no unknown one."""
+    entry_id = entry.get("id")
+    where = entry_id if isinstance(entry_id, str) else where
+    for name in required:
         if name not in entry:
             raise PatternError(path, f"missing field {name!r}", where)
-    if not isinstance(sig_id, str) or not _ID.fullmatch(sig_id):
+    if not isinstance(entry_id, str) or not _ID.fullmatch(entry_id):
         raise PatternError(path, "id: must look like topic.name (lower case)", where)
-    unknown = sorted(set(entry) - _KNOWN)
+    unknown = sorted(set(entry) - known)
     if unknown:
         raise PatternError(path, f"unknown field {unknown[0]!r}", where)
+    return entry_id
+
+
+def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
+    sig_id = where = _checked_id(entry, path, f"signature[{index}]", _REQUIRED, _KNOWN)
     kind = entry.get("kind", "failure")
     if kind not in KINDS:
         raise PatternError(path, f"kind: {kind!r} is not one of {', '.join(KINDS)}", where)
@@ -303,16 +315,9 @@ def _optional_regex(entry: dict[str, Any], name: str, path: str, where: str) -> 
 
 
 def _rule(entry: dict[str, Any], path: str, index: int) -> Rule:
-    rule_id = entry.get("id")
-    where = rule_id if isinstance(rule_id, str) else f"classify[{index}]"
-    for name in ("id", "category", "samples"):
-        if name not in entry:
-            raise PatternError(path, f"missing field {name!r}", where)
-    if not isinstance(rule_id, str) or not _ID.fullmatch(rule_id):
-        raise PatternError(path, "id: must look like topic.name (lower case)", where)
-    unknown = sorted(set(entry) - _RULE_KNOWN)
-    if unknown:
-        raise PatternError(path, f"unknown field {unknown[0]!r}", where)
+    rule_id = where = _checked_id(
+        entry, path, f"classify[{index}]", ("id", "category", "samples"), _RULE_KNOWN
+    )
     if entry["category"] not in CATEGORIES:
         raise PatternError(
             path, f"category: {entry['category']!r} is not one of {', '.join(CATEGORIES)}", where
