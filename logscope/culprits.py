@@ -91,25 +91,39 @@ def attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: Wor
     )
 
 
-def pg_culprit(culprit: Culprit, root: Event) -> Culprit:
+def pg_culprit(culprit: Culprit, root: Event, events: Sequence[Event], burst_lines: int) -> Culprit:
     """A ProcessGroupNCCL message names the rank within its process group; in the default group
     that is the global rank (said outright by `[PG ID 0 ... default_pg ...]`, assumed, with less
-    confidence, by the old `[Rank N]` that names no group)."""
-    m = _PG_RANK.match(root.line.text)
-    if m is None:
-        return culprit
-    pg = m["pg"]
-    if pg is not None and pg != "0" and "default_pg" not in m.group(0):
-        return culprit
-    named = pg is not None
-    return replace(
-        culprit,
-        rank=int(m["rank"]),
-        confidence=0.7 if named else 0.5,
-        reason=f"{culprit.reason}; no prefix names the rank, and the message names rank "
-        f"{m['rank']} of "
-        + ("the default process group" if named else "its process group (taken as the default)"),
+    confidence, by the old `[Rank N]` that names no group). The root's own message, else that of
+    the first later line of the same stream in its burst (its watchdog reporting the same error
+    a few lines on)."""
+    stream = (root.line.path, root.line.task, root.line.host, root.line.local_rank)
+    later = (
+        e
+        for e in events
+        if e.seq > root.seq
+        and (e.line.path, e.line.task, e.line.host, e.line.local_rank) == stream
+        and e.line.rank is None
+        and 0 < e.line.lineno - root.line.lineno <= burst_lines
     )
+    for e in (root, *later):
+        m = _PG_RANK.match(e.line.text)
+        if m is None:
+            continue
+        pg = m["pg"]
+        if pg is not None and pg != "0" and "default_pg" not in m.group(0):
+            return culprit
+        named = pg is not None
+        where = "the message" if e is root else f"line {e.line.lineno} of the same stream"
+        return replace(
+            culprit,
+            rank=int(m["rank"]),
+            confidence=(0.7 if named else 0.5) - (0 if e is root else 0.1),
+            reason=f"{culprit.reason}; no prefix names the rank, and {where} names rank "
+            f"{m['rank']} of "
+            + ("the default process group" if named else "its process group (the default)"),
+        )
+    return culprit
 
 
 def reported_culprit(events: Sequence[Event]) -> Culprit | None:

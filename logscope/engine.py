@@ -245,8 +245,7 @@ class Engine:
                 last_progress,
                 self.last_time,
                 cadence,
-                # ranks printed (their prefixes were found) or a launcher said it started them
-                started=bool(self.streams) or any(m.kind == "launch" for m in self.markers),
+                started=self._started(),
             )
         job = make_job(
             ending,
@@ -275,12 +274,19 @@ class Engine:
             },
         )
 
+    def _started(self) -> bool:
+        """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
+        save said so."""
+        return bool(self.streams) or bool(self.markers)
+
     def _failures(self) -> list[Event]:
         """The failure events, with the unrecognized error lines when no signature found a
         serious one: a plain failure nobody wrote a signature for still makes an incident."""
         if any(e.severity in ("fatal", "error") for e in self.failures):
             return self.failures
-        extra = self.extractor.unrecognized_events
+        # a line the job outlived (it says it finished after it) did not end the job
+        finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
+        extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
         return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
 
     def _per_attempt(
@@ -302,7 +308,9 @@ class Engine:
         for a in attempts:
             incs = _merge_ends(by_attempt.get(a.index, []))
             if a is last:
-                ending = decide_outcome(incs, self.progress, exits, a.last_progress, a.end, cadence)
+                ending = decide_outcome(
+                    incs, self.progress, exits, a.last_progress, a.end, cadence, self._started()
+                )
                 if ending.outcome is Outcome.hung:
                     incs = hang_incident(incs, a.last_event, ending)
                 if incs and ending.outcome not in (Outcome.completed, Outcome.truncated):

@@ -63,6 +63,8 @@ _LOOKS_LIKE_ERROR = re.compile(
 _NOT_A_FAILURE_LEVEL = frozenset("IDVW")
 _INFO_MESSAGE = re.compile(
     r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])"
+    # a client that says it will try again has not failed (`entering retry loop`, `retrying in 5 s`)
+    r"|(?i:\bretry(?:ing)?\b|\bwill retry\b|\bretries left\b)"
 )
 
 
@@ -135,7 +137,7 @@ class Extractor:
                 if (
                     len(self.unrecognized_events) < MAX_UNRECOGNIZED
                     and line.level not in _NOT_A_FAILURE_LEVEL
-                    and not _INFO_MESSAGE.match(line.text)
+                    and not _INFO_MESSAGE.search(line.text)
                 ):
                     self.unrecognized_events.append(self._unrecognized(line, seq))
             return out
@@ -147,6 +149,13 @@ class Extractor:
             info = self.library.xid[int(xid)]
             category = info.get("category", category)
             severity = info.get("severity", severity)
+        if (
+            sig.role == "summary"
+            and "exit_code" not in fields
+            and fields.get("signal", "").isdigit()
+        ):
+            # `exited on signal 9` is what torchrun and srun call exit code -9
+            fields = {**fields, "exit_code": f"-{fields['signal']}"}
         if sig.classify:
             rule = self.library.classify(fields.get("exception", ""), fields.get("message", ""))
             if rule is not None:

@@ -44,8 +44,22 @@ def _just_before(w: Event, e: Event) -> bool:
     )
 
 
-def _strength(e: Event) -> tuple[int, int]:
-    return (_ROLE_RANK.get(e.role or "", 0), _SEVERITY_RANK.get(e.severity or "", 0))
+def _strength(e: Event, library: Library) -> tuple[int, int, int]:
+    """Role, then severity, then a signature of its own over a catch-all (a C++ `what():` that a
+    CUDA signature knows tells more than one no signature knows)."""
+    return (
+        _ROLE_RANK.get(e.role or "", 0),
+        _SEVERITY_RANK.get(e.severity or "", 0),
+        0 if _catch_all(e, library) else 1,
+    )
+
+
+def _catch_all(e: Event, library: Library) -> bool:
+    """An event of a catch-all: an unrecognized line, or a signature that classifies."""
+    if e.signature == UNRECOGNIZED:
+        return True
+    sig = library.by_id(e.signature)
+    return sig is not None and sig.classify
 
 
 def signal_death(e: Event) -> bool:
@@ -83,7 +97,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     failed = _failed_collectives(serious, world)
     causes = [e for e in serious if e.role == "cause" and not _after_own(e, failed, world, library)]
     if causes:
-        root = _refine(causes[0], causes, world)
+        root = _refine(causes[0], causes, world, library)
         rank = world.rank_of(root.line)
         culprit = Culprit(
             rank=rank,
@@ -101,8 +115,10 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         culprit = locate(culprit, events)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = attribute(culprit, root, events, world)
-        if culprit.rank is None:
-            culprit = pg_culprit(culprit, root)
+        if culprit.rank is None and culprit.local_rank is None:
+            # no prefix at all: a process-group rank is the only name the log gives the rank
+            # (with a tee header, `[Rank N]` is a rank of some group of that local rank)
+            culprit = pg_culprit(culprit, root, events, _BURST_LINES)
         category = root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
@@ -187,15 +203,13 @@ def _after_own(cause: Event, failed: dict[int, int], world: World, library: Libr
     """A catch-all error (an exception line, an unrecognized line) of a rank that already
     reported a failed or timed-out collective: the consequence of that failure (the watchdog's
     abort, `DDP expects same model` after an aborted allgather), not a new cause."""
-    if cause.signature != UNRECOGNIZED:
-        sig = library.by_id(cause.signature)
-        if sig is None or not sig.classify:
-            return False
+    if not _catch_all(cause, library):
+        return False
     rank = world.rank_of(cause.line)
     return rank is not None and failed.get(rank, cause.seq) < cause.seq
 
 
-def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
+def _refine(first: Event, causes: Sequence[Event], world: World, library: Library) -> Event:
     """The most telling line of the first failing rank's burst (e.g. `what():` over `terminate`)."""
     rank = world.rank_of(first.line)
     best = first
@@ -207,7 +221,7 @@ def _refine(first: Event, causes: Sequence[Event], world: World) -> Event:
             and e.line.local_rank == first.line.local_rank
             and e.line.task == first.line.task
         )
-        if same and _strength(e) > _strength(best):
+        if same and _strength(e, library) > _strength(best, library):
             best = e
     return best
 

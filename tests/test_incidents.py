@@ -97,8 +97,65 @@ def test_cpp_exception_category_from_its_message(tmp_path: Path, analyze_json) -
     assert inc["culprit"]["rank"] == 4, inc["culprit"]
 
 
+def test_lines_that_retry_or_precede_the_end_are_not_the_failure(
+    tmp_path: Path, analyze_json
+) -> None:
+    lines = [
+        "Epoch 1: 40%|####      | 400/1000 [01:00<01:30]uploader: Network error (Timeout), "
+        "entering retry loop.",
+        "checkpoint sync failed on attempt 1, retrying in 10 s",
+        "{'train_runtime': 919.1, 'train_samples_per_second': 1.08, 'epoch': 1.0}",
+    ]
+    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    # an error the job outlived: it says it finished after it
+    lines = ["shard 3: error: checksum mismatch, skipping", *lines[2:]]
+    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+
+
+def test_specific_error_beats_a_catch_all_in_one_burst(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "terminate called after throwing an instance of 'std::system_error'",
+        "  what():  Broken pipe",
+        "terminate called after throwing an instance of 'c10::Error'",
+        "  what():  CUDA error: uncorrectable NVLink error detected during the execution",
+    ]
+    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "gpu_hardware", inc
+    assert_root(inc, path, 4, lines[3])
+
+
 # --------------------------------------------------------------------------------------------
 # culprits from partial evidence
+
+
+def test_mpirun_signal_report_names_the_rank(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "--------------------------------------------------------------------------",
+        "mpirun noticed that process rank 5 with PID 3121 on node gpu-b09 exited on signal 9 "
+        "(Killed).",
+        "--------------------------------------------------------------------------",
+    ]
+    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "process_killed", inc
+    assert inc["culprit"]["rank"] == 5 and inc["culprit"]["host"] == "gpu-b09", inc["culprit"]
+    assert_root(inc, path, 2, lines[1])
+
+
+def test_same_stream_names_the_rank_a_few_lines_on(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+        "[E ProcessGroupNCCL.cpp:916] [Rank 3] NCCL watchdog thread terminated with exception: "
+        "CUDA error: an illegal memory access was encountered",
+    ]
+    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    inc = verdict_incident(doc)
+    assert_root(inc, path, 1, lines[0])
+    assert inc["culprit"]["rank"] == 3, inc["culprit"]
 
 
 def test_store_barrier_waiters_name_the_missing_rank(tmp_path: Path, analyze_json) -> None:
@@ -203,12 +260,24 @@ def test_nccl_warning_before_its_error_code_is_the_root(tmp_path: Path, analyze_
         "10.1.0.9<42311> failed : Software caused connection abort",
         "trn-04:7781:7790 [6] NCCL INFO misc/socket.cc:565 -> 2",
         "trn-04:7781:7790 [6] NCCL INFO bootstrap.cc:274 -> 2",
+        "trn-04:7781:7790 [6] NCCL INFO init.cc:1378 -> 2",
     ]
     code, doc, path = _verdict(analyze_json, tmp_path, lines)
     assert code == 1
     inc = verdict_incident(doc)
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, lineno(lines, lines[1]), lines[1])
+
+
+def test_handled_nccl_error_frame_is_no_failure(tmp_path: Path, analyze_json) -> None:
+    # an inner frame after an INFO probe: NCCL handles it and goes on
+    lines = [
+        "trn-04:7781:7781 [0] NCCL INFO Could not find real path of /sys/class/net/ib0/device",
+        "trn-04:7781:7781 [0] NCCL INFO include/net.h:19 -> 2",
+        "trn-04:7781:7781 [0] NCCL INFO Ring 00 : 0 -> 8 [receive] via NET/Socket/0",
+    ]
+    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+    assert code == 0 and doc["verdict"] is None, doc["incidents"]
 
 
 def test_log_that_stops_while_running_is_truncated(tmp_path: Path, analyze_json) -> None:
