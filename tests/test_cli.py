@@ -120,3 +120,13 @@ def test_readme_documents_every_option() -> None:
                 if opt.startswith("--") and opt not in ("--help",) and opt not in README:
                     missing.append(f"{name} {opt}")
     assert not missing, missing
+
+
+def test_piped_text_has_no_trailing_whitespace(run_cli) -> None:
+    # rich pads table cells to the width; text for a pipe or a file must not keep the padding
+    code, out, _ = run_cli("analyze", str(Path(__file__).parents[1] / "examples/slurm-crash.out"))
+    assert code == 1, out
+    lines = out.splitlines()
+    assert len(lines) > 10, out
+    padded = [n for n, line in enumerate(lines, 1) if line != line.rstrip()]
+    assert not padded, f"lines {padded} end in whitespace:\n{out}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import TextIO
 
 from rich.console import Console
@@ -22,6 +23,14 @@ _OUTCOME_STYLE = {
 
 
 def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 100) -> None:
+    # rich pads table cells to the width: laid out here, then written without the padding that
+    # `diff`, `grep $` and review tools would show as trailing whitespace (issue 16)
+    buf = io.StringIO()
+    _render(analysis, buf, color, width)
+    out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
+
+
+def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     console = Console(
         file=out, force_terminal=color, no_color=not color, width=width, highlight=False
     )
