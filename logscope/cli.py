@@ -42,7 +42,7 @@ fleet_app = typer.Typer(
 )
 app.add_typer(fleet_app, name="fleet")
 
-EXIT_HEALTHY, EXIT_INCIDENTS, EXIT_ERROR = 0, 1, 2
+EXIT_HEALTHY, EXIT_INCIDENTS, EXIT_ERROR, EXIT_EMPTY = 0, 1, 2, 3
 
 ReportDir = Annotated[
     Path, typer.Option("--out", help="Directory for the HTML postmortem (default ./reports).")
@@ -90,6 +90,8 @@ def parse_duration(text: str) -> float:
 
 
 def exit_code(analysis: Analysis) -> int:
+    if analysis.verdict is None and analysis.inputs and not any(i.bytes for i in analysis.inputs):
+        return EXIT_EMPTY  # nothing was read: not a healthy run
     return EXIT_HEALTHY if analysis.verdict is None else EXIT_INCIDENTS
 
 
@@ -128,7 +130,8 @@ def analyze(
 ) -> None:
     """Explain why a training job died or hung, and what it cost.
 
-    Exit status: 0 healthy run, 1 incidents found, 2 usage or input error.
+    Exit status: 0 healthy run, 1 incidents found, 2 usage or input error, 3 every input was
+    empty.
 
     Example: logscope analyze slurm-1234.out main_log.txt.gz --format json
     """

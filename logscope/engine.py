@@ -58,6 +58,7 @@ from .sources import (
     read_blocks,
     read_blocks_elsewhere,
     read_lines,
+    rereadable,
     split_ranges,
 )
 from .timeline import Attempt, Timeline
@@ -246,6 +247,11 @@ class Engine:
                 self.last_time,
                 cadence,
                 started=self._started(),
+            )
+        if inputs and not any(i.bytes for i in inputs):
+            # an empty log says nothing of the job, least of all that it was healthy (issue 16)
+            ending = Ending(
+                Outcome.unknown, "no input held a line: nothing says whether the job ran"
             )
         job = make_job(
             ending,
@@ -579,6 +585,8 @@ def analyze(
                 stats.warnings.append(f"{src.path}: skipped: {err.message}")
             except OSError as err:
                 raise InputError(src.path, f"cannot read: {err.strerror or err}") from None
+            if stats.bytes == 0 and not stats.warnings:
+                stats.warnings.append(f"{src.path}: {EMPTY_INPUT}")
             done += stats.bytes
             if on_progress is not None:
                 on_progress(done)
@@ -596,6 +604,7 @@ def analyze(
     return analysis
 
 
+EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"
 TAIL_BYTES = 8 << 20
 """The end of an input scanned for the last line of every rank (the hang heat strip); less
 of each when there are many inputs (lines.window_per_input)."""
@@ -612,7 +621,7 @@ def last_seen(analysis: Analysis, tail_bytes: int = TAIL_BYTES) -> list[tuple[in
     world = analysis.extra["world"]
     best: dict[int, tuple[int, str, int]] = {}
     for index, info in enumerate(analysis.inputs):
-        if info.path == "-" or info.compression is not None:
+        if info.compression is not None or not rereadable(info.path):
             continue
         try:
             with Path(info.path).open("rb") as f:

@@ -21,8 +21,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import lz4.frame
 import numpy as np
 import numpy.typing as npt
+import zstandard
 
 from .errors import InputError, WorkerError
 
@@ -34,7 +36,10 @@ _MAGIC = (
     (b"\x1f\x8b", "gzip"),
     (b"BZh", "bz2"),
     (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\x04\x22\x4d\x18", "lz4"),
 )
+_RAW_CHUNK = 1 << 20
 _BINARY_PROBE = 8192
 
 
@@ -122,17 +127,70 @@ def _glob_files(pattern: str) -> list[str]:
     return sorted(m for m in matches if Path(m).is_file())
 
 
-def _sniff(head: bytes) -> str | None:
+def compression_in(head: bytes) -> str | None:
+    """The compression whose magic bytes start `head` (gzip, bz2, xz, zstd, lz4), or None."""
     for magic, name in _MAGIC:
         if head.startswith(magic):
             return name
     return None
 
 
+class _ZstdStream(io.RawIOBase):
+    """zstd frames decompressed as a stream (`zstd -dc`): one frame after another, and a frame
+    cut short raises EOFError after its last whole block instead of ending silently."""
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self._raw = raw
+        self._dobj = zstandard.ZstdDecompressor().decompressobj()
+        self._started = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, n: int = -1) -> bytes:
+        while True:
+            data = self._raw.read(_RAW_CHUNK)
+            if not data:
+                if self._started and not self._dobj.eof:
+                    raise EOFError("the zstd frame ends before its end mark")
+                return b""
+            out = b""
+            while data:
+                self._started = True
+                out += self._dobj.decompress(data)
+                data = b""
+                if self._dobj.eof:
+                    data = self._dobj.unused_data  # the next frame
+                    self._dobj = zstandard.ZstdDecompressor().decompressobj()
+                    self._started = bool(data)
+            if out:
+                return out
+
+    def read(self, n: int = -1) -> bytes:
+        return self.read1(n)
+
+
+def _decompressed(raw: Any, kind: str | None) -> Any:
+    """A decompressing reader over `raw` (which it does not close), or `raw` itself for an
+    uncompressed input."""
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == "bz2":
+        return bz2.BZ2File(raw, "rb")
+    if kind == "xz":
+        return lzma.LZMAFile(raw, "rb")
+    if kind == "zstd":
+        return _ZstdStream(raw)
+    if kind == "lz4":
+        return lz4.frame.LZ4FrameFile(raw, "rb")
+    return raw
+
+
 def compression_of(path: str) -> str | None:
-    """gzip, bz2, xz or None, from a file's magic bytes."""
+    """gzip, bz2, xz, zstd, lz4 or None, from a file's magic bytes."""
     with Path(path).open("rb") as f:
-        return _sniff(f.read(8))
+        return compression_in(f.read(8))
 
 
 def looks_binary(head: bytes) -> bool:
@@ -147,37 +205,44 @@ def looks_binary(head: bytes) -> bool:
 
 
 def open_source(src: Source, stats: ReadStats) -> BinaryIO:
-    """Open a source, transparently decompressing gzip, bz2 and xz (sniffed by magic bytes)."""
+    """Open a source, transparently decompressing gzip, bz2, xz, zstd and lz4 (sniffed by magic
+    bytes). Stdin, a pipe and process substitution (`<(ssh node cat job.out)`) are read as they
+    come: nothing is sought."""
     if src.path == "-":
         raw: Any = sys.stdin.buffer
-        if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(raw)  # a stream without peek(): test runners, notebooks
-        kind = _sniff(raw.peek(8)[:8])
-        stats.compression = kind
-        # the decompressors do not close a file object they are given: stdin stays open
-        if kind == "gzip":
-            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-        if kind == "bz2":
-            return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
-        if kind == "xz":
-            return lzma.LZMAFile(raw, "rb")  # type: ignore[return-value]
-        return raw  # type: ignore[no-any-return]
-    try:
-        fh = Path(src.path).open("rb")  # noqa: SIM115 - closed by read_blocks
-    except OSError as err:
-        raise InputError(src.path, f"cannot open: {err.strerror or err}") from None
-    kind = _sniff(fh.read(8))
+    else:
+        try:
+            raw = Path(src.path).open("rb")  # noqa: SIM115 - closed by read_blocks
+        except OSError as err:
+            raise InputError(src.path, f"cannot open: {err.strerror or err}") from None
+    if not hasattr(raw, "peek"):
+        raw = io.BufferedReader(raw)  # a stream without peek(): test runners, notebooks
+    kind = compression_in(raw.peek(8)[:8])
     stats.compression = kind
     if kind is None:
-        fh.seek(0)
-        return fh
-    fh.close()
-    # opened by name, a decompressor closes its own file
-    if kind == "gzip":
-        return gzip.open(src.path, "rb")  # type: ignore[return-value]
-    if kind == "bz2":
-        return bz2.open(src.path, "rb")  # type: ignore[return-value]
-    return lzma.open(src.path, "rb")  # type: ignore[return-value]
+        return raw  # type: ignore[no-any-return]
+    # a decompressor given a file object does not close it: stdin stays open, a file is closed
+    # with it
+    stream = _decompressed(raw, kind)
+    return stream if src.path == "-" else _Closing(stream, raw)  # type: ignore[return-value]
+
+
+class _Closing:
+    """A decompressing reader that also closes the file under it."""
+
+    def __init__(self, stream: Any, raw: Any) -> None:
+        self._stream = stream
+        self._raw = raw
+
+    def read1(self, n: int = -1) -> bytes:
+        return self._stream.read1(n)  # type: ignore[no-any-return]
+
+    def read(self, n: int = -1) -> bytes:
+        return self._stream.read(n)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._stream.close()
+        self._raw.close()
 
 
 def read_blocks(
@@ -472,7 +537,15 @@ def _read(stream: BinaryIO, n: int, compressed: bool) -> tuple[bytes, str | None
                 break
             parts.append(piece)
             got += len(piece)
-    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as err:
+    except (
+        EOFError,
+        OSError,
+        zlib.error,
+        lzma.LZMAError,
+        ValueError,
+        zstandard.ZstdError,
+        RuntimeError,  # lz4 on a damaged block
+    ) as err:
         return b"".join(parts), str(err)
     return b"".join(parts), None
 
@@ -804,6 +877,15 @@ def follow(
             watch.close()
 
 
+def rereadable(path: str) -> bool:
+    """An input that can be read a second time: a regular file, not stdin, a pipe, a FIFO or
+    a process substitution (`<(...)`), whose bytes are gone once read."""
+    try:
+        return path != "-" and Path(path).is_file()
+    except OSError:
+        return False
+
+
 def read_lines(
     path: str,
     wanted: set[int],
@@ -814,10 +896,10 @@ def read_lines(
 
     Used for the context around a root cause after the analysis: only the few lines asked for
     are kept. `marks` ((line number, byte offset) of line starts, ascending) let an
-    uncompressed file be read from the last mark before the first line wanted. Stdin cannot be
-    read again, so it yields nothing.
+    uncompressed file be read from the last mark before the first line wanted. Stdin or a pipe
+    cannot be read again, so it yields nothing.
     """
-    if path == "-" or not wanted:
+    if not wanted or not rereadable(path):
         return {}
     out: dict[int, bytes] = {}
     first, last = min(wanted), max(wanted)

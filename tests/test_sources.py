@@ -7,15 +7,21 @@ import gc
 import gzip
 import json
 import lzma
+import os
 import random
+import subprocess
+import sys
 import tempfile
+import threading
 import tracemalloc
 import warnings
 import zlib
 from pathlib import Path
 from typing import Any
 
+import lz4.frame
 import pytest
+import zstandard
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +33,7 @@ from logscope.sources import (
     ReadStats,
     Source,
     coalesce,
+    compression_in,
     expand,
     read_blocks,
     read_windows,
@@ -180,6 +187,8 @@ COMPRESSORS = {
     "gzip": gzip.compress,
     "bz2": bz2.compress,
     "xz": lzma.compress,
+    "zstd": zstandard.ZstdCompressor().compress,
+    "lz4": lz4.frame.compress,
 }
 
 
@@ -191,6 +200,10 @@ COMPRESSORS = {
         ("bz2", "job.log"),
         ("xz", "job.log.gz"),  # misleading: says gzip, is xz
         ("bz2", "job.xz"),
+        ("zstd", "job.out.zst"),
+        ("zstd", "job.out"),  # no extension hint
+        ("lz4", "job.out.lz4"),
+        ("lz4", "job.out.gz"),  # misleading: says gzip, is lz4
     ],
 )
 def test_compression_sniffed_by_magic(tmp_path: Path, kind: str, name: str) -> None:
@@ -329,22 +342,47 @@ def test_binary_file_in_directory_is_skipped_with_warning(tmp_path: Path) -> Non
     assert "binary" in warning[0], err
 
 
+def _empty_doc(*args: str, input: bytes | None = None) -> tuple[dict[str, Any], str]:
+    """An analysis of empty inputs: never exit 0 (healthy), a warning naming each input."""
+    code, out, err = cli("analyze", *args, "--format", "json", input=input)
+    assert code == 3, f"exit {code}\n{out}\n{err}"
+    doc = json.loads(out)
+    assert doc["job"]["outcome"] == "unknown", doc["job"]
+    assert "no input held a line" in doc["job"]["outcome_reason"], doc["job"]
+    assert doc["incidents"] == [], doc["incidents"]
+    return doc, err
+
+
 def test_empty_file(tmp_path: Path) -> None:
     f = tmp_path / "empty.log"
     f.write_bytes(b"")
-    code, doc, err = analyze_doc(str(f))
-    assert code == 0, err
-    assert doc["job"]["outcome"] == "unknown", doc["job"]
+    doc, err = _empty_doc(str(f))
     assert doc["inputs"][0]["lines"] == 0 and doc["inputs"][0]["bytes"] == 0, doc["inputs"]
-    assert doc["incidents"] == [], doc["incidents"]
+    assert f"logscope: warning: {f}: empty input" in err, err
 
 
-def test_empty_gzip(tmp_path: Path) -> None:
-    f = tmp_path / "empty.log.gz"
-    f.write_bytes(gzip.compress(b""))
-    code, doc, err = analyze_doc(str(f))
-    assert code == 0, err
-    assert doc["job"]["outcome"] == "unknown", doc["job"]
+@pytest.mark.parametrize("kind", ["gzip", "zstd", "lz4"])
+def test_empty_compressed_file(tmp_path: Path, kind: str) -> None:
+    f = tmp_path / "empty.log.x"
+    f.write_bytes(COMPRESSORS[kind](b""))
+    _doc, err = _empty_doc(str(f))
+    assert f"{f}: empty input" in err, err
+
+
+def test_empty_stdin_and_dev_null() -> None:
+    _doc, err = _empty_doc("-", input=b"")
+    assert "-: empty input" in err, err
+    _doc, err = _empty_doc("/dev/null")
+    assert "/dev/null: empty input" in err, err
+
+
+def test_one_empty_input_among_others_is_only_a_warning(tmp_path: Path) -> None:
+    empty, log = tmp_path / "rank1.log", tmp_path / "rank0.log"
+    empty.write_bytes(b"")
+    log.write_bytes(PLAIN + FAILURE)
+    code, _doc, err = analyze_doc(str(log), str(empty))
+    assert code == 1, err
+    assert f"{empty}: empty input" in err, err
 
 
 def test_log_with_a_few_nul_bytes_is_still_text(tmp_path: Path) -> None:
@@ -464,7 +502,7 @@ def test_read_blocks_matches_naive_split(
     lines: list[bytes], final_newline: bool, block_size: int, max_line: int
 ) -> None:
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
-    assume(not data.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")))  # compressed, not text
+    assume(not compression_in(data[:8]))  # compressed, not text
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "x.log"
         f.write_bytes(data)
@@ -551,3 +589,63 @@ def test_read_windows_of_a_file_that_shrank(tmp_path: Path) -> None:
         for w in read_windows(str(log), 0, 1 << 20, window=64, max_line=16)
     ]
     assert windows == [(b"one\ntwo\n", 1, 2), (b"three", 3, 1)]
+
+
+# ---------------------------------------------------------------- damaged zstd and lz4, pipes
+
+
+@pytest.mark.parametrize("kind", ["zstd", "lz4"])
+def test_truncated_frame_reads_the_lines_before_the_damage(tmp_path: Path, kind: str) -> None:
+    text = PLAIN * 5 + FAILURE + _noisy_log(40_000)
+    whole = COMPRESSORS[kind](text)
+    f = tmp_path / f"job.{kind}"
+    f.write_bytes(whole[: len(whole) // 2])
+    code, doc, err = analyze_doc(str(f))
+    assert code == 1, err
+    assert root_line(doc)[1] == 6, doc["incidents"]
+    assert f"logscope: warning: {f}:" in err and "damaged or truncated" in err, err
+    assert "Traceback" not in err, err
+    assert 1000 < doc["inputs"][0]["lines"] < text.count(b"\n"), doc["inputs"]
+
+
+def _through_fifo(tmp_path: Path, data: bytes, *args: str) -> tuple[int, str, str]:
+    """`logscope analyze FIFO ARGS` while another thread writes `data` into the FIFO."""
+    fifo = tmp_path / "job.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with fifo.open("wb") as w:
+            w.write(data)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        return cli("analyze", str(fifo), *args)
+    finally:
+        writer.join(timeout=10)
+
+
+@pytest.mark.parametrize("kind", [None, "zstd"])
+def test_named_pipe_is_read_as_it_comes(tmp_path: Path, kind: str | None) -> None:
+    text = PLAIN * 10 + FAILURE + PLAIN
+    data = text if kind is None else COMPRESSORS[kind](text)
+    code, out, err = _through_fifo(tmp_path, data, "--format", "json")
+    assert code == 1, err
+    doc = json.loads(out)
+    assert root_line(doc)[1:] == (11, FAILURE.decode().rstrip("\n")), doc["incidents"]
+    assert doc["inputs"][0]["compression"] == kind, doc["inputs"]
+
+
+def test_process_substitution_through_a_shell(tmp_path: Path) -> None:
+    # `logscope analyze <(cat job.log)`: a real /dev/fd pipe, made by bash
+    log = tmp_path / "job.log"
+    log.write_bytes(PLAIN * 3 + FAILURE)
+    exe = Path(sys.executable).parent / "logscope"
+    run = subprocess.run(
+        ["bash", "-c", f'"{exe}" analyze <(cat "{log}") --format json'],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 1, run.stderr
+    assert root_line(json.loads(run.stdout))[1] == 4
