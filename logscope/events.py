@@ -156,6 +156,13 @@ class Extractor:
         ):
             # `exited on signal 9` is what torchrun and srun call exit code -9
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
+        if (
+            sig.kind == "failure"
+            and severity not in ("fatal", "error")
+            and self.library.raised(line.raw, line.text)
+        ):
+            # the exception ended a traceback: whatever it says, the process raised it
+            severity = "error"
         if sig.classify:
             rule = self.library.classify(fields.get("exception", ""), fields.get("message", ""))
             if rule is not None:

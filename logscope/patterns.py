@@ -194,6 +194,15 @@ class Library:
             out[t] = None
         return tuple(out)
 
+    def raised(self, raw: str, message: str) -> bool:
+        """Whether a catch-all for raised exceptions (a `classify` signature) matches the line:
+        the last line of a traceback, an uncaught C++ exception."""
+        return any(
+            s.classify and s.match(message) is not None
+            for i in self._index.candidates(raw)
+            if (s := self.signatures[i]).kind == "failure"
+        )
+
     def classify(self, exception: str, message: str) -> Rule | None:
         """The first rule that fits an error line's exception type and message."""
         for rule in self.rules:

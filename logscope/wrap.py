@@ -56,11 +56,17 @@ def wrap_width(data: bytes | bytearray) -> int | None:
         return None
     at_width = [i for i, n in enumerate(lengths) if n == width]
     long = sum(1 for n in lengths if n * 10 > width * 9)
-    if 2 * len(at_width) < long or len({_shape(pieces[i]) for i in at_width}) < 2:
-        # long lines of many lengths, or one fixed-format line (Megatron's iteration lines are
-        # all alike but for their digits): not a wrap
-        return None
-    cut = sum(1 for i in at_width if i + 1 < len(pieces) and not starts_record(pieces[i + 1]))
+    if 2 * len(at_width) < long:
+        return None  # long lines of many lengths: not a wrap
+    # a cut line goes on in a line of another shape; a fixed-format line (Megatron's iteration
+    # lines, alike but for their digits) is followed by another of its kind
+    cut = sum(
+        1
+        for i in at_width
+        if i + 1 < len(pieces)
+        and _shape(pieces[i + 1]) != _shape(pieces[i])
+        and not starts_record(pieces[i + 1])
+    )
     return width if cut >= _MIN_CUT else None
 
 

@@ -114,6 +114,22 @@ def test_lines_that_retry_or_precede_the_end_are_not_the_failure(
     assert code == 0 and doc["verdict"] is None, doc["incidents"]
 
 
+def test_a_raised_exception_is_a_failure_whatever_it_says(tmp_path: Path, analyze_json) -> None:
+    # `Connection reset by peer` alone is only a hint (a peer died), but raised it ended the
+    # process: a log that shows nothing else still failed
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 40, in <module>',
+        "    dist.init_process_group(backend='gloo')",
+        "ConnectionResetError: [Errno 104] Connection reset by peer",
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1, doc
+    inc = verdict_incident(doc)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 4, lines[3])
+
+
 def test_specific_error_beats_a_catch_all_in_one_burst(tmp_path: Path, analyze_json) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",

@@ -87,3 +87,14 @@ def test_wrapped_file_read_in_ranges_gives_the_same_verdict(tmp_path: Path) -> N
     _c2, two, _ = analyze_doc(str(path), "--jobs", "2")
     assert verdict_incident(one)["category"] == "process_killed", one["incidents"]
     assert one["incidents"] == two["incidents"]
+
+
+def test_lines_of_one_template_cut_alike_are_a_wrap() -> None:
+    # two ranks' watchdog lines, alike but for their numbers, both cut mid-number
+    watchdog = (
+        "[rank{r}]:[E531 18:49:48.9288534{r} ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=149489, OpType=_ALLGATHER_BASE, "
+        "NumelIn=185614592, NumelOut=1484916736, Timeout(ms)=1800000) ran for 1800002 ms."
+    )
+    lines = wrapped([watchdog.format(r=r) for r in (2, 3)], 170)
+    assert wrap_width(("\n".join(lines) + "\n").encode()) == 170
