@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from .clusters import Clusters
 from .model import Event, Line
@@ -28,6 +29,9 @@ FAILURE_ENTRY = "torchrun.failure_entry"
 UNRECOGNIZED = "unrecognized.error_line"
 """Synthetic signature id of an error-looking line that no signature knows (issue 11): the
 incident of last resort, so that a log with a plain failure is never called healthy."""
+TRACEBACK_START = "python.traceback_start"
+# Exceptions of a process told to stop (KeyboardInterrupt, torchrun's SignalException): no failure
+_TOLD_TO_STOP = frozenset({"cancelled", "timelimit", "preemption", "process_killed"})
 MAX_UNRECOGNIZED = 100
 """Unrecognized error lines kept as events (all are counted in the templates)."""
 
@@ -115,6 +119,8 @@ class Extractor:
     """The first MAX_UNRECOGNIZED unrecognized error lines as events (UNRECOGNIZED), for the
     engine to use when no signature explains the failure."""
     _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
+    _tracebacks: dict[tuple[Any, ...], Event] = field(default_factory=dict)
+    """Per stream, the start of a traceback whose exception line has not come yet."""
     prefilter: Prefilter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -157,11 +163,12 @@ class Extractor:
             # `exited on signal 9` is what torchrun and srun call exit code -9
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
         if (
-            sig.kind == "failure"
-            and severity not in ("fatal", "error")
+            severity == "warning"
+            and category not in _TOLD_TO_STOP
             and self.library.raised(line.raw, line.text)
         ):
-            # the exception ended a traceback: whatever it says, the process raised it
+            # an exception that ended a traceback: the process died of it, even when its words
+            # alone are only a hint (`Connection reset by peer`)
             severity = "error"
         if sig.classify:
             rule = self.library.classify(fields.get("exception", ""), fields.get("message", ""))
@@ -190,6 +197,15 @@ class Extractor:
         )
         if sig.id == "torchrun.child_failed":
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
+        stream = (line.path, *who(line))
+        if sig.id == TRACEBACK_START:
+            self._tracebacks.setdefault(stream, out[-1])
+        elif stream in self._tracebacks and (
+            sig.role == "cause"
+            or severity in ("fatal", "error")
+            or self.library.raised(line.raw, line.text)
+        ):
+            del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
         return out
 
     def _unrecognized(self, line: Line, seq: int) -> Event:
@@ -305,9 +321,23 @@ class Extractor:
         )
 
     def finish(self) -> list[Event]:
-        """Close blocks still open at the end of the input."""
+        """Close blocks still open at the end of the input. A traceback whose exception never
+        came (an excerpt cut, a process killed while it printed) is kept as an error line of
+        last resort: a traceback is printed for an exception only."""
         out: list[Event] = []
         for key in list(self._blocks):
             dummy = Line(path=key[0], lineno=0, raw="", text="")
             out.extend(self._close(key, dummy))
+        for start in self._tracebacks.values():
+            self.unrecognized_events.append(
+                replace(
+                    start,
+                    signature=UNRECOGNIZED,
+                    fields={"message": "a traceback whose exception the log does not show"},
+                    category="python_exception",
+                    severity="error",
+                    role="cause",
+                )
+            )
+        self._tracebacks.clear()
         return out

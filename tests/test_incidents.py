@@ -130,6 +130,32 @@ def test_a_raised_exception_is_a_failure_whatever_it_says(tmp_path: Path, analyz
     assert_root(inc, path, 4, lines[3])
 
 
+def test_traceback_cut_before_its_exception_is_a_failure(tmp_path: Path, analyze_json) -> None:
+    lines = [
+        "gpu-17: step 5 loss 2.31",
+        "gpu-17: Traceback (most recent call last):",
+        'gpu-17:   File "pretrain.py", line 88, in <module>',
+        "gpu-17:     main(args)",
+    ]
+    code, doc, path = _verdict(analyze_json, tmp_path, lines)
+    assert code == 1, doc
+    inc = verdict_incident(doc)
+    assert inc["category"] == "python_exception", inc
+    assert_root(inc, path, 2, lines[1])
+
+
+def test_interrupted_or_exited_traceback_is_no_failure(tmp_path: Path, analyze_json) -> None:
+    for last in ("KeyboardInterrupt", "SystemExit: 0"):
+        lines = [
+            "Traceback (most recent call last):",
+            '  File "train.py", line 12, in <module>',
+            "    time.sleep(60)",
+            last,
+        ]
+        _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+        assert all(i["category"] != "python_exception" for i in doc["incidents"]), doc["incidents"]
+
+
 def test_specific_error_beats_a_catch_all_in_one_burst(tmp_path: Path, analyze_json) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",
