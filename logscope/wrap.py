@@ -22,9 +22,9 @@ _MIN_WIDTH = 60  # terminals are 80 wide and up; shorter equal lengths are a coi
 _MIN_CUT = 2
 
 
-def _shape(line: bytes) -> bytes:
+def _shape(line: bytes | bytearray) -> bytes:
     """A line without its numbers and padding: the same for every line of one template."""
-    return line.translate(None, b"0123456789 .+-")
+    return bytes(line).translate(None, b"0123456789 .+-")
 
 
 # Lines that start a record although no prefix says so: a traceback's lines, a Python exception,
@@ -93,8 +93,12 @@ def rejoin(
         while pieces < MAX_PIECES and end - last == width and end < size:
             nxt = end + 1
             nxt_end = end_of(data, nxt, size)
-            if nxt >= size or starts_record(data[nxt:nxt_end]):
-                break
+            if (
+                nxt >= size
+                or _shape(data[nxt:nxt_end]) == _shape(data[last:end])
+                or starts_record(data[nxt:nxt_end])
+            ):
+                break  # a record of its own, or the next line of one template
             last, end, pieces = nxt, nxt_end, pieces + 1
         out.append((start, end))
     return out

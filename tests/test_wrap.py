@@ -98,3 +98,14 @@ def test_lines_of_one_template_cut_alike_are_a_wrap() -> None:
     )
     lines = wrapped([watchdog.format(r=r) for r in (2, 3)], 170)
     assert wrap_width(("\n".join(lines) + "\n").encode()) == 170
+
+
+def test_rejoin_stops_at_the_next_line_of_one_template() -> None:
+    # in a wrapped file, a line that happens to be exactly as wide is not joined with the next
+    # line of its own template (two iteration lines)
+    it = " iteration {:6d}/ 100000 | lm loss: 2.{:06d}E+00 | loss scale: 4096.0 | grad norm: 0.31 |"
+    lines = [it.format(n, n) for n in (41, 42)]
+    width = len(lines[0])
+    data = ("\n".join(lines) + "\n").encode()
+    first = (0, data.find(b"\n"))
+    assert rejoin(data, [first], width) == [first]
