@@ -90,7 +90,7 @@ def parse_duration(text: str) -> float:
 
 
 def exit_code(analysis: Analysis) -> int:
-    if analysis.verdict is None and analysis.inputs and not any(i.bytes for i in analysis.inputs):
+    if analysis.verdict is None and analysis.empty:
         return EXIT_EMPTY  # nothing was read: not a healthy run
     return EXIT_HEALTHY if analysis.verdict is None else EXIT_INCIDENTS
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .events import FAILURE_ENTRY
+from .events import FAILURE_ENTRY, who
 from .model import Culprit, Event, Line, field_int
 
 Who = tuple[int | None, str | None, int | None, int | None]
@@ -97,13 +97,12 @@ def pg_culprit(culprit: Culprit, root: Event, events: Sequence[Event], burst_lin
     confidence, by the old `[Rank N]` that names no group). The root's own message, else that of
     the first later line of the same stream in its burst (its watchdog reporting the same error
     a few lines on)."""
-    stream = (root.line.path, root.line.task, root.line.host, root.line.local_rank)
     later = (
         e
         for e in events
         if e.seq > root.seq
-        and (e.line.path, e.line.task, e.line.host, e.line.local_rank) == stream
-        and e.line.rank is None
+        and e.line.path == root.line.path
+        and who(e.line) == who(root.line)
         and 0 < e.line.lineno - root.line.lineno <= burst_lines
     )
     for e in (root, *later):

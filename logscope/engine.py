@@ -37,6 +37,7 @@ from .model import (
     Line,
     Outcome,
     Progress,
+    all_empty,
     duration,
     field_int,
     line_seconds,
@@ -248,7 +249,7 @@ class Engine:
                 cadence,
                 started=self._started(),
             )
-        if inputs and not any(i.bytes for i in inputs):
+        if all_empty(inputs):
             # an empty log says nothing of the job, least of all that it was healthy (issue 16)
             ending = Ending(
                 Outcome.unknown, "no input held a line: nothing says whether the job ran"

@@ -65,7 +65,7 @@ _LOOKS_LIKE_ERROR = re.compile(
 # A line its own logger marks as information, a debug note or a warning does not report a
 # failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).
 _NOT_A_FAILURE_LEVEL = frozenset("IDVW")
-_INFO_MESSAGE = re.compile(
+_NOT_A_FAILURE = re.compile(
     r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])"
     # a client that says it will try again has not failed (`entering retry loop`, `retrying in 5 s`)
     r"|(?i:\bretry(?:ing)?\b|\bwill retry\b|\bretries left\b)"
@@ -143,7 +143,7 @@ class Extractor:
                 if (
                     len(self.unrecognized_events) < MAX_UNRECOGNIZED
                     and line.level not in _NOT_A_FAILURE_LEVEL
-                    and not _INFO_MESSAGE.search(line.text)
+                    and not _NOT_A_FAILURE.search(line.text)
                 ):
                     self.unrecognized_events.append(self._unrecognized(line, seq))
             return out
@@ -162,19 +162,22 @@ class Extractor:
         ):
             # `exited on signal 9` is what torchrun and srun call exit code -9
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
-        if (
-            severity == "warning"
-            and category not in _TOLD_TO_STOP
-            and self.library.raised(line.raw, line.text)
-        ):
+        # the stream is looked at only while a traceback is open or starts: not per progress line
+        tracking = bool(self._tracebacks) or sig.id == TRACEBACK_START
+        stream = (line.path, *who(line)) if tracking else ()
+        open_traceback = tracking and stream in self._tracebacks
+        # only a warning, or a line that may end an open traceback, asks whether it was raised
+        raised = (severity == "warning" or open_traceback) and self.library.raised(
+            line.raw, line.text
+        )
+        if raised and severity == "warning" and category not in _TOLD_TO_STOP:
             # an exception that ended a traceback: the process died of it, even when its words
             # alone are only a hint (`Connection reset by peer`)
             severity = "error"
         if sig.classify:
-            rule = self.library.classify(fields.get("exception", ""), fields.get("message", ""))
-            if rule is not None:
-                category = rule.category
-                fields = {**fields, "rule": rule.id}
+            category, fields = self._classified(
+                category, fields, fields.get("exception", ""), fields.get("message", "")
+            )
         time = line.time
         exact = time is not None
         if "time" in fields:
@@ -197,29 +200,33 @@ class Extractor:
         )
         if sig.id == "torchrun.child_failed":
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
-        stream = (line.path, *who(line))
         if sig.id == TRACEBACK_START:
             self._tracebacks.setdefault(stream, out[-1])
-        elif stream in self._tracebacks and (
-            sig.role == "cause"
-            or severity in ("fatal", "error")
-            or self.library.raised(line.raw, line.text)
-        ):
+        elif open_traceback and (raised or sig.role == "cause" or severity in ("fatal", "error")):
             del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
         return out
 
+    def _classified(
+        self, category: str | None, fields: dict[str, str], exception: str, message: str
+    ) -> tuple[str | None, dict[str, str]]:
+        """The category the classification rules give a catch-all line, and its fields with
+        the rule that decided; the category as it was when no rule fits."""
+        rule = self.library.classify(exception, message)
+        if rule is None:
+            return category, fields
+        return rule.category, {**fields, "rule": rule.id}
+
     def _unrecognized(self, line: Line, seq: int) -> Event:
-        rule = self.library.classify("", line.text)
-        fields = {"message": line.text.strip()}
-        if rule is not None:
-            fields["rule"] = rule.id
+        category, fields = self._classified(
+            "unknown", {"message": line.text.strip()}, "", line.text
+        )
         return Event(
             seq=seq,
             signature=UNRECOGNIZED,
             kind="failure",
             line=line,
             fields=fields,
-            category=rule.category if rule is not None else "unknown",
+            category=category,
             severity="error",
             role="cause",
             time=line.time,

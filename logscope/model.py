@@ -7,6 +7,7 @@ import math
 import statistics
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -293,3 +294,13 @@ class Analysis:
     unrecognized: tuple[Template, ...]
     progress: Progress = field(default_factory=lambda: Progress())
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """No input held a byte: nothing says whether the job ran (issue 16)."""
+        return all_empty(self.inputs)
+
+
+def all_empty(inputs: Sequence[InputInfo]) -> bool:
+    """There were inputs, and none held a byte."""
+    return bool(inputs) and not any(i.bytes for i in inputs)

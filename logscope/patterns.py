@@ -28,7 +28,7 @@ _KNOWN = frozenset(
         "classify",
     }
 )
-_RULE_KNOWN = frozenset({"id", "category", "exception", "message", "note", "samples"})
+_RULE_KNOWN = frozenset({"id", "category", "exception", "message", "samples"})
 _ID = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)+")
 
 # Words that make a line look like an error even when no signature knows it: such lines are
@@ -174,15 +174,15 @@ class Library:
     rules: tuple[Rule, ...] = ()
     """Classification rules, first match wins."""
     _index: _TriggerIndex = field(init=False, compare=False, repr=False)
+    _by_id: dict[str, Signature] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", _TriggerIndex.build(self.signatures))
+        object.__setattr__(self, "_by_id", {s.id: s for s in self.signatures})
 
     def by_id(self, sig_id: str) -> Signature | None:
-        for s in self.signatures:
-            if s.id == sig_id:
-                return s
-        return None
+        # the incident rules ask once per event (is it a catch-all?): a dict, not a scan
+        return self._by_id.get(sig_id)
 
     @property
     def triggers(self) -> tuple[str, ...]:

@@ -149,13 +149,19 @@ def matched_lines(
 ) -> Iterator[tuple[Line, Hit | None]]:
     """Decode the candidate lines of a block and match each against the library."""
     for lineno, raw in prefilter.lines(block, first_lineno, width):
-        yield from _matched(library, raw, path, lineno, year, lineno in truncated)
+        yield from _matched(library, raw, path, lineno, year, lineno in truncated, width)
 
 
 def _matched(
-    library: Library, raw: bytes, path: str, lineno: int, year: int | None, truncated: bool
+    library: Library,
+    raw: bytes,
+    path: str,
+    lineno: int,
+    year: int | None,
+    truncated: bool,
+    width: int | None,
 ) -> Iterator[tuple[Line, Hit | None]]:
-    if b"\n" in raw:
+    if width is not None and b"\n" in raw:  # a record rejoined from a hard-wrapped input
         yield from _matched_record(library, raw.split(b"\n"), path, lineno, year, truncated)
         return
     for line in parse_line(decode(raw), path, lineno, year):
@@ -251,7 +257,9 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
     out: list[PackedMatch] = []
     tally = _Tally()
     for lineno, raw, truncated in read(task, tally):
-        for line, hit in _matched(task.library, raw, task.path, lineno, task.year, truncated):
+        for line, hit in _matched(
+            task.library, raw, task.path, lineno, task.year, truncated, task.wrap
+        ):
             state = _line_state(line)
             out.append((state, -1, None) if hit is None else (state, index[id(hit[0])], hit[1]))
     prefixes = tuple(sorted(tally.prefixes))

@@ -137,35 +137,33 @@ def compression_in(head: bytes) -> str | None:
 
 class _ZstdStream(io.RawIOBase):
     """zstd frames decompressed as a stream (`zstd -dc`): one frame after another, and a frame
-    cut short raises EOFError after its last whole block instead of ending silently."""
+    cut short raises EOFError after its last whole block (zstandard's stream_reader would end
+    silently)."""
 
     def __init__(self, raw: Any) -> None:
         super().__init__()
         self._raw = raw
-        self._dobj = zstandard.ZstdDecompressor().decompressobj()
-        self._started = False
+        self._dctx = zstandard.ZstdDecompressor()
+        self._dobj = self._dctx.decompressobj()
+        self._mid_frame = False
 
     def readable(self) -> bool:
         return True
 
     def read1(self, n: int = -1) -> bytes:
-        while True:
-            data = self._raw.read(_RAW_CHUNK)
-            if not data:
-                if self._started and not self._dobj.eof:
-                    raise EOFError("the zstd frame ends before its end mark")
-                return b""
-            out = b""
+        while data := self._raw.read(_RAW_CHUNK):
+            out: list[bytes] = []
             while data:
-                self._started = True
-                out += self._dobj.decompress(data)
-                data = b""
-                if self._dobj.eof:
-                    data = self._dobj.unused_data  # the next frame
-                    self._dobj = zstandard.ZstdDecompressor().decompressobj()
-                    self._started = bool(data)
-            if out:
-                return out
+                out.append(self._dobj.decompress(data))
+                self._mid_frame, data = not self._dobj.eof, b""
+                if self._dobj.eof:  # the next frame may follow in the same read
+                    data = self._dobj.unused_data
+                    self._dobj = self._dctx.decompressobj()
+            if any(out):
+                return b"".join(out)
+        if self._mid_frame:
+            raise EOFError("the zstd frame ends before its end mark")
+        return b""
 
     def read(self, n: int = -1) -> bytes:
         return self.read1(n)

@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import numpy as np
+
 from .lines import decode, parse_line
+from .sources import newlines_of
 
 WRAP_SAMPLE = 1 << 20
 """Bytes at an input's start from which its wrap width is learned."""
@@ -20,6 +23,8 @@ MAX_PIECES = 8
 """Physical lines one logical line is rejoined from, at most."""
 _MIN_WIDTH = 60  # terminals are 80 wide and up; shorter equal lengths are a coincidence
 _MIN_CUT = 2
+_MAX_LOOKS = 64
+"""Lines of exactly the width whose next line is looked at, at most."""
 
 
 def _shape(line: bytes | bytearray) -> bytes:
@@ -47,27 +52,38 @@ def starts_record(raw: bytes | bytearray) -> bool:
 
 def wrap_width(data: bytes | bytearray) -> int | None:
     """The width an input's lines were cut at, or None: from its first bytes (whole lines)."""
-    pieces = bytes(data).split(b"\n")[:-1]  # the last piece may be a cut line
-    lengths = [len(p.rstrip(b"\r")) for p in pieces]
-    if not lengths:
+    newlines = newlines_of(data)
+    if len(newlines) < _MIN_CUT + 1:
         return None
-    width = max(lengths)
-    if width < _MIN_WIDTH:
+    starts = np.concatenate(([0], newlines[:-1] + 1))
+    cr = np.frombuffer(data, np.uint8)[np.maximum(newlines - 1, 0)] == 13
+    lengths = newlines - starts - (cr & (newlines > starts))
+    width = int(lengths.max())
+    at_width = np.flatnonzero(lengths == width)
+    # the common case ends here, in numpy: the longest line is short or alone
+    if width < _MIN_WIDTH or len(at_width) < _MIN_CUT:
         return None
-    at_width = [i for i, n in enumerate(lengths) if n == width]
-    long = sum(1 for n in lengths if n * 10 > width * 9)
-    if 2 * len(at_width) < long:
+    if 2 * len(at_width) < int(np.count_nonzero(lengths * 10 > width * 9)):
         return None  # long lines of many lengths: not a wrap
     # a cut line goes on in a line of another shape; a fixed-format line (Megatron's iteration
     # lines, alike but for their digits) is followed by another of its kind
-    cut = sum(
-        1
-        for i in at_width
-        if i + 1 < len(pieces)
-        and _shape(pieces[i + 1]) != _shape(pieces[i])
-        and not starts_record(pieces[i + 1])
-    )
+    cut = 0
+    for i in at_width[:_MAX_LOOKS].tolist():
+        if i + 1 < len(newlines):
+            line, after = data[starts[i] : newlines[i]], data[starts[i + 1] : newlines[i + 1]]
+            cut += _continues(line, after)
     return width if cut >= _MIN_CUT else None
+
+
+def _continues(line: bytes | bytearray, after: bytes | bytearray) -> bool:
+    """`after` goes on with `line` cut at the wrap: not the next line of its template, not the
+    start of a record of its own."""
+    return _shape(after) != _shape(line) and not starts_record(after)
+
+
+def _length(data: bytes | bytearray, start: int, end: int) -> int:
+    """The length of the line [start, end), a carriage return before its newline not counted."""
+    return end - start - (1 if end > start and data[end - 1] == 13 else 0)
 
 
 def rejoin(
@@ -86,19 +102,17 @@ def rejoin(
         pieces = 1
         while pieces < MAX_PIECES and start > 0:
             prev = data.rfind(b"\n", 0, start - 1) + 1
-            if start - 1 - prev != width or starts_record(data[start : end_of(data, start, size)]):
+            here = data[start : end_of(data, start, size)]
+            if _length(data, prev, start - 1) != width or not _continues(
+                data[prev : start - 1], here
+            ):
                 break
             start, pieces = prev, pieces + 1
         last = data.rfind(b"\n", 0, end) + 1  # the start of the span's last physical line
-        while pieces < MAX_PIECES and end - last == width and end < size:
-            nxt = end + 1
-            nxt_end = end_of(data, nxt, size)
-            if (
-                nxt >= size
-                or _shape(data[nxt:nxt_end]) == _shape(data[last:end])
-                or starts_record(data[nxt:nxt_end])
-            ):
-                break  # a record of its own, or the next line of one template
+        while pieces < MAX_PIECES and _length(data, last, end) == width and end + 1 < size:
+            nxt, nxt_end = end + 1, end_of(data, end + 1, size)
+            if not _continues(data[last:end], data[nxt:nxt_end]):
+                break
             last, end, pieces = nxt, nxt_end, pieces + 1
         out.append((start, end))
     return out
