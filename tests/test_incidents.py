@@ -7,114 +7,126 @@ format and fails if logscope stops applying it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .test_scenarios import assert_root, lineno, verdict_incident, write
 
+Run = Callable[[list[str]], tuple[int, dict[str, Any], Path]]
 
-def _verdict(analyze_json, tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, Any], Path]:
-    path = write(tmp_path, "job.log", lines)
-    code, doc = analyze_json(path)
-    return code, doc, path
+
+@pytest.fixture
+def run(tmp_path: Path, analyze_json) -> Run:
+    """`logscope analyze` of a log made of `lines`: exit code, JSON document, path."""
+
+    def go(lines: list[str]) -> tuple[int, dict[str, Any], Path]:
+        path = write(tmp_path, "job.log", lines)
+        code, doc = analyze_json(path)
+        return code, doc, path
+
+    return go
+
+
+def failed(
+    run: Run, lines: list[str], category: str | None, root: int | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The document and verdict incident of a log that failed: exit 1, the verdict's category
+    (None: not checked) and its root cause at physical line `root`, as written (None: not
+    checked)."""
+    code, doc, path = run(lines)
+    assert code == 1, doc
+    inc = verdict_incident(doc)
+    if category is not None:
+        assert inc["category"] == category, inc
+    if root is not None:
+        assert_root(inc, path, root, lines[root - 1])
+    return doc, inc
+
+
+def healthy(run: Run, lines: list[str]) -> dict[str, Any]:
+    """The document of a log with no incident: exit 0, no verdict."""
+    code, doc, _ = run(lines)
+    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    return doc
 
 
 # --------------------------------------------------------------------------------------------
 # never healthy on a plain failure
 
 
-def test_unrecognized_error_line_is_an_incident(tmp_path: Path, analyze_json) -> None:
+def test_unrecognized_error_line_is_an_incident(run: Run) -> None:
     lines = [
         "step 10 done",
         "worker 3: fatal: lost the lease on /shared/locks/job-42, giving up",
         "worker 3: fatal: lost the lease on /shared/locks/job-42, giving up",
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1, doc
-    inc = verdict_incident(doc)
-    assert inc["category"] == "unknown", inc
-    assert_root(inc, path, 2, lines[1])
+    doc, _inc = failed(run, lines, "unknown", 2)
     assert doc["job"]["outcome"] == "crashed", doc["job"]
 
 
-def test_unrecognized_line_takes_a_rule_category(tmp_path: Path, analyze_json) -> None:
+def test_unrecognized_line_takes_a_rule_category(run: Run) -> None:
     # no signature knows the sentence; the words say what failed (classify.nccl)
     lines = ["bootstrap: NCCL communicator setup failed on trainer-7, retries exhausted"]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1
-    inc = verdict_incident(doc)
-    assert inc["category"] == "comm_error", inc
-    assert_root(inc, path, 1, lines[0])
+    failed(run, lines, "comm_error", 1)
 
 
-def test_info_and_warning_lines_are_not_failures(tmp_path: Path, analyze_json) -> None:
+def test_info_and_warning_lines_are_not_failures(run: Run) -> None:
     lines = [
         "[2024-05-01 10:00:00,000] [INFO] [engine.py:12:step] failed to find optional op, using"
         " fallback",
         "gpu7:1234:1300 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
         "W0501 10:00:01.000000 1234 torch/distributed/run.py:793] fatal warnings are disabled",
     ]
-    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    healthy(run, lines)
 
 
-def test_known_failure_beats_unrecognized_lines(tmp_path: Path, analyze_json) -> None:
+def test_known_failure_beats_unrecognized_lines(run: Run) -> None:
     lines = [
         "loader: error reading shard 17, skipping",
         "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered",
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1
-    inc = verdict_incident(doc)
-    assert inc["category"] == "cuda_error", inc
-    assert_root(inc, path, 2, lines[1])
+    failed(run, lines, "cuda_error", 2)
 
 
-def test_exception_category_from_its_type(tmp_path: Path, analyze_json) -> None:
+def test_exception_category_from_its_type(run: Run) -> None:
     lines = [
         "Traceback (most recent call last):",
         '  File "train.py", line 88, in save',
         "    os.makedirs(out)",
         "PermissionError: [Errno 13] Permission denied: '/scratch/ckpt/run-7'",
     ]
-    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
-    assert inc["category"] == "io_error", inc
-    assert_root(inc, path, 4, lines[3])
+    failed(run, lines, "io_error", 4)
 
 
-def test_cpp_exception_category_from_its_message(tmp_path: Path, analyze_json) -> None:
+def test_cpp_exception_category_from_its_message(run: Run) -> None:
     lines = [
         "[1,4]<stderr>:terminate called after throwing an instance of 'std::runtime_error'",
         "[1,4]<stderr>:  what():  cudaMemcpyAsync failed: unspecified launch failure",
         "[1,4]<stderr>:[gpu-n04:31337] *** Process received signal ***",
         "[1,4]<stderr>:[gpu-n04:31337] Signal: Aborted (6)",
     ]
-    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
-    assert inc["category"] == "cuda_error", inc
-    assert_root(inc, path, 2, lines[1])  # the what() line says more than the terminate line
+    # the root is the what() line: it says more than the terminate line
+    _doc, inc = failed(run, lines, "cuda_error", 2)
     assert inc["culprit"]["rank"] == 4, inc["culprit"]
 
 
-def test_lines_that_retry_or_precede_the_end_are_not_the_failure(
-    tmp_path: Path, analyze_json
-) -> None:
+def test_lines_that_retry_or_precede_the_end_are_not_the_failure(run: Run) -> None:
     lines = [
         "Epoch 1: 40%|####      | 400/1000 [01:00<01:30]uploader: Network error (Timeout), "
         "entering retry loop.",
         "checkpoint sync failed on attempt 1, retrying in 10 s",
         "{'train_runtime': 919.1, 'train_samples_per_second': 1.08, 'epoch': 1.0}",
     ]
-    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    healthy(run, lines)
     # an error the job outlived: it says it finished after it
     lines = ["shard 3: error: checksum mismatch, skipping", *lines[2:]]
-    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    healthy(run, lines)
 
 
-def test_a_raised_exception_is_a_failure_whatever_it_says(tmp_path: Path, analyze_json) -> None:
+def test_a_raised_exception_is_a_failure_whatever_it_says(run: Run) -> None:
     # `Connection reset by peer` alone is only a hint (a peer died), but raised it ended the
     # process: a log that shows nothing else still failed
     lines = [
@@ -123,28 +135,20 @@ def test_a_raised_exception_is_a_failure_whatever_it_says(tmp_path: Path, analyz
         "    dist.init_process_group(backend='gloo')",
         "ConnectionResetError: [Errno 104] Connection reset by peer",
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1, doc
-    inc = verdict_incident(doc)
-    assert inc["category"] == "comm_error", inc
-    assert_root(inc, path, 4, lines[3])
+    failed(run, lines, "comm_error", 4)
 
 
-def test_traceback_cut_before_its_exception_is_a_failure(tmp_path: Path, analyze_json) -> None:
+def test_traceback_cut_before_its_exception_is_a_failure(run: Run) -> None:
     lines = [
         "gpu-17: step 5 loss 2.31",
         "gpu-17: Traceback (most recent call last):",
         'gpu-17:   File "pretrain.py", line 88, in <module>',
         "gpu-17:     main(args)",
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1, doc
-    inc = verdict_incident(doc)
-    assert inc["category"] == "python_exception", inc
-    assert_root(inc, path, 2, lines[1])
+    failed(run, lines, "python_exception", 2)
 
 
-def test_interrupted_or_exited_traceback_is_no_failure(tmp_path: Path, analyze_json) -> None:
+def test_interrupted_or_exited_traceback_is_no_failure(run: Run) -> None:
     for last in ("KeyboardInterrupt", "SystemExit: 0"):
         lines = [
             "Traceback (most recent call last):",
@@ -152,55 +156,47 @@ def test_interrupted_or_exited_traceback_is_no_failure(tmp_path: Path, analyze_j
             "    time.sleep(60)",
             last,
         ]
-        _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
+        _code, doc, _ = run(lines)
         assert all(i["category"] != "python_exception" for i in doc["incidents"]), doc["incidents"]
 
 
-def test_specific_error_beats_a_catch_all_in_one_burst(tmp_path: Path, analyze_json) -> None:
+def test_specific_error_beats_a_catch_all_in_one_burst(run: Run) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",
         "  what():  Broken pipe",
         "terminate called after throwing an instance of 'c10::Error'",
         "  what():  CUDA error: uncorrectable NVLink error detected during the execution",
     ]
-    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
-    assert inc["category"] == "gpu_hardware", inc
-    assert_root(inc, path, 4, lines[3])
+    failed(run, lines, "gpu_hardware", 4)
 
 
 # --------------------------------------------------------------------------------------------
 # culprits from partial evidence
 
 
-def test_mpirun_signal_report_names_the_rank(tmp_path: Path, analyze_json) -> None:
+def test_mpirun_signal_report_names_the_rank(run: Run) -> None:
     lines = [
         "--------------------------------------------------------------------------",
         "mpirun noticed that process rank 5 with PID 3121 on node gpu-b09 exited on signal 9 "
         "(Killed).",
         "--------------------------------------------------------------------------",
     ]
-    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
-    assert inc["category"] == "process_killed", inc
+    _doc, inc = failed(run, lines, "process_killed", 2)
     assert inc["culprit"]["rank"] == 5 and inc["culprit"]["host"] == "gpu-b09", inc["culprit"]
-    assert_root(inc, path, 2, lines[1])
 
 
-def test_same_stream_names_the_rank_a_few_lines_on(tmp_path: Path, analyze_json) -> None:
+def test_same_stream_names_the_rank_a_few_lines_on(run: Run) -> None:
     lines = [
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
         "[E ProcessGroupNCCL.cpp:916] [Rank 3] NCCL watchdog thread terminated with exception: "
         "CUDA error: an illegal memory access was encountered",
     ]
-    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
-    assert_root(inc, path, 1, lines[0])
+    _doc, inc = failed(run, lines, None, 1)
     assert inc["culprit"]["rank"] == 3, inc["culprit"]
 
 
-def test_store_barrier_waiters_name_the_missing_rank(tmp_path: Path, analyze_json) -> None:
+def test_store_barrier_waiters_name_the_missing_rank(run: Run) -> None:
     # torch 2.1 wording (num_workers_joined); rank 2 never reaches init
     lines = [
         f"INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
@@ -208,50 +204,43 @@ def test_store_barrier_waiters_name_the_missing_rank(tmp_path: Path, analyze_jso
         f"num_workers_joined=3, timeout=0:30:00)"
         for r in (3, 0, 1)
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1
-    inc = verdict_incident(doc)
-    assert inc["category"] == "hang", inc
+    doc, inc = failed(run, lines, "hang", 1)
     assert inc["culprit"]["rank"] == 2, inc["culprit"]
-    assert_root(inc, path, 1, lines[0])
     assert doc["job"]["outcome"] == "hung", doc["job"]
 
 
-def test_default_process_group_rank_names_the_culprit(tmp_path: Path, analyze_json) -> None:
+def test_default_process_group_rank_names_the_culprit(run: Run) -> None:
     lines = [
         "(RayWorkerWrapper pid=9120) [PG ID 0 PG GUID 0(default_pg) Rank 5] Process group watchdog "
         "thread terminated with exception: CUDA error: an illegal memory access was encountered",
     ]
-    _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
+    _doc, inc = failed(run, lines, None, None)
     assert inc["culprit"]["rank"] == 5, inc["culprit"]
     assert inc["culprit"]["confidence"] >= 0.7, inc["culprit"]
 
 
-def test_other_process_group_rank_is_not_a_global_rank(tmp_path: Path, analyze_json) -> None:
+def test_other_process_group_rank_is_not_a_global_rank(run: Run) -> None:
     lines = [
         "[PG ID 3 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: "
         "CUDA error: an illegal memory access was encountered",
     ]
-    _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    culprit = verdict_incident(doc)["culprit"]
+    _doc, inc = failed(run, lines, None, None)
+    culprit = inc["culprit"]
     assert culprit is None or culprit["rank"] is None, culprit
 
 
-def test_bare_error_belongs_to_the_one_failed_worker(tmp_path: Path, analyze_json) -> None:
+def test_bare_error_belongs_to_the_one_failed_worker(run: Run) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::bad_alloc'",
         "  what():  std::bad_alloc",
         "E0301 09:00:00.000000 4000 torch/distributed/elastic/multiprocessing/api.py:874] failed "
         "(exitcode: -6) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3",
     ]
-    _code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
-    assert inc["category"] == "oom_host", inc
+    _doc, inc = failed(run, lines, "oom_host", None)
     assert inc["culprit"]["rank"] == 1, inc["culprit"]
 
 
-def test_launcher_names_the_first_failed_rank(tmp_path: Path, analyze_json) -> None:
+def test_launcher_names_the_first_failed_rank(run: Run) -> None:
     # every rank prints Horovod's shutdown (a cascade); mpirun names the one that exited first
     shutdown = (
         "RuntimeError: Horovod has been shut down. This was caused by an exception on one of the "
@@ -267,14 +256,11 @@ def test_launcher_names_the_first_failed_rank(tmp_path: Path, analyze_json) -> N
         "  Process name: [[4123,1],2]",
         "  Exit code:    1",
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1
-    inc = verdict_incident(doc)
+    _doc, inc = failed(run, lines, None, 1)
     assert inc["culprit"]["rank"] == 2, inc["culprit"]
-    assert_root(inc, path, 1, lines[0])
 
 
-def test_catch_all_error_after_own_timeout_is_cascade(tmp_path: Path, analyze_json) -> None:
+def test_catch_all_error_after_own_timeout_is_cascade(run: Run) -> None:
     timeout = (
         "[rank{r}]:[E301 09:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
         "collective operation timeout: WorkNCCL(SeqNum=7, OpType=BROADCAST, NumelIn=8, "
@@ -285,17 +271,14 @@ def test_catch_all_error_after_own_timeout_is_cascade(tmp_path: Path, analyze_js
         timeout.format(r=0),
         "[rank1]: RuntimeError: Expected to have finished reduction in the prior iteration",
     ]
-    _code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    inc = verdict_incident(doc)
-    assert inc["category"] == "collective_timeout", inc
-    assert_root(inc, path, 1, lines[0])
+    failed(run, lines, "collective_timeout", 1)
 
 
 # --------------------------------------------------------------------------------------------
 # a warning that names the failure; how a log that stops mid-story ended
 
 
-def test_nccl_warning_before_its_error_code_is_the_root(tmp_path: Path, analyze_json) -> None:
+def test_nccl_warning_before_its_error_code_is_the_root(run: Run) -> None:
     lines = [
         "trn-04:7781:7781 [6] NCCL INFO Bootstrap : Using eth0:10.1.0.4<0>",
         "trn-04:7781:7790 [6] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
@@ -304,29 +287,23 @@ def test_nccl_warning_before_its_error_code_is_the_root(tmp_path: Path, analyze_
         "trn-04:7781:7790 [6] NCCL INFO bootstrap.cc:274 -> 2",
         "trn-04:7781:7790 [6] NCCL INFO init.cc:1378 -> 2",
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1
-    inc = verdict_incident(doc)
-    assert inc["category"] == "comm_error", inc
-    assert_root(inc, path, lineno(lines, lines[1]), lines[1])
+    failed(run, lines, "comm_error", lineno(lines, lines[1]))
 
 
-def test_handled_nccl_error_frame_is_no_failure(tmp_path: Path, analyze_json) -> None:
+def test_handled_nccl_error_frame_is_no_failure(run: Run) -> None:
     # an inner frame after an INFO probe: NCCL handles it and goes on
     lines = [
         "trn-04:7781:7781 [0] NCCL INFO Could not find real path of /sys/class/net/ib0/device",
         "trn-04:7781:7781 [0] NCCL INFO include/net.h:19 -> 2",
         "trn-04:7781:7781 [0] NCCL INFO Ring 00 : 0 -> 8 [receive] via NET/Socket/0",
     ]
-    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    healthy(run, lines)
 
 
-def test_log_that_stops_while_running_is_truncated(tmp_path: Path, analyze_json) -> None:
+def test_log_that_stops_while_running_is_truncated(run: Run) -> None:
     # ranks print (their prefixes say so), nothing fails, nothing says the job ended
     lines = [f"[default{r}]:building the model on cuda:{r}" for r in range(2)]
-    code, doc, _ = _verdict(analyze_json, tmp_path, lines)
-    assert code == 0 and doc["verdict"] is None, doc["incidents"]
+    doc = healthy(run, lines)
     assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
@@ -346,25 +323,22 @@ _BLOCK = [
 ]
 
 
-def test_failure_block_without_its_header(tmp_path: Path, analyze_json) -> None:
+def test_failure_block_without_its_header(run: Run) -> None:
     for start in (0, 2):  # from its Root Cause header, or from the entry's first field
         lines = _BLOCK[start:]
-        _code, doc, path = _verdict(analyze_json, tmp_path, lines)
-        inc = verdict_incident(doc)
-        assert inc["category"] == "process_killed", inc
+        _doc, inc = failed(
+            run, lines, "process_killed", lineno(lines, "  exitcode  : -9 (pid: 88123)")
+        )
+        assert inc["root_cause"]["text"] == lines[-4], inc["root_cause"]
         assert inc["culprit"]["rank"] == 5 and inc["culprit"]["host"] == "gpu-a17.cluster", inc
-        assert_root(inc, path, lineno(lines, "  exitcode  : -9 (pid: 88123)"), lines[-4])
 
 
-def test_state_dict_list_without_its_head(tmp_path: Path, analyze_json) -> None:
+def test_state_dict_list_without_its_head(run: Run) -> None:
     lines = [
         f"[rank3]:        size mismatch for decoder.layers.{i}.fc1.weight: copying a param with "
         f"shape torch.Size([3072, 768]) from checkpoint, the shape in current model is "
         f"torch.Size([4096, 1024])."
         for i in range(3)
     ]
-    code, doc, path = _verdict(analyze_json, tmp_path, lines)
-    assert code == 1
-    inc = verdict_incident(doc)
+    _doc, inc = failed(run, lines, None, 1)
     assert inc["culprit"]["rank"] == 3, inc["culprit"]
-    assert_root(inc, path, 1, lines[0])

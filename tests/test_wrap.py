@@ -109,3 +109,12 @@ def test_rejoin_stops_at_the_next_line_of_one_template() -> None:
     data = ("\n".join(lines) + "\n").encode()
     first = (0, data.find(b"\n"))
     assert rejoin(data, [first], width) == [first]
+
+
+def test_crlf_lines_are_measured_without_their_carriage_return() -> None:
+    lines = wrapped([*CHATTER, DS_ERROR])
+    data = ("\r\n".join(lines) + "\r\n").encode()
+    assert wrap_width(data) == WIDTH
+    first_end = data.find(b"\r\n")
+    spans = rejoin(data, [(0, first_end + 1)], WIDTH)  # a span ends at its newline, \r kept
+    assert spans[0][1] > first_end + 2, spans  # grown into the next physical line
