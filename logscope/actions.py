@@ -20,8 +20,8 @@ from datetime import datetime
 from pathlib import Path
 
 from .errors import LogscopeError
+from .follow import Chunk, Notice, follow
 from .model import Event
-from .sources import Chunk, Notice, follow
 from .watch import Alert, Watcher
 
 COMMAND_TIMEOUT_S = 120.0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .accounting import advise, build_ledger, owner
 from .clusters import Clusters
+from .compression import compression_of
 from .culprits import Who, World, build_world
 from .errors import InputError, WorkerError
 from .events import Extractor, who
@@ -52,7 +53,6 @@ from .sources import (
     ReadStats,
     Source,
     coalesce,
-    compression_of,
     expand,
     looks_binary,
     note_cut,

@@ -2,44 +2,27 @@
 
 from __future__ import annotations
 
-import bz2
 import glob
-import gzip
 import io
 import itertools
-import lzma
-import math
 import multiprocessing
-import os
-import re
 import sys
-import time
-import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import lz4.frame
 import numpy as np
 import numpy.typing as npt
-import zstandard
 
+from .compression import compression_in, decompressed, read_upto_damage
 from .errors import InputError, WorkerError
 
 BLOCK_SIZE = 1 << 20
 MAX_LINE = 1 << 20
 """Longer lines are cut at this many bytes and flagged: a 50 MB line is never held whole."""
 
-_MAGIC = (
-    (b"\x1f\x8b", "gzip"),
-    (b"BZh", "bz2"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"\x28\xb5\x2f\xfd", "zstd"),
-    (b"\x04\x22\x4d\x18", "lz4"),
-)
-_RAW_CHUNK = 1 << 20
 _BINARY_PROBE = 8192
 
 
@@ -94,7 +77,7 @@ def expand(paths: list[str]) -> list[Source]:
             continue
         p = Path(arg)
         if p.is_dir():
-            files = _dir_files(p)
+            files = dir_files(p)
             if not files:
                 raise InputError(arg, "directory contains no files")
             for f in files:
@@ -102,7 +85,7 @@ def expand(paths: list[str]) -> list[Source]:
         elif p.exists():
             add(Source(arg))
         elif glob.has_magic(arg):
-            files = _glob_files(arg)
+            files = glob_files(arg)
             if not files:
                 raise InputError(arg, "no file matches this pattern")
             for f in files:
@@ -112,7 +95,7 @@ def expand(paths: list[str]) -> list[Source]:
     return out
 
 
-def _dir_files(p: Path) -> list[str]:
+def dir_files(p: Path) -> list[str]:
     """The files below a directory, hidden ones (and those in hidden folders) left out."""
     return sorted(
         str(f)
@@ -121,74 +104,10 @@ def _dir_files(p: Path) -> list[str]:
     )
 
 
-def _glob_files(pattern: str) -> list[str]:
+def glob_files(pattern: str) -> list[str]:
     """The files a glob matches (`**` too)."""
     matches = glob.glob(pattern, recursive=True)  # noqa: PTH207 - takes absolute globs
     return sorted(m for m in matches if Path(m).is_file())
-
-
-def compression_in(head: bytes) -> str | None:
-    """The compression whose magic bytes start `head` (gzip, bz2, xz, zstd, lz4), or None."""
-    for magic, name in _MAGIC:
-        if head.startswith(magic):
-            return name
-    return None
-
-
-class _ZstdStream(io.RawIOBase):
-    """zstd frames decompressed as a stream (`zstd -dc`): one frame after another, and a frame
-    cut short raises EOFError after its last whole block (zstandard's stream_reader would end
-    silently)."""
-
-    def __init__(self, raw: Any) -> None:
-        super().__init__()
-        self._raw = raw
-        self._dctx = zstandard.ZstdDecompressor()
-        self._dobj = self._dctx.decompressobj()
-        self._mid_frame = False
-
-    def readable(self) -> bool:
-        return True
-
-    def read1(self, n: int = -1) -> bytes:
-        while data := self._raw.read(_RAW_CHUNK):
-            out: list[bytes] = []
-            while data:
-                out.append(self._dobj.decompress(data))
-                self._mid_frame, data = not self._dobj.eof, b""
-                if self._dobj.eof:  # the next frame may follow in the same read
-                    data = self._dobj.unused_data
-                    self._dobj = self._dctx.decompressobj()
-            if any(out):
-                return b"".join(out)
-        if self._mid_frame:
-            raise EOFError("the zstd frame ends before its end mark")
-        return b""
-
-    def read(self, n: int = -1) -> bytes:
-        return self.read1(n)
-
-
-def _decompressed(raw: Any, kind: str | None) -> Any:
-    """A decompressing reader over `raw` (which it does not close), or `raw` itself for an
-    uncompressed input."""
-    if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if kind == "bz2":
-        return bz2.BZ2File(raw, "rb")
-    if kind == "xz":
-        return lzma.LZMAFile(raw, "rb")
-    if kind == "zstd":
-        return _ZstdStream(raw)
-    if kind == "lz4":
-        return lz4.frame.LZ4FrameFile(raw, "rb")
-    return raw
-
-
-def compression_of(path: str) -> str | None:
-    """gzip, bz2, xz, zstd, lz4 or None, from a file's magic bytes."""
-    with Path(path).open("rb") as f:
-        return compression_in(f.read(8))
 
 
 def looks_binary(head: bytes) -> bool:
@@ -221,7 +140,7 @@ def open_source(src: Source, stats: ReadStats) -> BinaryIO:
         return raw  # type: ignore[no-any-return]
     # a decompressor given a file object does not close it: stdin stays open, a file is closed
     # with it
-    stream = _decompressed(raw, kind)
+    stream = decompressed(raw, kind)
     return stream if src.path == "-" else _Closing(stream, raw)  # type: ignore[return-value]
 
 
@@ -243,6 +162,56 @@ class _Closing:
         self._raw.close()
 
 
+@dataclass(slots=True)
+class LineCutter:
+    """Cuts a byte stream into whole lines, holding back at most one partial line."""
+
+    max_line: int
+    lineno: int = 1
+    pending: bytes = b""
+    skipping: bool = False
+    """Inside the rest of a line already cut at max_line."""
+
+    def feed(self, chunk: bytes) -> Block | None:
+        # callers keep len(chunk) <= max_line, so only the first line (which may have begun
+        # in `pending`) can be over-long
+        data = self.pending + chunk
+        self.pending = b""
+        if self.skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return None
+            data = data[nl + 1 :]
+            self.skipping = False
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) > self.max_line:
+                block = Block(data[: self.max_line] + b"\n", self.lineno, [self.lineno])
+                self.lineno += 1
+                self.skipping = True
+                return block
+            self.pending = data
+            return None
+        body, self.pending = data[: cut + 1], data[cut + 1 :]
+        truncated: list[int] = []
+        first_nl = body.find(b"\n")
+        if first_nl > self.max_line:
+            body = body[: self.max_line] + body[first_nl:]
+            truncated.append(self.lineno)
+        block = Block(body, self.lineno, truncated)
+        self.lineno += body.count(b"\n")
+        return block
+
+    def flush(self) -> Block | None:
+        """The partial last line of a file that will not grow any more, if there is one."""
+        if not self.pending:
+            return None
+        block = Block(self.pending, self.lineno, [])
+        self.pending = b""
+        self.lineno += 1
+        return block
+
+
 def read_blocks(
     src: Source,
     stats: ReadStats,
@@ -259,11 +228,11 @@ def read_blocks(
     """
     block_size = min(block_size, max_line)
     stream: Any = open_source(src, stats) if byte_range is None else _Range(src.path, *byte_range)
-    lines = _Lines(max_line)
+    lines = LineCutter(max_line)
     first = byte_range is None or byte_range[0] == 0
     try:
         while True:
-            chunk, damage = _read(stream, block_size, bool(stats.compression))
+            chunk, damage = read_upto_damage(stream, block_size, bool(stats.compression))
             if damage is not None:
                 msg = f"{stats.compression or 'input'} stream is damaged or truncated ({damage})"
                 where = lines.lineno + chunk.count(b"\n") + lines.pending.count(b"\n")
@@ -517,362 +486,6 @@ class _Ended:
 
     def close(self) -> None:
         pass
-
-
-def _read(stream: BinaryIO, n: int, compressed: bool) -> tuple[bytes, str | None]:
-    """Read up to n bytes; on a damaged stream return what came before the damage."""
-    if not compressed:
-        try:
-            return stream.read(n), None
-        except OSError as err:
-            return b"", str(err)
-    parts: list[bytes] = []
-    got = 0
-    try:
-        while got < n:
-            piece = stream.read1(n - got)  # type: ignore[attr-defined]
-            if not piece:
-                break
-            parts.append(piece)
-            got += len(piece)
-    except (
-        EOFError,
-        OSError,
-        zlib.error,
-        lzma.LZMAError,
-        ValueError,
-        zstandard.ZstdError,
-        RuntimeError,  # lz4 on a damaged block
-    ) as err:
-        return b"".join(parts), str(err)
-    return b"".join(parts), None
-
-
-# --- follow: `tail -F` by polling stat(), for `logscope tail` -----------------------------------
-
-_ROTATED = re.compile(r"(?:\.(?:gz|bz2|xz|zst)|\.[^.\d][^.]*\.\d+)$")
-"""Names of rotated or compressed siblings (`x.log.1`, `x.log.2.gz`, `x.out.gz`): never followed
-when found by a glob or in a directory; a path named exactly is followed whatever its name."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """Emitted after every poll round, data or not: the caller checks for stalls here."""
-
-    now: float
-    """`clock()` (time.monotonic by default) at the end of the round."""
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """Something happened to a followed file; `message` is a sentence naming it."""
-
-    path: str
-    what: str
-    """One of "opened", "truncated", "rotated", "vanished", "error"."""
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """New whole lines of one followed file, numbered as physical lines of that file."""
-
-    path: str
-    block: Block
-
-
-@dataclass(slots=True)
-class _Lines:
-    """Cuts a byte stream into whole lines, holding back at most one partial line."""
-
-    max_line: int
-    lineno: int = 1
-    pending: bytes = b""
-    skipping: bool = False
-    """Inside the rest of a line already cut at max_line."""
-
-    def feed(self, chunk: bytes) -> Block | None:
-        # callers keep len(chunk) <= max_line, so only the first line (which may have begun
-        # in `pending`) can be over-long
-        data = self.pending + chunk
-        self.pending = b""
-        if self.skipping:
-            nl = data.find(b"\n")
-            if nl < 0:
-                return None
-            data = data[nl + 1 :]
-            self.skipping = False
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            if len(data) > self.max_line:
-                block = Block(data[: self.max_line] + b"\n", self.lineno, [self.lineno])
-                self.lineno += 1
-                self.skipping = True
-                return block
-            self.pending = data
-            return None
-        body, self.pending = data[: cut + 1], data[cut + 1 :]
-        truncated: list[int] = []
-        first_nl = body.find(b"\n")
-        if first_nl > self.max_line:
-            body = body[: self.max_line] + body[first_nl:]
-            truncated.append(self.lineno)
-        block = Block(body, self.lineno, truncated)
-        self.lineno += body.count(b"\n")
-        return block
-
-    def flush(self) -> Block | None:
-        """The partial last line of a file that will not grow any more, if there is one."""
-        if not self.pending:
-            return None
-        block = Block(self.pending, self.lineno, [])
-        self.pending = b""
-        self.lineno += 1
-        return block
-
-
-@dataclass(slots=True)
-class _Watch:
-    """One followed path: the open file, how far it was read, and its line count."""
-
-    path: str
-    block_size: int
-    max_line: int
-    lines: _Lines
-    fh: BinaryIO | None = None
-    ident: tuple[int, int] | None = None
-    """(st_dev, st_ino) of `fh`: a different one at `path` means the file was rotated."""
-    offset: int = 0
-    count_to: int = 0
-    """While offset < count_to, existing lines are counted, not emitted (following from the end)."""
-    counted: int = 0
-    last_nl: int = -1
-    absent_noted: bool = False
-    error: str | None = None
-    busy: bool = False
-    """The last poll left data unread: poll again without sleeping."""
-
-    def poll(self, from_end: bool) -> Iterator[Chunk | Notice]:
-        self.busy = False
-        try:
-            st: os.stat_result | None = Path(self.path).stat()
-        except (FileNotFoundError, NotADirectoryError):
-            st = None
-        except OSError as err:
-            yield from self._error(f"cannot stat: {err.strerror or err}")
-            return
-        if self.fh is not None:
-            if st is not None and (st.st_dev, st.st_ino) == self.ident:
-                yield from self._read()
-                return
-            # renamed or deleted: its writer may have added lines since the last poll
-            if self.offset >= self.count_to:
-                yield from self._read()
-                if self.busy:
-                    return
-            yield from self._flush()
-            self.close()
-            if st is None:
-                self.absent_noted = True
-                yield Notice(
-                    self.path, "vanished", f"{self.path}: vanished; waiting for it to return"
-                )
-                return
-            yield Notice(
-                self.path,
-                "rotated",
-                f"{self.path}: rotated (a new file); reading it from its start",
-            )
-            yield from self._open(from_end=False, announce=False)
-            return
-        if st is None:
-            if not self.absent_noted:
-                self.absent_noted = True
-                yield Notice(
-                    self.path, "vanished", f"{self.path}: no such file; waiting for it to appear"
-                )
-            return
-        yield from self._open(from_end)
-
-    def _open(self, from_end: bool, announce: bool = True) -> Iterator[Chunk | Notice]:
-        fh: BinaryIO | None = None
-        try:
-            fh = Path(self.path).open("rb", buffering=0)  # noqa: SIM115 - held across polls
-            fst = os.fstat(fh.fileno())
-        except OSError as err:
-            if fh is not None:
-                fh.close()
-            yield from self._error(f"cannot open: {err.strerror or err}")
-            return
-        self.fh = fh
-        self.ident = (fst.st_dev, fst.st_ino)
-        self._restart()
-        self.error = None
-        if from_end and fst.st_size:
-            self.count_to = fst.st_size
-            how = f"following from its end (byte {fst.st_size})"
-        else:
-            how = "reading from its start"
-        if announce:
-            yield Notice(self.path, "opened", f"{self.path}: {how}")
-        yield from self._read()
-
-    def _restart(self) -> None:
-        self.lines = _Lines(self.max_line)
-        self.offset = self.count_to = self.counted = 0
-        self.last_nl = -1
-        self.absent_noted = False
-
-    def _read(self) -> Iterator[Chunk | Notice]:
-        fh = self.fh
-        if fh is None:
-            return
-        try:
-            size = os.fstat(fh.fileno()).st_size
-            if size < self.offset:
-                yield Notice(
-                    self.path,
-                    "truncated",
-                    f"{self.path}: truncated (size {size} < {self.offset} read); "
-                    "reading from its start",
-                )
-                self._restart()
-            if size <= self.offset:
-                return
-            want = self.block_size
-            if self.offset < self.count_to:
-                want = min(want, self.count_to - self.offset)
-            fh.seek(self.offset)
-            data = fh.read(want)
-        except OSError as err:
-            yield from self._error(f"cannot read: {err.strerror or err}")
-            return
-        if not data:
-            return
-        self.error = None
-        start = self.offset
-        self.offset += len(data)
-        if start < self.count_to:
-            self._count(data, start)
-            self.busy = self.offset < size
-            return
-        self.busy = self.offset < size
-        block = self.lines.feed(data)
-        if block is not None:
-            yield Chunk(self.path, block)
-
-    def _count(self, data: bytes, start: int) -> None:
-        # Numbering stays physical when following from the end, at the cost of one
-        # sequential read of what was there (block_size at a time, nothing held).
-        self.counted += data.count(b"\n")
-        nl = data.rfind(b"\n")
-        if nl >= 0:
-            self.last_nl = start + nl
-        if self.offset < self.count_to:
-            return
-        line_start = self.last_nl + 1
-        self.lines = _Lines(self.max_line, lineno=self.counted + 1)
-        if line_start < self.count_to:
-            # a partial last line was there: wait for its end and emit it whole, unless it is
-            # already too long to hold
-            if self.count_to - line_start <= self.max_line:
-                self.offset = line_start
-            else:
-                self.lines = _Lines(self.max_line, lineno=self.counted + 2, skipping=True)
-        self.count_to = 0
-
-    def _flush(self) -> Iterator[Chunk]:
-        if self.offset < self.count_to:
-            return
-        block = self.lines.flush()
-        if block is not None:
-            yield Chunk(self.path, block)
-
-    def _error(self, message: str) -> Iterator[Notice]:
-        if message != self.error:
-            self.error = message
-            yield Notice(self.path, "error", f"{self.path}: {message}; retrying")
-
-    def close(self) -> None:
-        if self.fh is not None:
-            self.fh.close()
-        self.fh = None
-        self.ident = None
-
-
-def _follow_paths(patterns: Sequence[str]) -> tuple[set[str], list[str]]:
-    """Paths to follow now, and the patterns that match nothing yet."""
-    paths: set[str] = set()
-    unmatched: list[str] = []
-    for arg in patterns:
-        p = Path(arg)
-        if p.is_dir() or (glob.has_magic(arg) and not p.exists()):
-            files = _dir_files(p) if p.is_dir() else _glob_files(arg)
-            found = [f for f in files if not _ROTATED.search(Path(f).name)]
-        else:
-            found = [arg]  # named exactly: followed even before it exists
-        if not found:
-            unmatched.append(arg)
-        paths.update(found)
-    return paths, unmatched
-
-
-RESCAN_BUSY_S = 1.0
-"""While files have unread data, globs and directories are expanded again at most this often."""
-
-
-def follow(
-    patterns: Sequence[str],
-    *,
-    from_start: bool = False,
-    poll_s: float = 0.25,
-    stop: Callable[[], bool] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    block_size: int = BLOCK_SIZE,
-    max_line: int = MAX_LINE,
-) -> Iterator[Chunk | Notice | Tick]:
-    """Follow growing files like `tail -F`, by polling stat() (inotify sees nothing on NFS/Lustre).
-
-    Globs and directories are expanded again every idle round (at most once a second while
-    catching up: a directory walk stats every file), so files that appear later are followed
-    from their start; files there at the start are followed from their end unless
-    `from_start`. Truncation and rotation restart the numbering at 1 for the new content.
-    Each round reads at most `block_size` per file, in sorted path order, then yields a Tick;
-    it sleeps `poll_s` only when no file has unread data. User errors become Notices.
-    """
-    block_size = max(1, min(block_size, max_line))
-    watches: dict[str, _Watch] = {}
-    first = True
-    busy = False
-    now = scanned = -math.inf  # the clock as of the last round's Tick
-    paths: set[str] = set()
-    try:
-        while stop is None or not stop():
-            if not busy or now - scanned >= RESCAN_BUSY_S:
-                paths, unmatched = _follow_paths(patterns)
-                scanned = now
-            if first:
-                for arg in unmatched:
-                    yield Notice(arg, "vanished", f"{arg}: no file matches yet; waiting for one")
-            busy = False
-            for path in sorted(paths | watches.keys()):
-                watch = watches.get(path)
-                if watch is None:
-                    watch = _Watch(path, block_size, max_line, _Lines(max_line))
-                    watches[path] = watch
-                yield from watch.poll(from_end=first and not from_start)
-                busy = busy or watch.busy
-                if watch.fh is None and path not in paths:
-                    del watches[path]  # matched a glob once; a new file there starts afresh
-            first = False
-            now = clock()
-            yield Tick(now)
-            if not busy:
-                sleep(poll_s)
-    finally:
-        for watch in watches.values():
-            watch.close()
 
 
 def rereadable(path: str) -> bool:

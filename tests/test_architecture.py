@@ -11,7 +11,9 @@ PKG = Path(__file__).parent.parent / "logscope"
 ORDER = [
     "errors",
     "model",
+    "compression",
     "sources",
+    "follow",
     "lines",
     "wrap",
     "clusters",

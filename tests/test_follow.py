@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from logscope import sources
-from logscope.sources import _ROTATED, Chunk, Notice, Tick, follow
+from logscope import follow as following
+from logscope.follow import _ROTATED, Chunk, Notice, Tick, follow
 
 Item = Chunk | Notice | Tick
 
@@ -459,14 +459,14 @@ def test_catching_up_does_not_walk_the_directory_every_round(
 ) -> None:
     (tmp_path / "a.log").write_bytes(b"y\n" * 1000)  # 2000 rounds of 1 byte: always busy
     walks = 0
-    real = sources._follow_paths
+    real = following._follow_paths
 
     def counting(patterns: list[str]) -> tuple[set[str], list[str]]:
         nonlocal walks
         walks += 1
         return real(patterns)
 
-    monkeypatch.setattr(sources, "_follow_paths", counting)
+    monkeypatch.setattr(following, "_follow_paths", counting)
     gen = follow([str(tmp_path)], from_start=True, block_size=1, sleep=no_sleep, clock=lambda: 5.0)
     got = rounds(gen, 200)
     assert sum(1 for i in got if isinstance(i, Chunk)) == 100  # a line every other round

@@ -25,6 +25,7 @@ import zstandard
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from logscope.compression import compression_in
 from logscope.errors import InputError
 from logscope.sources import (
     BLOCK_SIZE,
@@ -33,7 +34,6 @@ from logscope.sources import (
     ReadStats,
     Source,
     coalesce,
-    compression_in,
     expand,
     read_blocks,
     read_windows,

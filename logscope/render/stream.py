@@ -8,7 +8,7 @@ from typing import TextIO
 
 from ..actions import ActionResult
 from ..model import Event
-from ..sources import Notice
+from ..follow import Notice
 from ..watch import Alert
 
 

@@ -1,0 +1,117 @@
+"""Compressed inputs: gzip, bz2, xz, zstd and lz4 recognized by their magic bytes, read as a
+stream (a file, stdin, a pipe) or inflated piece by piece as a followed file grows."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import lz4.frame
+import zstandard
+
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+)
+_RAW_CHUNK = 1 << 20
+
+
+def compression_in(head: bytes) -> str | None:
+    """The compression whose magic bytes start `head` (gzip, bz2, xz, zstd, lz4), or None."""
+    for magic, name in _MAGIC:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+class _ZstdStream(io.RawIOBase):
+    """zstd frames decompressed as a stream (`zstd -dc`): one frame after another, and a frame
+    cut short raises EOFError after its last whole block (zstandard's stream_reader would end
+    silently)."""
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor()
+        self._dobj = self._dctx.decompressobj()
+        self._mid_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, n: int = -1) -> bytes:
+        while data := self._raw.read(_RAW_CHUNK):
+            out: list[bytes] = []
+            while data:
+                out.append(self._dobj.decompress(data))
+                self._mid_frame, data = not self._dobj.eof, b""
+                if self._dobj.eof:  # the next frame may follow in the same read
+                    data = self._dobj.unused_data
+                    self._dobj = self._dctx.decompressobj()
+            if any(out):
+                return b"".join(out)
+        if self._mid_frame:
+            raise EOFError("the zstd frame ends before its end mark")
+        return b""
+
+    def read(self, n: int = -1) -> bytes:
+        return self.read1(n)
+
+
+def decompressed(raw: Any, kind: str | None) -> Any:
+    """A decompressing reader over `raw` (which it does not close), or `raw` itself for an
+    uncompressed input."""
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == "bz2":
+        return bz2.BZ2File(raw, "rb")
+    if kind == "xz":
+        return lzma.LZMAFile(raw, "rb")
+    if kind == "zstd":
+        return _ZstdStream(raw)
+    if kind == "lz4":
+        return lz4.frame.LZ4FrameFile(raw, "rb")
+    return raw
+
+
+def compression_of(path: str) -> str | None:
+    """gzip, bz2, xz, zstd, lz4 or None, from a file's magic bytes."""
+    with Path(path).open("rb") as f:
+        return compression_in(f.read(8))
+
+
+def read_upto_damage(stream: BinaryIO, n: int, compressed: bool) -> tuple[bytes, str | None]:
+    """Read up to n bytes; on a damaged stream return what came before the damage."""
+    if not compressed:
+        try:
+            return stream.read(n), None
+        except OSError as err:
+            return b"", str(err)
+    parts: list[bytes] = []
+    got = 0
+    try:
+        while got < n:
+            piece = stream.read1(n - got)  # type: ignore[attr-defined]
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+    except (
+        EOFError,
+        OSError,
+        zlib.error,
+        lzma.LZMAError,
+        ValueError,
+        zstandard.ZstdError,
+        RuntimeError,  # lz4 on a damaged block
+    ) as err:
+        return b"".join(parts), str(err)
+    return b"".join(parts), None
