@@ -1,6 +1,7 @@
 """Benchmark `logscope analyze` against `grep -E -c` with logscope's triggers, same file and run.
 
     python bench/run.py --sizes 100M 1G [--out bench/RESULTS.md]
+    python bench/run.py --sizes 1G --compressed gz zst lz4
 
 Generates the logs (bench/generate.py, deterministic) under bench/data/ if missing, then measures
 wall time and peak RSS (/usr/bin/time) of: grep -E -c with the trigger set; logscope analyze
@@ -151,6 +152,45 @@ def bench(path: Path) -> dict[str, float | int | str]:
     }
 
 
+COMPRESSORS = {
+    # name: (compress the file, the shell's way to read it back)
+    "gz": (["gzip", "-1", "-k", "-f"], "zcat"),
+    "zst": (["zstd", "-q", "-k", "-f"], "zstd -dc"),
+    "lz4": (["lz4", "-q", "-k", "-f", "-m"], "lz4 -dc"),
+}
+
+
+def bench_compressed(path: Path, kind: str) -> dict[str, float | int | str]:
+    """`logscope analyze X.kind` against `<decompressor> X.kind | grep -E -c` (two processes each:
+    logscope decompresses in a child when it has more than one core)."""
+    compress, reader = COMPRESSORS[kind]
+    packed = path.with_name(f"{path.name}.{kind}")
+    if not packed.exists():
+        subprocess.run([*compress, str(path)], check=True)
+    pattern = ere(default_library().triggers)
+    subprocess.run(["cat", str(packed)], stdout=subprocess.DEVNULL, check=True)
+    # the file and the pattern reach the shell as arguments, never as its text
+    pipeline = f'{reader} "$1" | grep -E -c "$2"'
+    g_wall, _, _, g_out = timed(["bash", "-c", pipeline, "bench", str(packed), pattern])
+    analyze = [str(LOGSCOPE), "analyze", str(packed), "--format", "json"]
+    l_wall, l_rss, l_tree, l_out = timed(analyze)
+    inc = (json.loads(l_out)["incidents"] or [{}])[-1]
+    return {
+        "file": packed.name,
+        "MB": round(packed.stat().st_size / 1e6, 1),
+        "text_MB": round(path.stat().st_size / 1e6, 1),
+        "pipeline": f"{reader} | grep -E -c",
+        "pipeline_s": round(g_wall, 2),
+        "grep_lines": int(g_out.strip() or 0),
+        "logscope_s": round(l_wall, 2),
+        "ratio": round(l_wall / g_wall, 2),
+        "logscope_rss_MB": l_rss,
+        "tree_rss_MB": l_tree,
+        "verdict": f"{inc.get('category')} local rank "
+        f"{((inc.get('culprit') or {}).get('local_rank'))}",
+    }
+
+
 def machine() -> str:
     cpu = "?"
     try:
@@ -168,14 +208,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["100M"])
     ap.add_argument("--out", type=Path, default=None, help="append a Markdown table here")
+    ap.add_argument(
+        "--compressed",
+        nargs="*",
+        choices=sorted(COMPRESSORS),
+        default=[],
+        help="the log compressed so (made beside it once), against its decompressor | grep",
+    )
     args = ap.parse_args()
     rows = []
     for size in args.sizes:
         path = HERE / "data" / f"main_log_{size}.txt"
         if not path.exists():
             generate(path, parse_size(size))
-        rows.append(bench(path))
-        print(json.dumps(rows[-1]), flush=True)
+        for kind in args.compressed or [None]:
+            rows.append(bench(path) if kind is None else bench_compressed(path, kind))
+            print(json.dumps(rows[-1]), flush=True)
     cols = list(rows[0])
     table = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     table += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]

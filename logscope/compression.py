@@ -8,6 +8,7 @@ import gzip
 import io
 import lzma
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,6 +24,17 @@ _MAGIC = (
 )
 _RAW_CHUNK = 1 << 20
 
+DAMAGED = (
+    EOFError,
+    OSError,
+    zlib.error,
+    lzma.LZMAError,
+    ValueError,
+    zstandard.ZstdError,
+    RuntimeError,  # lz4 on a damaged block
+)
+"""What the decompressors raise on damaged data."""
+
 
 def compression_in(head: bytes) -> str | None:
     """The compression whose magic bytes start `head` (gzip, bz2, xz, zstd, lz4), or None."""
@@ -30,6 +42,11 @@ def compression_in(head: bytes) -> str | None:
         if head.startswith(magic):
             return name
     return None
+
+
+def may_be_magic(head: bytes) -> bool:
+    """`head` is too short to tell: it is the start of some compression's magic bytes."""
+    return any(len(head) < len(magic) and magic.startswith(head) for magic, _ in _MAGIC)
 
 
 class _ZstdStream(io.RawIOBase):
@@ -104,14 +121,41 @@ def read_upto_damage(stream: BinaryIO, n: int, compressed: bool) -> tuple[bytes,
                 break
             parts.append(piece)
             got += len(piece)
-    except (
-        EOFError,
-        OSError,
-        zlib.error,
-        lzma.LZMAError,
-        ValueError,
-        zstandard.ZstdError,
-        RuntimeError,  # lz4 on a damaged block
-    ) as err:
+    except DAMAGED as err:
         return b"".join(parts), str(err)
     return b"".join(parts), None
+
+
+_DECOMPRESSORS: dict[str, Callable[[], Any]] = {
+    "gzip": lambda: zlib.decompressobj(wbits=31),
+    "bz2": bz2.BZ2Decompressor,
+    "xz": lzma.LZMADecompressor,
+    "zstd": lambda: zstandard.ZstdDecompressor().decompressobj(),
+    "lz4": lz4.frame.LZ4FrameDecompressor,
+}
+
+
+class Inflater:
+    """Decompresses a file piece by piece as it grows (`cmd | zstd > job.out.zst`): the pieces
+    may end anywhere, and members or frames may follow one another (`cat a.gz b.gz`, a
+    compressor restarted). On damaged data `feed` returns what came before the damage, sets
+    `damage` and takes nothing more."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.damage: str | None = None
+        self._new = _DECOMPRESSORS[kind]
+        self._d = self._new()
+
+    def feed(self, raw: bytes) -> bytes:
+        out: list[bytes] = []
+        try:
+            while raw and self.damage is None:
+                out.append(self._d.decompress(raw))
+                raw = b""
+                if self._d.eof:
+                    raw = self._d.unused_data
+                    self._d = self._new()
+        except DAMAGED as err:
+            self.damage = str(err) or type(err).__name__
+        return b"".join(out)

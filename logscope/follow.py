@@ -7,15 +7,18 @@ import glob
 import math
 import os
 import re
+import stat
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from .compression import Inflater, compression_in, may_be_magic
 from .sources import BLOCK_SIZE, MAX_LINE, Block, LineCutter, dir_files, glob_files
 
-_ROTATED = re.compile(r"(?:\.(?:gz|bz2|xz|zst)|\.[^.\d][^.]*\.\d+)$")
+_ROTATED = re.compile(r"(?:\.(?:gz|bz2|xz|zst|lz4)|\.[^.\d][^.]*\.\d+)$")
 """Names of rotated or compressed siblings (`x.log.1`, `x.log.2.gz`, `x.out.gz`): never followed
 when found by a glob or in a directory; a path named exactly is followed whatever its name."""
 
@@ -47,6 +50,44 @@ class Chunk:
 
 
 @dataclass(slots=True)
+class _Decoder:
+    """Recognizes a compressed input by its first bytes and decompresses it as it comes."""
+
+    inflater: Inflater | None = None
+    damaged: bool = False
+    """Compressed data that cannot be decompressed: nothing more is read until it is replaced."""
+
+    def decode(self, data: bytes, start: int) -> bytes:
+        """The text in `data`, the input's bytes from offset `start` on."""
+        if start == 0:
+            kind = compression_in(data)
+            self.inflater = Inflater(kind) if kind else None
+        if self.inflater is None:
+            return data
+        text = self.inflater.feed(data)
+        self.damaged = self.inflater.damage is not None
+        return text
+
+    def notice(self, path: str, start: int) -> Notice:
+        kind = self.inflater.kind if self.inflater else "compressed"
+        damage = self.inflater.damage if self.inflater else ""
+        return Notice(
+            path,
+            "error",
+            f"{path}: {kind} data damaged after byte {start} ({damage}); the lines before it "
+            "are read, nothing more until the file is replaced",
+        )
+
+
+def _chunks(path: str, lines: LineCutter, data: bytes, block_size: int) -> Iterator[Chunk]:
+    # a decompressed piece may be longer than max_line: the cutter takes at most that at once
+    for at in range(0, len(data), block_size):
+        block = lines.feed(data[at : at + block_size])
+        if block is not None:
+            yield Chunk(path, block)
+
+
+@dataclass(slots=True)
 class _Watch:
     """One followed path: the open file, how far it was read, and its line count."""
 
@@ -61,7 +102,12 @@ class _Watch:
     count_to: int = 0
     """While offset < count_to, existing lines are counted, not emitted (following from the end)."""
     counted: int = 0
-    last_nl: int = -1
+    tail: bytes = b""
+    """While counting: the partial line after the last newline counted."""
+    tail_cut: bool = False
+    """While counting: that partial line is longer than max_line (it will be skipped)."""
+    decoder: _Decoder = field(default_factory=_Decoder)
+    """Decompresses a compressed file as it grows; offsets stay those of the raw file."""
     absent_noted: bool = False
     error: str | None = None
     busy: bool = False
@@ -127,7 +173,7 @@ class _Watch:
             self.count_to = fst.st_size
             how = f"following from its end (byte {fst.st_size})"
         else:
-            how = "reading from its start"
+            how = "reading from its start" + ("" if fst.st_size else " (empty so far)")
         if announce:
             yield Notice(self.path, "opened", f"{self.path}: {how}")
         yield from self._read()
@@ -135,7 +181,8 @@ class _Watch:
     def _restart(self) -> None:
         self.lines = LineCutter(self.max_line)
         self.offset = self.count_to = self.counted = 0
-        self.last_nl = -1
+        self.tail, self.tail_cut = b"", False
+        self.decoder = _Decoder()
         self.absent_noted = False
 
     def _read(self) -> Iterator[Chunk | Notice]:
@@ -152,7 +199,7 @@ class _Watch:
                     "reading from its start",
                 )
                 self._restart()
-            if size <= self.offset:
+            if size <= self.offset or self.decoder.damaged:
                 return
             want = self.block_size
             if self.offset < self.count_to:
@@ -166,34 +213,39 @@ class _Watch:
             return
         self.error = None
         start = self.offset
+        if start == 0 and may_be_magic(data):
+            return  # a compressed file's first bytes: wait for the rest of its magic
         self.offset += len(data)
-        if start < self.count_to:
-            self._count(data, start)
-            self.busy = self.offset < size
-            return
         self.busy = self.offset < size
-        block = self.lines.feed(data)
-        if block is not None:
-            yield Chunk(self.path, block)
+        data = self.decoder.decode(data, start)
+        if self.decoder.damaged:
+            self.busy = False
+            yield self.decoder.notice(self.path, start)
+        if start < self.count_to:
+            self._count(data)
+            return
+        yield from _chunks(self.path, self.lines, data, self.block_size)
 
-    def _count(self, data: bytes, start: int) -> None:
+    def _count(self, data: bytes) -> None:
         # Numbering stays physical when following from the end, at the cost of one
         # sequential read of what was there (block_size at a time, nothing held).
         self.counted += data.count(b"\n")
         nl = data.rfind(b"\n")
         if nl >= 0:
-            self.last_nl = start + nl
+            self.tail, self.tail_cut = data[nl + 1 :], False
+        elif not self.tail_cut:
+            self.tail += data
+        if len(self.tail) > self.max_line:
+            self.tail, self.tail_cut = b"", True
         if self.offset < self.count_to:
             return
-        line_start = self.last_nl + 1
-        self.lines = LineCutter(self.max_line, lineno=self.counted + 1)
-        if line_start < self.count_to:
-            # a partial last line was there: wait for its end and emit it whole, unless it is
-            # already too long to hold
-            if self.count_to - line_start <= self.max_line:
-                self.offset = line_start
-            else:
-                self.lines = LineCutter(self.max_line, lineno=self.counted + 2, skipping=True)
+        # a partial last line was there: it is emitted whole once its end comes, unless it is
+        # already too long to hold
+        if self.tail_cut:
+            self.lines = LineCutter(self.max_line, lineno=self.counted + 2, skipping=True)
+        else:
+            self.lines = LineCutter(self.max_line, lineno=self.counted + 1, pending=self.tail)
+        self.tail, self.tail_cut = b"", False
         self.count_to = 0
 
     def _flush(self) -> Iterator[Chunk]:
@@ -208,11 +260,102 @@ class _Watch:
             self.error = message
             yield Notice(self.path, "error", f"{self.path}: {message}; retrying")
 
+    def is_open(self) -> bool:
+        return self.fh is not None
+
     def close(self) -> None:
         if self.fh is not None:
             self.fh.close()
         self.fh = None
         self.ident = None
+
+
+@dataclass(slots=True)
+class _PipeWatch:
+    """Stdin (`-`), a FIFO or a process substitution (`<(ssh node cat job.out)`): read as the
+    bytes come, without sizes or seeks. What was read is gone, so "from its end" means from
+    what comes next; the end of what one writer sent ends its partial last line, and a FIFO
+    is read again when another writer opens it."""
+
+    path: str
+    block_size: int
+    lines: LineCutter
+    fd: int | None = None
+    offset: int = 0
+    head: bytes = b""
+    """The first bytes, while too few to tell whether they are a compression's magic."""
+    decoder: _Decoder = field(default_factory=_Decoder)
+    error: str | None = None
+    busy: bool = False
+
+    def poll(self, from_end: bool) -> Iterator[Chunk | Notice]:
+        self.busy = False
+        if self.fd is None:
+            try:
+                if self.path == "-":
+                    self.fd = os.dup(sys.stdin.fileno())
+                    os.set_blocking(self.fd, False)
+                else:  # a FIFO opened without O_NONBLOCK would wait here for a writer
+                    self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            except (OSError, ValueError) as err:
+                if self.error is None:
+                    self.error = str(err)
+                    yield Notice(self.path, "error", f"{self.path}: cannot open: {err}")
+                return
+            how = "not a regular file (a pipe or a terminal): read as it comes"
+            yield Notice(self.path, "opened", f"{self.path}: {how}")
+        if self.decoder.damaged:
+            return
+        try:
+            data = os.read(self.fd, self.block_size)
+        except BlockingIOError:
+            return  # nothing written since the last poll
+        except OSError as err:
+            if str(err) != self.error:
+                self.error = str(err)
+                yield Notice(self.path, "error", f"{self.path}: cannot read: {err}; retrying")
+            return
+        if not data:  # the writer closed its end
+            if self.head:
+                data, self.head = self.head, b""
+                yield from self._take(data)
+            block = self.lines.flush()
+            if block is not None:
+                yield Chunk(self.path, block)
+            return
+        self.busy = True
+        data, self.head = self.head + data, b""
+        if self.offset == 0 and may_be_magic(data):
+            self.head = data
+            return
+        yield from self._take(data)
+
+    def _take(self, data: bytes) -> Iterator[Chunk | Notice]:
+        start = self.offset
+        self.offset += len(data)
+        text = self.decoder.decode(data, start)
+        if self.decoder.damaged:
+            self.busy = False
+            yield self.decoder.notice(self.path, start)
+        yield from _chunks(self.path, self.lines, text, self.block_size)
+
+    def is_open(self) -> bool:
+        return self.fd is not None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+
+
+def _is_pipe(path: str) -> bool:
+    if path == "-":
+        return True
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
 def _follow_paths(patterns: Sequence[str]) -> tuple[set[str], list[str]]:
@@ -257,7 +400,7 @@ def follow(
     it sleeps `poll_s` only when no file has unread data. User errors become Notices.
     """
     block_size = max(1, min(block_size, max_line))
-    watches: dict[str, _Watch] = {}
+    watches: dict[str, _Watch | _PipeWatch] = {}
     first = True
     busy = False
     now = scanned = -math.inf  # the clock as of the last round's Tick
@@ -274,11 +417,15 @@ def follow(
             for path in sorted(paths | watches.keys()):
                 watch = watches.get(path)
                 if watch is None:
-                    watch = _Watch(path, block_size, max_line, LineCutter(max_line))
+                    watch = (
+                        _PipeWatch(path, block_size, LineCutter(max_line))
+                        if _is_pipe(path)
+                        else _Watch(path, block_size, max_line, LineCutter(max_line))
+                    )
                     watches[path] = watch
                 yield from watch.poll(from_end=first and not from_start)
                 busy = busy or watch.busy
-                if watch.fh is None and path not in paths:
+                if not watch.is_open() and path not in paths:
                     del watches[path]  # matched a glob once; a new file there starts afresh
             first = False
             now = clock()

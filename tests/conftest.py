@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 from pathlib import Path
 from typing import Any
 
+import lz4.frame
 import pytest
+import zstandard
 from typer.testing import CliRunner
 
 from logscope.cli import app
@@ -12,6 +17,15 @@ from logscope.cli import app
 from .generators.bloom_run import Truth, generate
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+COMPRESSORS = {
+    "gzip": gzip.compress,
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+    "zstd": zstandard.ZstdCompressor().compress,
+    "lz4": lz4.frame.compress,
+}
+"""Each compression logscope reads, by name: bytes in, a whole compressed file out."""
 
 
 def cli(*args: str, input: bytes | str | None = None) -> tuple[int, str, str]:

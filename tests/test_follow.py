@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import os
 import threading
 import time
 import tracemalloc
@@ -14,6 +15,8 @@ import pytest
 
 from logscope import follow as following
 from logscope.follow import _ROTATED, Chunk, Notice, Tick, follow
+
+from .conftest import COMPRESSORS
 
 Item = Chunk | Notice | Tick
 
@@ -471,3 +474,74 @@ def test_catching_up_does_not_walk_the_directory_every_round(
     got = rounds(gen, 200)
     assert sum(1 for i in got if isinstance(i, Chunk)) == 100  # a line every other round
     assert walks <= 2, walks
+
+
+# compressed files ----------------------------------------------------------------------------
+
+
+def _pieces(data: bytes, n: int) -> list[bytes]:
+    step = max(1, len(data) // n)
+    return [data[i : i + step] for i in range(0, len(data), step)]
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_a_compressed_file_growing_in_pieces_is_decompressed(tmp_path: Path, kind: str) -> None:
+    # `job | zstd > job.out.zst`: the compressor writes whenever its buffer fills, so a poll
+    # may end anywhere in a frame (even inside its magic bytes), and a second frame may follow
+    text = b"".join(b"line %d\n" % i for i in range(1, 301))
+    data = COMPRESSORS[kind](text[:1000]) + COMPRESSORS[kind](text[1000:])
+    log = tmp_path / "job.out"
+    log.write_bytes(data[:2])
+    steps = [append(log, piece) for piece in _pieces(data[2:], 7)]
+    items = run([log], *steps, from_start=True, block_size=97)
+    assert lines(items) == [(i, b"line %d" % i) for i in range(1, 301)]
+    assert notices(items) == [("job.out", "opened")]
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd", "lz4"])
+def test_a_compressed_file_followed_from_its_end_counts_its_lines(
+    tmp_path: Path, kind: str
+) -> None:
+    log = tmp_path / "job.out.gz"
+    log.write_bytes(COMPRESSORS[kind](b"old1\nold2\npar"))  # a frame ending mid-line
+    items = run([log], append(log, COMPRESSORS[kind](b"tial\nnew\n")), block_size=5)
+    assert lines(items) == [(3, b"partial"), (4, b"new")]
+
+
+def test_a_compressed_file_that_expands_past_max_line_is_cut_into_lines(tmp_path: Path) -> None:
+    text = b"".join(b"%05d\n" % i for i in range(20_000))  # 120 kB from ~40 kB of zstd
+    log = tmp_path / "job.out.zst"
+    log.write_bytes(COMPRESSORS["zstd"](text))
+    items = run([log], from_start=True, block_size=4096, max_line=4096)
+    assert lines(items) == [(i + 1, b"%05d" % i) for i in range(20_000)]
+
+
+def test_damaged_compressed_data_stops_the_file_with_a_notice(tmp_path: Path) -> None:
+    good = COMPRESSORS["gzip"](b"one\ntwo\n")
+    log = tmp_path / "job.out.gz"
+    log.write_bytes(good + b"\x1f\x8b\x08\x00garbage that is no deflate stream\n" * 3)
+    items = run([log], append(log, COMPRESSORS["gzip"](b"three\n")), from_start=True)
+    assert lines(items) == [(1, b"one"), (2, b"two")]
+    assert notices(items) == [("job.out.gz", "opened"), ("job.out.gz", "error")]
+    assert "gzip data damaged after byte" in str(items), items
+
+
+@pytest.mark.parametrize("kind", [None, "zstd"])
+def test_a_fifo_is_read_as_it_comes_and_its_last_line_ends_with_its_writer(
+    tmp_path: Path, kind: str | None
+) -> None:
+    text = b"one\ntwo\nthree"  # no newline at the end: the writer's close ends the line
+    data = text if kind is None else COMPRESSORS[kind](text)
+    fifo = tmp_path / "job.fifo"
+    os.mkfifo(fifo)
+    gen = follow([str(fifo)], sleep=no_sleep)  # a pipe has no end to follow from: all is new
+    items = next_round(gen)  # opened without waiting for a writer
+    assert notices(items) == [("job.fifo", "opened")]
+    with fifo.open("wb") as w:
+        w.write(data[:3])  # inside the zstd magic: nothing can be told yet
+        w.flush()
+        items += rounds(gen, 2)
+        w.write(data[3:])
+    items += rounds(gen, 3)
+    gen.close()
+    assert lines(items) == [(1, b"one"), (2, b"two"), (3, b"three")]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import bz2
 import gc
 import gzip
 import json
-import lzma
 import os
 import random
 import subprocess
@@ -19,9 +17,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import lz4.frame
 import pytest
-import zstandard
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +35,7 @@ from logscope.sources import (
     read_windows,
 )
 
-from .conftest import analyze_doc, cli
+from .conftest import COMPRESSORS, analyze_doc, cli
 
 FAILURE = b"[default1]:[rank1]: ValueError: injected fault at iteration 17\n"
 PLAIN = b"[default0]:rank 0: data loader ready (world size 4)\n"
@@ -182,14 +178,6 @@ def test_stdin_gzip_is_sniffed() -> None:
 
 
 # ---------------------------------------------------------------- compression by magic bytes
-
-COMPRESSORS = {
-    "gzip": gzip.compress,
-    "bz2": bz2.compress,
-    "xz": lzma.compress,
-    "zstd": zstandard.ZstdCompressor().compress,
-    "lz4": lz4.frame.compress,
-}
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from logscope.engine import Engine, default_library
 from logscope.sources import Block
 from logscope.watch import Watcher
 
-from .conftest import FIXTURES
+from .conftest import COMPRESSORS, FIXTURES
 
 LIBRARY = default_library()
 ITER = (
@@ -284,3 +284,55 @@ def test_silence_after_a_save_counts_from_its_end() -> None:
     f.lines("[default0]:  successfully saved checkpoint at iteration      10 to /ckpt", at=50)
     assert f.tick(52) == []  # 43 s since the last iteration, 2 s since the save ended
     assert [a.title for a in f.tick(53.5)] == ["No progress for 3.5 s after iteration 10"]
+
+
+# what tail reads agrees with what analyze reads ------------------------------------------------
+
+
+def _verdicts_of_tail(args: list[str], substituted: str | None = None) -> list[tuple[object, ...]]:
+    """(category, rank, line, text) of each incident `logscope tail --from-start` raises."""
+    argv = [sys.executable, "-m", "logscope", "tail", "--from-start", "--exit-on-incident",
+            "--json", "--poll", "0.05", "--max-duration", "30s", *args]  # fmt: skip
+    if substituted is not None:  # bash makes the process substitution
+        argv = ["bash", "-c", " ".join(f"'{a}'" for a in argv) + " " + substituted]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 1, run.stderr
+    docs = [json.loads(line) for line in run.stdout.splitlines()]
+    return [
+        (d["category"], d["rank"], d["root_cause"]["line"], d["root_cause"]["text"])
+        for d in docs
+        if d["type"] == "incident"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["plain", "gzip", "zstd", "lz4", "process substitution"])
+def test_tail_from_start_and_analyze_agree_on_every_input_form(tmp_path: Path, kind: str) -> None:
+    text = (FIXTURES / "lab" / "raise_rank1.log").read_bytes()
+    log = tmp_path / "job.out"
+    log.write_bytes(text if kind in ("plain", "process substitution") else COMPRESSORS[kind](text))
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "logscope", "analyze", str(log), "--format", "json"],
+            capture_output=True, text=True, timeout=60, check=False,
+        ).stdout
+    )  # fmt: skip
+    analyzed = [
+        (i["category"], i["culprit"]["rank"], i["root_cause"]["line"], i["root_cause"]["text"])
+        for i in doc["incidents"]
+    ]
+    assert analyzed and analyzed[0][:2] == ("python_exception", 1), analyzed
+    if kind == "process substitution":
+        tailed = _verdicts_of_tail([], substituted=f"<(cat '{log}')")
+    else:
+        tailed = _verdicts_of_tail([str(log)])
+    assert tailed == analyzed[:1]
+
+
+def test_tail_says_an_empty_file_is_empty_so_far(tmp_path: Path) -> None:
+    log = tmp_path / "job.out"
+    log.write_bytes(b"")
+    argv = [sys.executable, "-m", "logscope", "tail", "--from-start", "--max-duration", "1s",
+            str(log)]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    assert f"{log}: reading from its start (empty so far)" in run.stderr, run.stderr

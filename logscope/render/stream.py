@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ..actions import ActionResult
-from ..model import Event
 from ..follow import Notice
+from ..model import Event
 from ..watch import Alert
 
 
