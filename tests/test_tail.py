@@ -202,7 +202,10 @@ def test_cli_tail_hang_and_json(tmp_path: Path) -> None:
          "--metrics-file", str(tmp_path / "m.prom")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(1.0)
+    # replay only once tail follows the file: written before, the lines would be skipped
+    assert proc.stderr is not None
+    opened = proc.stderr.readline()
+    assert "reading from its start (empty so far)" in opened, opened
     _replay(FIXTURES / "lab" / "hang_all_rank1.log", log, 0.005)
     t_last = time.monotonic()
     out, err = proc.communicate(timeout=60)
