@@ -11,13 +11,14 @@ attempt's S to L) and `other` (the last attempt's tail after its last progress),
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from .model import Incident, duration
+from .model import Event, Incident, duration
 from .timeline import Attempt, input_of, timestamp
 
 
@@ -59,21 +60,29 @@ class Ledger:
 
 
 def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:
-    """The attempt an incident belongs to: by position in the same input, else by time."""
-    root = incident.root_cause
+    """The attempt an incident belongs to: its root cause's."""
+    return attempt_of(incident.root_cause, attempts, incident.start or incident.root_cause.time)
+
+
+def attempt_of(e: Event, attempts: Sequence[Attempt], t: datetime | None = None) -> int | None:
+    """The attempt a line belongs to: its job's when it is in a job's `.out`, by position in the
+    same input, else by its time `t`."""
+    inp = input_of(e.seq)
     for a in attempts:
-        if input_of(root.seq) == a.input and a.first_seq <= root.seq <= a.last_seq:
+        if inp in a.companions:
+            return a.index  # a line of the attempt's own job file (its .out)
+        if inp == a.input and a.first_seq <= e.seq <= a.last_seq:
             return a.index
-    same = [a for a in attempts if a.input == input_of(root.seq) and a.first_seq <= root.seq]
+    same = [a for a in attempts if a.input == inp and a.first_seq <= e.seq]
     if same:
         return same[-1].index  # after the attempt's last line, before the next one
-    t = timestamp(incident.start or root.time)
-    if t is None:
+    v = timestamp(t)
+    if v is None:
         return None
     found = None
     for a in attempts:
         start = timestamp(a.loop_start) or timestamp(a.start)
-        if start is not None and start <= t:
+        if start is not None and start <= v:
             found = a.index
     return found
 
@@ -182,11 +191,36 @@ def build_ledger(
     return Ledger(gpus, wall, productive, buckets, tuple(rows))
 
 
+def headline(
+    incidents: Sequence[Incident],
+    ledger: Ledger | None,
+    ended_by: Incident | None,
+) -> Incident | None:
+    """The incident a run's verdict names. A run that did not finish is explained by the
+    failure that ended it (`ended_by`); otherwise the failure that cost the most GPU-hours
+    leads; without costs, the last incident."""
+    if not incidents:
+        return None
+    if ended_by is not None:
+        return ended_by
+    by_id = {i.id: i for i in incidents}
+    costs = [
+        (row.lost_gpu_hours or 0.0, row.wasted_progress_s + row.hang_s, by_id[row.incident])
+        for row in (ledger.incidents if ledger else ())
+        if row.incident in by_id
+    ]
+    if costs:
+        return max(costs, key=lambda c: (c[0], c[1]))[2]
+    return incidents[-1]
+
+
 # -- checkpoint advice ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class WhatIf:
+    label: str
+    """What the interval is: `now` (the run's), `Young`, `Daly`, `half now`, `twice now`."""
     interval_s: float
     interval_iterations: float | None
     detection_s: float
@@ -212,6 +246,24 @@ class Advice:
     restart_s: float
     what_if: tuple[WhatIf, ...]
     verdict: str
+
+
+def current_interval(attempts: Sequence[Attempt]) -> float | None:
+    """The run's checkpoint interval in iterations: the usual gap between consecutive completed
+    saves (the most common one; the median of the most common when several tie), counting the
+    checkpoint an attempt resumed from. A save with no iteration after it in its attempt (at
+    an exit, the kill switch, the end of training) is no interval's end."""
+    gaps: list[int] = []
+    for a in attempts:
+        its = [s.iteration for s in a.saves if s.iteration is not None]
+        if its and a.last_iteration is not None and its[-1] >= a.last_iteration:
+            its.pop()  # saved on the way out
+        if a.resumed_from is not None:
+            its.insert(0, a.resumed_from)
+        gaps += [b - x for x, b in itertools.pairwise(its) if b > x]
+    if not gaps:
+        return None
+    return float(statistics.median(statistics.multimode(gaps)))
 
 
 def young(save_s: float, mtbf_s: float) -> float:
@@ -243,13 +295,7 @@ def advise(
     # a save shorter than a millisecond is a log's rounding, not a measurement
     durations = [s.duration_s for a in attempts for s in a.saves if s.duration_s >= 1e-3]
     save_s = statistics.median(durations) if durations else None
-    gaps = [
-        b.iteration - a.iteration
-        for at in attempts
-        for a, b in zip(at.saves, at.saves[1:], strict=False)
-        if a.iteration is not None and b.iteration is not None and b.iteration > a.iteration
-    ]
-    interval_it = float(statistics.median(gaps)) if gaps else None
+    interval_it = current_interval(attempts)
     interval_s = interval_it * iteration_s if interval_it and iteration_s else None
     failures = [i for i in ledger.incidents if i.kind in ("crash", "hang")] if ledger else []
     source = "given" if mtbf_s else "none"
@@ -270,17 +316,22 @@ def advise(
     best = overhead(y, save_s, mtbf_s, restart + 60.0) if y and save_s and mtbf_s else None
     rows: list[WhatIf] = []
     if save_s and mtbf_s:
-        candidates = [c for c in (interval_s, y, d) if c]
+        named = [("now", interval_s), ("Young", y), ("Daly", d)]
         if interval_s:
-            candidates += [interval_s / 2, interval_s * 2]
+            named += [("half now", interval_s / 2), ("twice now", interval_s * 2)]
+        candidates: dict[float, str] = {}
+        for label, c in named:
+            if c:
+                candidates.setdefault(round(c, 3), label)
         rows = [
             WhatIf(
+                label=candidates[tau],
                 interval_s=tau,
                 interval_iterations=tau / iteration_s if iteration_s else None,
                 detection_s=det,
                 overhead=overhead(tau, save_s, mtbf_s, det + restart),
             )
-            for tau in sorted({round(c, 3) for c in candidates})
+            for tau in sorted(candidates)
             for det in sorted({round(detection, 3), 60.0})
         ]
     verdict = _verdict(interval_s, y, detection, save_s, mtbf_s, iteration_s)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from .accounting import advise, build_ledger, owner
+from .accounting import advise, attempt_of, build_ledger, headline, owner
 from .clusters import Clusters
 from .compression import compression_of
 from .culprits import Who, World, build_world
@@ -62,7 +62,7 @@ from .sources import (
     rereadable,
     split_ranges,
 )
-from .timeline import Attempt, Timeline
+from .timeline import Attempt, Timeline, input_of
 from .wrap import WRAP_SAMPLE, wrap_width
 
 MAX_EVENTS_PER_SIGNATURE = 5_000
@@ -233,7 +233,7 @@ class Engine:
                 self.last_time = derived
         last_progress = self.progress.last_time()
         world = self.world()
-        incidents = build_incidents(self._failures(), self.progress, world, self.library)
+        incidents = self._incidents(attempts, world)
         exits = [m for m in self.markers if m.kind == "exit"]
         cadence = self.progress.median_interval_s()
         endings: dict[int, tuple[str, Incident | None]] = {}
@@ -264,13 +264,17 @@ class Engine:
             last_progress,
         )
         ledger = build_ledger(attempts, endings, gpus or world.size, cadence)
+        ended_by = None
+        if job.outcome not in (Outcome.completed, Outcome.truncated, Outcome.unknown):
+            last_ending = endings.get(attempts[-1].index) if attempts else None
+            ended_by = last_ending[1] if last_ending else (incidents[-1] if incidents else None)
         advice = advise(attempts, ledger, cadence, mtbf_s)
         clusters: Clusters = self.extractor.unrecognized
         return Analysis(
             inputs=tuple(inputs),
             job=job,
             incidents=tuple(incidents),
-            verdict=incidents[-1] if incidents else None,
+            verdict=headline(incidents, ledger, ended_by),
             unrecognized=tuple(clusters.templates()),
             progress=self.progress,
             extra={
@@ -280,6 +284,22 @@ class Engine:
                 "advice": advice,
             },
         )
+
+    def _incidents(self, attempts: Sequence[Attempt], world: World) -> list[Incident]:
+        """Incidents built within each attempt: a burst of failures never spans two jobs (the
+        end of one job's `.out` and the start of the next one's are far apart in time)."""
+        failures = self._failures()
+        if not attempts:
+            return build_incidents(failures, self.progress, world, self.library)
+        parts: dict[int, list[Event]] = {}
+        for e in failures:
+            a = attempt_of(e, attempts, e.time)
+            parts.setdefault(-1 if a is None else a, []).append(e)
+        return [
+            inc
+            for _, part in sorted(parts.items())
+            for inc in build_incidents(part, self.progress, world, self.library)
+        ]
 
     def _started(self) -> bool:
         """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
@@ -315,6 +335,7 @@ class Engine:
         for a in attempts:
             incs = _merge_ends(by_attempt.get(a.index, []))
             if a is last:
+                incs = _fold_ends(incs, a.companions)
                 ending = decide_outcome(
                     incs, self.progress, exits, a.last_progress, a.end, cadence, self._started()
                 )
@@ -327,6 +348,7 @@ class Engine:
             gap = (a.end - a.last_progress).total_seconds() if a.end and a.last_progress else 0.0
             silent = f"no progress for {duration(gap)} until the attempt ended"
             if incs:
+                incs = _fold_ends(incs, a.companions)
                 main = next((i for i in incs if i.root_cause.role != "end"), incs[0])
                 if main.root_cause.role == "end" and gap > threshold:
                     hung = as_hang(main, a.last_event, silent) or main
@@ -368,6 +390,31 @@ def _merge_ends(incidents: list[Incident]) -> list[Incident]:
     return [merged if i is first else i for i in incidents if i is first or i not in ends]
 
 
+_TOLD_TO_STOP = frozenset({"process_killed", "cancelled", "timelimit", "preemption"})
+
+
+def _fold_ends(incidents: list[Incident], companions: Sequence[int] = ()) -> list[Incident]:
+    """In an attempt that failed, what the failure caused is evidence of it, not an incident:
+    its end banners (the step cancelled), and the scheduler's word in the job's own `.out`
+    that tasks were killed or exited (srun's --kill-on-bad-exit after a rank died)."""
+
+    def caused(i: Incident) -> bool:
+        return i.root_cause.role == "end" or (
+            input_of(i.root_cause.seq) in companions and i.category in _TOLD_TO_STOP
+        )
+
+    main = next((i for i in incidents if not caused(i)), None)
+    ends = [i for i in incidents if caused(i)]
+    if main is None or not ends:
+        return incidents
+    folded = replace(
+        main,
+        cascade=main.cascade + tuple(e for i in ends for e in i.cascade),
+        evidence=main.evidence + tuple(e for i in ends for e in (i.root_cause, *i.evidence)),
+    )
+    return [folded if i is main else i for i in incidents if i not in ends]
+
+
 def _boundary(e: Event) -> str:
     """The kind of attempt boundary a line is, or ''."""
     if e.kind in ("launch", "checkpoint_load"):
@@ -390,6 +437,8 @@ def _stamp_kind(e: Event) -> str:
             return "end"
         if e.fields.get("state", "").startswith("waiting"):
             return "waiting"
+        if e.fields.get("what", "").startswith("before the start of training"):
+            return "loop"
     if e.role == "end":
         return "end"
     return "anchor"

@@ -129,12 +129,13 @@ _HANG_REMEDIES = (
 
 
 def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incident | None:
-    """A hang: `incident` (an end banner after a long silence) recategorised, or, with no
-    incident, a new one rooted at the last progress line."""
+    """A hang rooted at the last progress line (the silence began there): `incident` (an end
+    banner after a long silence: scancel, the time limit) recategorised, its banner the
+    evidence, or, with no incident, a new one."""
     stopped = f" after iteration {field_int(last, 'iteration')}" if last is not None else ""
     title = f"Training hung{stopped}: {reason}"
     if incident is not None:
-        return replace(
+        hung = replace(
             incident,
             category="hang",
             severity="error",
@@ -142,6 +143,14 @@ def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incid
             explanation=_HANG_EXPLANATION + " " + incident.explanation,
             remedies=_HANG_REMEDIES + incident.remedies,
             start=last.time if last is not None else incident.start,
+        )
+        if last is None:
+            return hung
+        return replace(
+            hung,
+            root_cause=last,
+            evidence=(incident.root_cause, *incident.evidence),
+            iteration=field_int(last, "iteration"),
         )
     if last is None:
         return None

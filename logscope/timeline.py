@@ -65,6 +65,9 @@ class Attempt:
     progress: tuple[int, int]
     """Index range [first, last] of its lines in the run's Progress."""
     last_event: Event | None
+    companions: tuple[int, ...] = ()
+    """Inputs without progress that belong to this attempt's job (its `.out`): every line of
+    theirs is this attempt's, never another's."""
 
 
 @dataclass(slots=True)
@@ -84,6 +87,9 @@ class _Open:
     t_prev: float | None = None
     anchor: float | None = None
     """The latest anchor since the previous progress line."""
+    loop_anchor: float | None = None
+    """The stamp of the line that says the training loop starts now (Megatron's `[before the
+    start of training step]`), until the first progress line."""
     pending_save_s: float = 0.0
     unknown: list[tuple[int, float]] = field(default_factory=list)
     """(progress index, seconds) of lines before the first known time, for the backward fill."""
@@ -136,7 +142,8 @@ class Timeline:
             self._pending[inp] = (old[0], old[1], resumed)
 
     def stamp(self, seq: int, t: datetime, kind: str = "anchor") -> None:
-        """A wall-clock time seen in the log. `kind`: anchor, start, end, waiting."""
+        """A wall-clock time seen in the log. `kind`: anchor, loop (the training loop starts
+        now), start, end, waiting."""
         inp = input_of(seq)
         v = t.timestamp()
         cur = self._cur
@@ -155,7 +162,9 @@ class Timeline:
         cur.end = max(cur.end, v)
         cur.start = min(cur.start, v)
         cur.last_seq = max(cur.last_seq, seq)
-        if kind == "anchor" or kind == "start":
+        if kind == "loop":
+            cur.loop_anchor = v
+        if kind in ("anchor", "start", "loop"):
             cur.anchor = v if cur.anchor is None else max(cur.anchor, v)
 
     def add_progress(self, e: Event, idx: int, it: int | None) -> float | None:
@@ -187,6 +196,10 @@ class Timeline:
             t = cur.t_prev + d + cur.pending_save_s
             if cur.anchor is not None:
                 t = max(t, cur.anchor)
+        elif cur.loop_anchor is not None and cur.anchor is not None:
+            # the first iteration began when the loop did; a later stamp (a monitor's) may fall
+            # inside it, and bounds it from below only
+            t = max(cur.loop_anchor + d, cur.anchor)
         elif cur.anchor is not None:
             t = cur.anchor + d
         else:
@@ -201,7 +214,7 @@ class Timeline:
             cur.end = max(cur.end, t)
             cur.start = min(cur.start, cur.loop_start)
         cur.t_prev = t if t is not None else cur.t_prev
-        cur.anchor = None
+        cur.anchor = cur.loop_anchor = None
         cur.pending_save_s = 0.0
         if cur.first_idx < 0:
             cur.first_idx = idx
@@ -313,24 +326,48 @@ class Timeline:
         )
 
     def _place_companions(self) -> None:
-        """Give stamped lines of progress-less inputs to the attempt they belong to, by time."""
+        """Give each progress-less input (a job's `.out`) to the attempts of its job, by time.
+        Its START TIME goes to the attempt whose loop it precedes; its other stamps to the last
+        attempt started by then, never one before its START (a job restarted in place by
+        torchrun has several); its lines belong to the last of these, which its end banners
+        close."""
         if not self.attempts or not self.companions:
             return
         starts = [timestamp(a.loop_start) for a in self.attempts]
         lasts = [timestamp(a.last_progress) for a in self.attempts]
-        for kind, v, _seq in self.companions:
-            if kind == "waiting":
-                continue
-            i = self._owner(kind, v, starts, lasts)
-            if i is None:
-                continue
-            a = self.attempts[i]
-            start, end = timestamp(a.start), timestamp(a.end)
-            if kind == "start":
-                start = v if start is None else min(start, v)
-            else:
-                end = v if end is None else max(end, v)
-            self.attempts[i] = replace(a, start=from_timestamp(start), end=from_timestamp(end))
+        by_input: dict[int, list[tuple[str, float]]] = {}
+        for kind, v, seq in self.companions:
+            if kind != "waiting":
+                by_input.setdefault(input_of(seq), []).append((kind, v))
+        for inp, stamps in sorted(by_input.items()):
+            opening = [v for kind, v in stamps if kind == "start"]
+            first = self._owner("start", min(opening), starts, lasts) if opening else None
+            spans: dict[int, tuple[float | None, float | None]] = {}
+            for kind, v in stamps:
+                i = first if kind == "start" else self._owner(kind, v, starts, lasts)
+                if i is None:
+                    continue
+                i = max(i, first) if first is not None else i
+                start, end = spans.get(i, (None, None))
+                if kind == "start":
+                    start = v if start is None else min(start, v)
+                else:
+                    end = v if end is None else max(end, v)
+                spans[i] = (start, end)
+            for i, (start, end) in spans.items():
+                a = self.attempts[i]
+                a_start, a_end = timestamp(a.start), timestamp(a.end)
+                if start is not None:
+                    a_start = start if a_start is None else min(a_start, start)
+                if end is not None:
+                    a_end = end if a_end is None else max(a_end, end)
+                owns = (inp,) if i == max(spans) else ()
+                self.attempts[i] = replace(
+                    a,
+                    start=from_timestamp(a_start),
+                    end=from_timestamp(a_end),
+                    companions=(*a.companions, *owns),
+                )
 
     @staticmethod
     def _owner(

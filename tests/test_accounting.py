@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 
 from logscope.accounting import Ledger, advise, build_ledger, daly, young
 from logscope.engine import analyze
+from logscope.model import Analysis
+from logscope.render.terminal import render as render_terminal
 from logscope.timeline import Attempt, Save
 
 from .conftest import FIXTURES
@@ -31,11 +34,53 @@ def _close(got: float | None, want: float, rel: float = 0.02) -> bool:
 
 
 @pytest.fixture(scope="module", params=[0, 1, 2])
-def bloom(request, tmp_path_factory) -> tuple[Truth, Ledger]:
+def bloom_analysis(request, tmp_path_factory) -> tuple[Truth, Analysis]:
     out = tmp_path_factory.mktemp(f"bloom{request.param}")
     truth = generate(out, seed=request.param)
-    ledger = analyze([str(out)]).extra["ledger"]
-    return truth, ledger
+    return truth, analyze([str(out)])
+
+
+@pytest.fixture
+def bloom(bloom_analysis) -> tuple[Truth, Ledger]:
+    truth, analysis = bloom_analysis
+    return truth, analysis.extra["ledger"]
+
+
+def test_the_story_of_a_three_job_run(bloom_analysis) -> None:
+    """A GPU dies in job 1, job 2 hangs until scancel, job 3 stops at the kill switch: two
+    failures, each in its own job, and the costliest leads."""
+    truth, a = bloom_analysis
+    crash, hang = a.incidents
+    dead = truth.incidents[0]
+    assert (crash.category, crash.culprit.rank, crash.culprit.host) == (
+        "gpu_hardware",
+        dead.rank,
+        f"{dead.host}.idris.fr",
+    )
+    assert hang.category == "hang" and hang.root_cause.kind == "iteration"
+    assert hang.iteration == truth.attempts[1].last_iteration
+    # every line of a job's .out stays in that job's incident
+    for inc, attempt in ((crash, truth.attempts[0]), (hang, truth.attempts[1])):
+        outs = {
+            Path(e.line.path).name
+            for e in (inc.root_cause, *inc.cascade, *inc.evidence)
+            if e.line.path.endswith(".out")
+        }
+        assert outs == {attempt.out_file}, (inc.id, outs)
+    assert a.job.outcome.value == "completed"  # the kill switch: stopped on purpose
+    ledger = a.extra["ledger"]
+    costliest = max(ledger.incidents, key=lambda r: r.lost_gpu_hours or 0.0)
+    assert a.verdict is not None and a.verdict.id == costliest.incident
+    advice = a.extra["advice"]
+    assert advice.interval_iterations == truth.save_interval_iterations
+    assert any(w.label == "now" for w in advice.what_if)
+    text = io.StringIO()
+    render_terminal(a, text)
+    head = text.getvalue().split("\n\nIncident ")[0]
+    assert "2 failures cost" in head and head.count("GPU-h (") == 2, head
+    assert head.index(costliest.incident + " ") < head.index(
+        next(r.incident for r in ledger.incidents if r is not costliest) + " "
+    )
 
 
 def test_run_figures_within_2_percent(bloom) -> None:
@@ -62,7 +107,7 @@ def test_incident_figures_within_2_percent(bloom) -> None:
 
 
 def test_mtbf_7d_advises_about_66_iterations(tmp_path: Path, analyze_json, run_cli) -> None:
-    generate(tmp_path)
+    truth = generate(tmp_path)
     code, out, err = run_cli("analyze", str(tmp_path), "--mtbf", "7d", "--format", "json")
     assert code == 1, err
     import json
@@ -71,10 +116,13 @@ def test_mtbf_7d_advises_about_66_iterations(tmp_path: Path, analyze_json, run_c
     assert advice["mtbf_source"] == "given"
     assert advice["mtbf_s"] == 7 * 86400
     assert 39 <= advice["save_s"] <= 41
-    assert advice["interval_iterations"] == 100
+    # the kill switch's save on the way out is no interval
+    assert advice["interval_iterations"] == truth.save_interval_iterations
+    now = [w for w in advice["what_if"] if w["label"] == "now"]
+    assert {w["interval_iterations"] for w in now} == {truth.save_interval_iterations}
+    assert {w["detection_s"] for w in now} == {60, advice["detection_s"]}
     assert 65 <= advice["young_interval_iterations"] <= 67, advice
-    # hours of unnoticed hang outweigh the interval: the advice must say so
-    assert "Detection latency dominates" in advice["verdict"]
+    assert "(66 iterations)" in advice["verdict"], advice["verdict"]
 
 
 def test_young_and_daly() -> None:

@@ -151,3 +151,86 @@ def test_status_lines_are_not_progress(tmp_path: Path) -> None:
     assert a.job.last_iteration == 3
     # the job kept saying "running" while making no progress: a hang
     assert a.job.outcome.value == "hung"
+
+
+def test_a_monitor_stamp_inside_the_first_iteration_does_not_delay_it(tmp_path: Path) -> None:
+    # the loop starts at 13:20:00; a monitor writes its PULSE line at 13:21:00, during the first
+    # 100 s iteration: that iteration still ends at 13:21:40, not 100 s after the PULSE
+    pulse = "[2022-03-21 13:21:00] PULSE: tr11-176B-ml is running for 1:00:00 since 2022-03-21T12:20:00 (1528763 on 'gpu_p5' partition (jean-zay-iam[01-34,36-49])"
+    a = run(tmp_path, ("log.txt", [ANCHORS[0][1], pulse, *iters(1, 3)]))
+    (attempt,) = a.extra["attempts"]
+    assert attempt.loop_start == datetime(2022, 3, 21, 13, 20, 0)
+    assert attempt.last_progress == datetime(2022, 3, 21, 13, 25, 0)
+
+
+LOOP = "[default0]:[before the start of training step] datetime: 2022-03-21 {}:00:00 "
+PULSE = "[2022-03-21 {h}:00:00] PULSE: train is running for 1:00:00 since 2022-03-21T16:00:00 (12 on 'gpu' partition (node[01-02])"
+CRASH = [
+    "[default5]:terminate called after throwing an instance of 'c10::CUDAError'",
+    "[default5]:  what():  CUDA error: unknown error",
+]
+
+
+def _two_jobs(tmp_path: Path, crash_out: list[str]) -> object:
+    """Job 11 crashes on local rank 5 after iteration 5; job 12 resumes at 16:00 and goes silent
+    after iteration 9 until someone cancels it at 20:00. srun's own messages are in each job's
+    `.out`, not in the main log."""
+    return run(
+        tmp_path,
+        ("main_log.txt", [LOOP.format(13), *iters(1, 5), *CRASH, LOOP.format(16), *iters(3, 9)]),
+        ("train-11.out", ["START TIME: Mon Mar 21 12:50:00 CET 2022", *crash_out, "END TIME: Mon Mar 21 14:00:00 CET 2022"]),
+        ("train-12.out", [
+            "START TIME: Mon Mar 21 15:50:00 CET 2022",
+            "slurmstepd: error: *** JOB 12 ON node01 CANCELLED AT 2022-03-21T20:00:00 ***",
+        ]),
+    )  # fmt: skip
+
+
+def test_a_jobs_out_lines_stay_in_its_own_attempt(tmp_path: Path) -> None:
+    a = _two_jobs(
+        tmp_path,
+        [
+            "srun: error: node03: task 2: Exited with exit code 1",
+            "srun: error: node01: tasks 0-1,3: Killed",
+            "slurmstepd: error: *** STEP 11.0 ON node01 CANCELLED AT 2022-03-21T13:59:00 ***",
+        ],
+    )
+    crash, hang = a.incidents
+    ledger = a.extra["ledger"]
+    assert [(r.incident, r.attempt, r.kind) for r in ledger.incidents] == [
+        (crash.id, 0, "crash"),
+        (hang.id, 1, "hang"),
+    ]
+    # the srun lines and the step banner are the crash's consequences, not a failure of job 12
+    assert "unknown error" in crash.title and crash.culprit and crash.culprit.local_rank == 5
+    assert {e.line.path.rsplit("/", 1)[-1] for e in (*crash.cascade, *crash.evidence)} >= {
+        "train-11.out"
+    }
+    # the hang: rooted at the last progress line of job 12, its cancel banner the evidence
+    assert hang.category == "hang" and hang.iteration == 9
+    assert hang.root_cause.kind == "iteration"
+    assert [e.line.path.rsplit("/", 1)[-1] for e in hang.evidence] == ["train-12.out"]
+    assert a.job.outcome.value == "hung"
+    assert a.verdict is hang  # the failure that ended the run explains it
+
+
+def test_a_finished_run_leads_with_its_costliest_failure(tmp_path: Path) -> None:
+    a = run(
+        tmp_path,
+        ("main_log.txt", [
+            LOOP.format(13), *iters(1, 5), *CRASH,  # ~100 s lost: no checkpoint, 1 iteration
+            LOOP.format(16), *iters(1, 9),  # from scratch again: 9 iterations, then 4 h silent
+            *(PULSE.format(h=h) for h in (17, 18, 19, 20)),  # while the job still runs
+            LOOP.format(21), *iters(1, 4),
+            "[default0]:[Detected kill switch at /work/kill-switch. Exiting] datetime: 2022-03-21 21:07:00 ",
+        ]),
+    )  # fmt: skip
+    crash, hang = a.incidents
+    assert ("unknown error" in crash.title, hang.category) == (True, "hang")
+    assert a.job.outcome.value == "completed"
+    costs = {
+        r.incident: r.lost_gpu_hours or r.wasted_progress_s + r.hang_s
+        for r in a.extra["ledger"].incidents
+    }
+    assert costs[hang.id] > costs[crash.id]
+    assert a.verdict is hang

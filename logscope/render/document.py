@@ -6,10 +6,10 @@ import math
 from datetime import datetime
 from typing import Any
 
-from ..accounting import Advice, Ledger
+from ..accounting import Advice, Ledger, LedgerIncident
 from ..culprits import World
 from ..incidents import cascade_ranks
-from ..model import Analysis, Event, Incident, Progress, rounded
+from ..model import Analysis, Event, Incident, Progress, duration, gpu_hours, rounded
 from ..timeline import Attempt
 
 SCHEMA_VERSION = 1
@@ -163,6 +163,7 @@ def advice_doc(advice: Advice | None) -> dict[str, Any] | None:
         "restart_s": rounded(advice.restart_s),
         "what_if": [
             {
+                "label": w.label,
                 "interval_s": rounded(w.interval_s),
                 "interval_iterations": rounded(w.interval_iterations),
                 "detection_s": rounded(w.detection_s),
@@ -247,7 +248,12 @@ def document(analysis: Analysis) -> dict[str, Any]:
         },
         "verdict": None
         if v is None
-        else {"incident": v.id, "category": v.category, "summary": summary(analysis)},
+        else {
+            "incident": v.id,
+            "category": v.category,
+            "summary": summary(analysis),
+            "failures": [failure_line(i, row) for i, row in failures(analysis)],
+        },
         "incidents": [
             incident_doc(i, world, analysis.extra.get("context", {}).get(i.id))
             for i in analysis.incidents
@@ -275,30 +281,64 @@ def document(analysis: Analysis) -> dict[str, Any]:
 
 
 def summary(analysis: Analysis) -> str:
-    """One sentence: what ended the job, where."""
+    """One sentence: what ended the job, where; with several failures, what they cost."""
     v = analysis.verdict
     if v is None:
         return f"Job {analysis.job.outcome.value}: no incident found."
+    ref = f"({v.root_cause.line.path}:{v.root_cause.line.lineno})"
+    costs = failures(analysis)
+    ledger: Ledger | None = analysis.extra.get("ledger")
+    total = rounded(ledger.lost_gpu_hours, 2) if ledger else None  # as the document has it
+    several = (
+        f"{len(costs)} failures cost {gpu_hours(total)} GPU-h" if len(costs) > 1 and total else ""
+    )
     if analysis.job.outcome.value in ("completed", "truncated"):
-        n = len(analysis.incidents)
         state = "completed" if analysis.job.outcome.value == "completed" else "still running or cut"
-        return (
-            f"Job {state} after {n} incident{'s' if n > 1 else ''}; the last: {v.title} "
-            f"({v.root_cause.line.path}:{v.root_cause.line.lineno})."
-        )
-    where = []
+        if several:
+            return f"Job {state}; {several}, the costliest: {v.title}{where(v)} {ref}."
+        n = len(analysis.incidents)
+        return f"Job {state} after {n} incident{'s' if n > 1 else ''}; the last: {v.title} {ref}."
+    tail = f" {several[0].upper()}{several[1:]}." if several else ""
+    return f"Job {analysis.job.outcome.value}: {v.title}{where(v)} {ref}.{tail}"
+
+
+def where(v: Incident) -> str:
+    """` rank 3 on node7 after iteration 12`: the parts the incident's title does not say."""
+    parts = []
     if v.culprit and v.culprit.rank is not None:
         if f"rank {v.culprit.rank}" not in v.title:
-            where.append(f"rank {v.culprit.rank}")
+            parts.append(f"rank {v.culprit.rank}")
     elif v.culprit and v.culprit.local_rank is not None:
-        where.append(f"local rank {v.culprit.local_rank}")
+        parts.append(f"local rank {v.culprit.local_rank}")
     host = (v.culprit.host if v.culprit else None) or v.root_cause.line.host
     if host:
-        where.append(f"on {host}")
+        parts.append(f"on {host}")
     if v.iteration is not None and f"iteration {v.iteration}" not in v.title:
-        where.append(f"after iteration {v.iteration}")
-    loc = (" " + " ".join(where)) if where else ""
+        parts.append(f"after iteration {v.iteration}")
+    return (" " + " ".join(parts)) if parts else ""
+
+
+def failures(analysis: Analysis) -> list[tuple[Incident, LedgerIncident]]:
+    """The failures that cost the run compute (the ledger's rows with an incident), the
+    costliest first."""
+    ledger: Ledger | None = analysis.extra.get("ledger")
+    by_id = {i.id: i for i in analysis.incidents}
+    rows = [
+        (by_id[r.incident], r) for r in (ledger.incidents if ledger else ()) if r.incident in by_id
+    ]
+    return sorted(rows, key=lambda p: -(p[1].lost_gpu_hours or 0.0))
+
+
+def failure_line(inc: Incident, row: LedgerIncident) -> str:
+    """One failure and its cost, for a banner: `I1 crash in attempt 2: <title> rank 3 on node7
+    after iteration 12: 3,836.1 GPU-h (7.30 h redone, 30.4 min hung, 2.19 h to restart)`."""
+    parts = [f"{duration(row.wasted_progress_s)} redone"]
+    if row.hang_s >= 1:
+        parts.append(f"{duration(row.hang_s)} {'hung' if row.kind == 'hang' else 'until it ended'}")
+    if row.restart_s:
+        parts.append(f"{duration(row.restart_s)} to restart")
+    cost = f"{gpu_hours(row.lost_gpu_hours)} GPU-h" if row.lost_gpu_hours is not None else "cost"
     return (
-        f"Job {analysis.job.outcome.value}: {v.title}{loc} "
-        f"({v.root_cause.line.path}:{v.root_cause.line.lineno})."
+        f"{inc.id} {row.kind} in attempt {row.attempt + 1}: {inc.title}{where(inc)}: "
+        f"{cost} ({', '.join(parts)})"
     )

@@ -268,7 +268,8 @@ def overview(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "first_remedy": inc["remedies"][0] if inc["remedies"] else None,
             }
         )
-    return rows
+    # the costliest first: the banner leads with what cost the run the most
+    return sorted(rows, key=lambda r: -(r["lost_gpu_hours"] or 0.0))
 
 
 def context_rows(inc: dict[str, Any]) -> dict[str, Any]:
@@ -310,7 +311,7 @@ def what_if(advice: dict[str, Any] | None) -> dict[str, Any] | None:
         )
         row["overheads"][w["detection_s"]] = w["overhead"]
     named = (
-        ("interval_s", "today"),
+        ("interval_s", "now"),
         ("young_interval_s", "Young"),
         ("daly_interval_s", "Daly"),
     )

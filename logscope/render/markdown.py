@@ -42,6 +42,10 @@ def render(doc: dict[str, Any]) -> str:
     out = [f"# logscope postmortem: {job['outcome']}", ""]
     out.append(_inline(doc["verdict"]["summary"] if doc["verdict"] else job["outcome_reason"]))
     out.append("")
+    failures = doc["verdict"].get("failures", []) if doc["verdict"] else []
+    if len(failures) > 1:
+        out += [f"- {_inline(line)}" for line in failures]
+        out.append("")
     out.append(
         f"- world: {job['world_size'] or '?'} ranks; iterations {job['first_iteration']} to "
         f"{job['last_iteration']}; {job['start'] or '?'} to {job['end'] or '?'}"

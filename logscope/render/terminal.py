@@ -13,7 +13,7 @@ from ..accounting import Advice, Ledger
 from ..culprits import World
 from ..incidents import cascade_ranks
 from ..model import Analysis, Incident, Outcome, duration, gpu_hours
-from .document import culprit_name, rank_ranges, summary
+from .document import culprit_name, failure_line, failures, rank_ranges, summary
 
 _OUTCOME_STYLE = {
     Outcome.completed: "bold green",
@@ -42,6 +42,10 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     facts.add_column(style="dim")
     facts.add_column()
     facts.add_row("outcome", escape(f"{job.outcome.value}: {job.outcome_reason}"))
+    costs = failures(analysis)
+    if len(costs) > 1:
+        for n, (inc, row) in enumerate(costs):
+            facts.add_row("failures" if n == 0 else "", escape(failure_line(inc, row)))
     size = f"{job.world_size} ranks" if job.world_size else "world size unknown"
     hosts = ", ".join(job.hosts[:8]) + (" ..." if len(job.hosts) > 8 else "")
     facts.add_row("world", escape(size + (f" on {hosts}" if hosts else "")))
@@ -104,12 +108,17 @@ def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:
         console.print(f"[bold]Checkpoint advice[/]  {escape(advice.verdict)}")
         if advice.what_if:
             table = Table(box=None, padding=(0, 2), show_edge=False)
+            table.add_column("")
             for col in ("interval", "iterations", "detection", "expected overhead"):
                 table.add_column(col, justify="right")
             for w in advice.what_if:
                 its = f"{w.interval_iterations:.0f}" if w.interval_iterations else "-"
                 table.add_row(
-                    duration(w.interval_s), its, duration(w.detection_s), f"{w.overhead:.1%}"
+                    w.label,
+                    duration(w.interval_s),
+                    its,
+                    duration(w.detection_s),
+                    f"{w.overhead:.1%}",
                 )
             console.print(table)
 

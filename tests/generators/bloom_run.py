@@ -8,14 +8,18 @@ monitor) and one `tr11-176B-ml-<jobid>.out` per job (`set -x` trace, `START TIME
 
 The story (times vary with the seed, the structure does not):
 
-1. job 1528763 trains from scratch; a GPU dies 98 iterations after the last checkpoint (2 before
+1. job 1528763 trains from scratch; a GPU dies 248 iterations after the last checkpoint (2 before
    the next save); the BLOOM `c10::CUDAError` block on `[default3]:`, 30 min of silence (NCCL
-   timeout), watchdog timeouts, one ChildFailedError block, `END TIME:`.
+   timeout), watchdog timeouts, one ChildFailedError block in the main log; srun's task errors,
+   the STEP cancel banner and `END TIME:` in the job's `.out`.
 2. after a queue wait, job 1528874_1 resumes from that checkpoint and, 37 iterations after its last
    save, silently hangs: nothing but PULSE lines for hours, then a manual `scancel`
-   (`*** JOB … CANCELLED AT … ***` in its `.out`).
-3. after another wait, job 1528874_2 resumes and is still running when the log ends, a few
-   iterations after a completed checkpoint.
+   (`*** STEP … CANCELLED AT … ***` and `*** JOB … CANCELLED AT … ***` in its `.out`, no END TIME).
+3. after another wait, job 1528874_2 resumes; someone creates the kill-switch file, so it saves a
+   checkpoint at its last iteration and exits (`Detected kill switch at …`, `END TIME:`).
+
+srun's and slurmstepd's own messages go to the job's `.out` (the batch script pipes only srun's
+stdout through `tee -a main_log.txt`); the `.out` files hold nothing else but the `set -x` trace.
 
 All times are naive local datetimes. Internally the clock counts ticks of 10 µs, so every printed
 quantity (elapsed 0.01 s, save ms with 2 decimals, whole-second anchors) is exact.
@@ -41,7 +45,7 @@ WORLD = NODES * GPUS_PER_NODE
 TRAIN_ITERS = 115311
 GLOBAL_BATCH = 2048
 SEQ_LEN = 2048
-SAVE_INTERVAL = 100
+SAVE_INTERVAL = 250
 SAVE_S = 40.0
 NCCL_TIMEOUT_MS = 1_800_000
 JOB_NAME = "tr11-176B-ml"
@@ -246,7 +250,7 @@ class _AttemptPlan:
     resume_from: int | None  # checkpoint iteration loaded; None = from scratch
     last_ckpt: int  # last checkpoint this attempt completes
     after_ckpt: int  # iterations printed after it
-    end: str  # "crash" | "hang" | "running"
+    end: str  # "crash" | "hang" | "kill_switch"
 
 
 def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
@@ -271,7 +275,7 @@ def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
         "[default0]:------------------------ arguments ------------------------",
         "[default0]:  global_batch_size ............................... 2048",
         "[default0]:  log_interval .................................... 1",
-        "[default0]:  save_interval ................................... 100",
+        f"[default0]:  save_interval ................................... {SAVE_INTERVAL}",
         f"[default0]:  train_iters ..................................... {TRAIN_ITERS}",
         "[default0]:-------------------- end of arguments ---------------------",
         "[default0]:> building PretrainedFromHF tokenizer ...",
@@ -349,9 +353,9 @@ def generate(out_dir: Path, seed: int = 0) -> Truth:
     out_dir.mkdir(parents=True, exist_ok=True)
     log = _Log()
     plans = [
-        _AttemptPlan(_Job("1528763", 1528763, ""), None, 600, 97, "crash"),
-        _AttemptPlan(_Job("1528874_1", 1528874, "1528874_[1-3%1]"), 600, 1100, 37, "hang"),
-        _AttemptPlan(_Job("1528874_2", 1528875, "1528874_[2-3%1]"), 1100, 1400, 4, "running"),
+        _AttemptPlan(_Job("1528763", 1528763, ""), None, 500, 248, "crash"),
+        _AttemptPlan(_Job("1528874_1", 1528874, "1528874_[1-3%1]"), 500, 1000, 37, "hang"),
+        _AttemptPlan(_Job("1528874_2", 1528875, "1528874_[2-3%1]"), 1000, 1250, 30, "kill_switch"),
     ]
     dead_node = rng.randrange(NODES)
     dead_local = 3
@@ -501,21 +505,22 @@ def generate(out_dir: Path, seed: int = 0) -> Truth:
                 "=" * 60,
             )
             kill = cf + _whole(2)
-            log.add(
-                kill,
+            # srun --kill-on-bad-exit: the task that failed, then every other node's task killed
+            # (one line per node: one task per node here)
+            out += [
                 f"srun: error: {host}: task {dead_node}: Exited with exit code 1",
                 f"srun: Terminating job step {job.slurm_job_id}.0",
-            )
+                f"slurmstepd: error: *** STEP {job.slurm_job_id}.0 ON {HOSTS[0]} CANCELLED AT {_dt(kill + _whole(3)):%Y-%m-%dT%H:%M:%S} ***",
+            ]
             for n in rng.sample([n for n in range(NODES) if n != dead_node], 5):
                 log.add(
                     kill + _whole(1),
                     "WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers",
                     f"WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {257_700 + n * 31} closing signal SIGTERM",
                 )
-            log.add(
-                kill + _whole(3),
-                f"slurmstepd: error: *** STEP {job.slurm_job_id}.0 ON {HOSTS[0]} CANCELLED AT {_dt(kill + _whole(3)):%Y-%m-%dT%H:%M:%S} ***",
-            )
+            out += [
+                f"srun: error: {HOSTS[n]}: task {n}: Killed" for n in range(NODES) if n != dead_node
+            ]
             end = cf + _whole(rng.randint(15, 25))
             out.append(f"END TIME: {_date_cmd(end)}")
             kind: str | None = "crash"
@@ -524,19 +529,36 @@ def generate(out_dir: Path, seed: int = 0) -> Truth:
             useful = ckpt_end
             end = _whole(math.ceil(_s(fail)) + rng.randint(6 * 3600, 8 * 3600))
             banner_time = f"{_dt(end):%Y-%m-%dT%H:%M:%S}"
-            log.add(
-                end,
+            out += [
                 "srun: Job step aborted: Waiting up to 62 seconds for job step to finish.",
+                f"slurmstepd: error: *** JOB {job.slurm_job_id} ON {HOSTS[0]} CANCELLED AT {banner_time} ***",
                 f"slurmstepd: error: *** STEP {job.slurm_job_id}.0 ON {HOSTS[0]} CANCELLED AT {banner_time} ***",
-            )
-            out.append(
-                f"slurmstepd: error: *** JOB {job.slurm_job_id} ON {HOSTS[0]} CANCELLED AT {banner_time} ***"
-            )
+            ]
             kind = "hang"
         else:
+            # the kill switch is found at the top of the next iteration: save, say so, exit 0
             fail = last_line
-            useful = last_line
-            end = last_line
+            useful = last_line  # the exit's own save is not an interval's: not productive time
+            ms = round(rng.uniform(39000, 41000), 2)
+            start_dt = _dt(t)
+            log.add(
+                t,
+                f"[default0]:saving checkpoint at iteration {last:7d} to {CKPT_DIR}",
+                f"[default0]:[{start_dt:%Y-%m-%d %H:%M:%S},{start_dt.microsecond // 1000:03d}] [INFO] [logging.py:69:log_dist] [Rank 0] Saving model checkpoint: {CKPT_DIR}/global_step{last}/mp_rank_00_model_states.pt",
+            )
+            t += round(ms * 100)
+            log.add(
+                t,
+                f"[default0]:  successfully saved checkpoint at iteration {last:7d} to {CKPT_DIR}",
+                f"[default7]:time (ms) | save-checkpoint: {ms:.2f}",
+            )
+            quit_t = _whole(math.ceil(_s(t)))
+            log.add(
+                quit_t,
+                f"[default0]:[Detected kill switch at {REPO}/kill-switch-{JOB_NAME}. Exiting] datetime: {_sec(quit_t)} ",
+            )
+            end = quit_t + _whole(rng.randint(5, 15))
+            out.append(f"END TIME: {_date_cmd(end)}")
             kind = None
 
         ckpt = sum(b - a for a, b in saves if b <= useful)
@@ -625,7 +647,7 @@ def generate(out_dir: Path, seed: int = 0) -> Truth:
                 break
         h += 3600
 
-    assert log.last_time() == run_end
+    assert log.last_time() <= run_end
     (out_dir / "main_log.txt").write_text(log.text(), encoding="utf-8")
     for name, lines in outs.items():
         (out_dir / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
