@@ -43,7 +43,16 @@ from .model import (
     field_int,
     line_seconds,
 )
-from .outcome import Ending, as_hang, decide_outcome, hang_incident, hang_threshold, make_job
+from .outcome import (
+    Ending,
+    allowed_silence,
+    as_hang,
+    decide_outcome,
+    hang_incident,
+    hang_threshold,
+    make_job,
+    stops_the_job,
+)
 from .patterns import Library, builtin_dirs, load_library
 from .scan import Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack
 from .sources import (
@@ -324,7 +333,8 @@ class Engine:
         cadence: float | None,
     ) -> tuple[list[Incident], dict[int, tuple[str, Incident | None]], Ending]:
         """Each attempt's ending (crash, hang, end) and the job's outcome from the last one."""
-        threshold = hang_threshold(cadence)
+        base = hang_threshold(cadence)
+        save_max = max((s.duration_s for at in attempts for s in at.saves), default=0.0) or None
         by_attempt: dict[int | None, list[Incident]] = {}
         for inc in incidents:
             by_attempt.setdefault(owner(inc, attempts), []).append(inc)
@@ -334,10 +344,21 @@ class Engine:
         ending = Ending(Outcome.unknown, "")
         for a in attempts:
             incs = _merge_ends(by_attempt.get(a.index, []))
+            # silence counts from the last sign of life (progress, or a save completed after it)
+            # and the phase the attempt ended in allows more of it when a save was under way
+            alive = _last_alive(a)
+            allowed = allowed_silence("save" if a.ended_saving else "training", base, save_max)
             if a is last:
                 incs = _fold_ends(incs, a.companions)
                 ending = decide_outcome(
-                    incs, self.progress, exits, a.last_progress, a.end, cadence, self._started()
+                    incs,
+                    self.progress,
+                    exits,
+                    alive,
+                    a.end,
+                    cadence,
+                    self._started(),
+                    allowed,
                 )
                 if ending.outcome is Outcome.hung:
                     incs = hang_incident(incs, a.last_event, ending)
@@ -345,17 +366,17 @@ class Engine:
                     endings[a.index] = (_kind(incs[-1]), incs[-1])
                 out.extend(incs)
                 continue
-            gap = (a.end - a.last_progress).total_seconds() if a.end and a.last_progress else 0.0
+            gap = (a.end - alive).total_seconds() if a.end and alive else 0.0
             silent = f"no progress for {duration(gap)} until the attempt ended"
             if incs:
                 incs = _fold_ends(incs, a.companions)
-                main = next((i for i in incs if i.root_cause.role != "end"), incs[0])
-                if main.root_cause.role == "end" and gap > threshold:
+                main = next((i for i in incs if not stops_the_job(i)), incs[0])
+                if stops_the_job(main) and gap > allowed:
                     hung = as_hang(main, a.last_event, silent) or main
                     incs = [hung if i is main else i for i in incs]
                     main = hung
                 endings[a.index] = (_kind(main), main)
-            elif gap > threshold:
+            elif gap > allowed:
                 alone = as_hang(None, a.last_event, silent)
                 if alone is not None:
                     incs = [alone]
@@ -368,6 +389,13 @@ class Engine:
             k: (kind, names[id(i)] if i is not None else None) for k, (kind, i) in endings.items()
         }
         return renamed, endings, ending
+
+
+def _last_alive(a: Attempt) -> datetime | None:
+    """The attempt's last sign of life: its last progress line, or a save completed after it."""
+    ends = [s.end for s in a.saves if s.end is not None and (a.end is None or s.end <= a.end)]
+    times = [t for t in (a.last_progress, *ends) if t is not None]
+    return max(times) if times else None
 
 
 def _kind(incident: Incident) -> str:
@@ -390,9 +418,6 @@ def _merge_ends(incidents: list[Incident]) -> list[Incident]:
     return [merged if i is first else i for i in incidents if i is first or i not in ends]
 
 
-_TOLD_TO_STOP = frozenset({"process_killed", "cancelled", "timelimit", "preemption"})
-
-
 def _fold_ends(incidents: list[Incident], companions: Sequence[int] = ()) -> list[Incident]:
     """In an attempt that failed, what the failure caused is evidence of it, not an incident:
     its end banners (the step cancelled), and the scheduler's word in the job's own `.out`
@@ -400,7 +425,7 @@ def _fold_ends(incidents: list[Incident], companions: Sequence[int] = ()) -> lis
 
     def caused(i: Incident) -> bool:
         return i.root_cause.role == "end" or (
-            input_of(i.root_cause.seq) in companions and i.category in _TOLD_TO_STOP
+            input_of(i.root_cause.seq) in companions and stops_the_job(i)
         )
 
     main = next((i for i in incidents if not caused(i)), None)

@@ -29,6 +29,40 @@ class Ending:
     hang_s: float | None = None
 
 
+SAVE_FACTOR = 5.0
+EVAL_FACTOR = 1.5
+SAVE_FLOOR_S = 600.0
+"""A save or an evaluation never seen before may take this long before it counts as a hang."""
+STARTUP_FLOOR_S = 1800.0
+"""Before an attempt's first iteration (start-up, checkpoint load) no hang is called sooner."""
+
+
+TOLD_TO_STOP = frozenset({"process_killed", "cancelled", "timelimit", "preemption"})
+"""What the scheduler or a person does to a job: after a long silence, the end of a hang."""
+
+
+def stops_the_job(incident: Incident) -> bool:
+    """An end banner, or the word that the job's processes were killed or cancelled: what ends
+    a job, which after a long silence ends a hang and after a failure is its consequence."""
+    return incident.root_cause.role == "end" or incident.category in TOLD_TO_STOP
+
+
+def allowed_silence(
+    phase: str, base: float, save_max: float | None = None, eval_max: float | None = None
+) -> float:
+    """Seconds of silence the phase a job is in allows before it is a hang, from `base` (what
+    training allows): a save five times the longest save seen, an evaluation 1.5 times the
+    longest seen (10 minutes for the first of either), start-up 30 minutes. `tail` decides
+    live by it, `analyze` at each attempt's end."""
+    if phase == "save":
+        return max(base, SAVE_FACTOR * save_max if save_max else SAVE_FLOOR_S)
+    if phase == "eval":
+        return max(base, EVAL_FACTOR * eval_max if eval_max else SAVE_FLOOR_S)
+    if phase == "startup":
+        return max(base, STARTUP_FLOOR_S)
+    return base
+
+
 def hang_threshold(cadence_s: float | None) -> float:
     """Silence before an end that makes a hang: five logged intervals, at least 30 s."""
     return max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence_s or 0.0))
@@ -42,13 +76,15 @@ def decide_outcome(
     end_time: datetime | None,
     cadence: float | None,
     started: bool = False,
+    allowed_s: float | None = None,
 ) -> Ending:
     """How the job ended, from the last incident, the end banners and the progress cadence
-    (`Progress.median_interval_s`, which the caller has)."""
+    (`Progress.median_interval_s`, which the caller has). `allowed_s`: the silence the phase it
+    ended in allows (allowed_silence), when the caller knows the phase."""
     final = incidents[-1] if incidents else None
     if final is not None and progress.count_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
         final = None  # training went on after the last incident
-    threshold = hang_threshold(cadence)
+    threshold = hang_threshold(cadence) if allowed_s is None else allowed_s
     gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None
 
     if final is not None:
@@ -58,17 +94,20 @@ def decide_outcome(
         ):
             # the log ends while ranks say they wait (for a rank at init, a barrier)
             return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
-        if end.role != "end":
+        if not stops_the_job(final):
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         end_at = end.time or end_time
         gap = (end_at - last_progress).total_seconds() if end_at and last_progress else gap
-        if gap is not None and gap > threshold and end.category in ("timelimit", "cancelled"):
+        if gap is not None and gap > threshold and final.category in TOLD_TO_STOP:
+            how = {"timelimit": "killed at its time limit", "process_killed": "killed"}
             return Ending(
                 Outcome.hung,
                 f"no progress for {duration(gap)} before the job was "
-                f"{'killed at its time limit' if end.category == 'timelimit' else 'cancelled'}",
+                f"{how.get(final.category or '', 'cancelled')}",
                 gap,
             )
+        if end.role != "end":
+            return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
         return Ending(outcome, final.title)
     _first, it = progress.iterations()
@@ -178,7 +217,7 @@ def hang_incident(
     """Name the final hang of an attempt whose last progress line is `last`: its last incident
     (an end banner) becomes `hang`, or, with no incident at all, a hang incident rooted there."""
     out = list(incidents)
-    if out and out[-1].root_cause.role == "end":
+    if out and stops_the_job(out[-1]):
         out[-1] = as_hang(out[-1], last, ending.reason) or out[-1]
     elif not out:
         hung = as_hang(None, last, ending.reason)

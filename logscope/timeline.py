@@ -65,6 +65,8 @@ class Attempt:
     progress: tuple[int, int]
     """Index range [first, last] of its lines in the run's Progress."""
     last_event: Event | None
+    ended_saving: bool = False
+    """A checkpoint save had started and not completed when the attempt ended."""
     companions: tuple[int, ...] = ()
     """Inputs without progress that belong to this attempt's job (its `.out`): every line of
     theirs is this attempt's, never another's."""
@@ -286,6 +288,7 @@ class Timeline:
     # -- closing ------------------------------------------------------------------------------
 
     def _close(self, cur: _Open) -> None:
+        ended_saving = cur.open_save is not None
         if cur.open_save is not None:
             cur.unfinished.append(cur.open_save[0])
             cur.open_save = None
@@ -322,6 +325,7 @@ class Timeline:
                 last_event=cur.last_event
                 if cur.last_event is None or math.isnan(last_t)
                 else replace(cur.last_event, time=from_timestamp(last_t)),
+                ended_saving=ended_saving,
             )
         )
 

@@ -18,6 +18,7 @@ from typing import Any
 from .engine import Engine
 from .incidents import build_incidents, signal_death
 from .model import Event, Progress, duration, field_int
+from .outcome import allowed_silence
 from .sources import Block
 
 GRACE_S = 0.5
@@ -25,10 +26,6 @@ GRACE_S = 0.5
 cause (a peer's `Connection closed` often comes before the dying rank's own exception)."""
 AUTO_FLOOR_S = 300.0
 AUTO_FACTOR = 5.0
-SAVE_FLOOR_S = 600.0
-"""A save or an evaluation never seen before may take this long before it counts as a hang."""
-STARTUP_FLOOR_S = 1800.0
-"""Before an attempt's first iteration (start-up, checkpoint load) no hang is called sooner."""
 _INTERVALS_KEPT = 512
 
 
@@ -188,13 +185,7 @@ class Watcher:
         if base is None:
             p99 = _p99(self._intervals)
             base = max(AUTO_FACTOR * p99, AUTO_FLOOR_S) if p99 else AUTO_FLOOR_S
-        if self._phase == "save":
-            return max(base, 5 * self._save_max if self._save_max else SAVE_FLOOR_S)
-        if self._phase == "eval":
-            return max(base, 1.5 * self._eval_max if self._eval_max else SAVE_FLOOR_S)
-        if self._phase == "startup":
-            return max(base, STARTUP_FLOOR_S)
-        return base
+        return allowed_silence(self._phase, base, self._save_max, self._eval_max)
 
     def _flush(self, now: float) -> list[Alert]:
         if self._window_deadline is None or now < self._window_deadline:

@@ -234,3 +234,49 @@ def test_a_finished_run_leads_with_its_costliest_failure(tmp_path: Path) -> None
     }
     assert costs[hang.id] > costs[crash.id]
     assert a.verdict is hang
+
+
+@pytest.mark.parametrize("last", [False, True], ids=["middle attempt", "last attempt"])
+def test_a_hang_ended_by_srun_killing_the_tasks_is_a_hang(tmp_path: Path, last: bool) -> None:
+    # job 12 goes silent after iteration 9 (16:15); at 20:00 srun kills its tasks
+    later = [LOOP.format(21), *iters(8, 10)] if not last else []
+    a = run(
+        tmp_path,
+        ("main_log.txt", [LOOP.format(16), *iters(1, 9), *later]),
+        ("train-12.out", [
+            "START TIME: Mon Mar 21 15:50:00 CET 2022",
+            "srun: error: node01: tasks 0-7: Killed",
+            "END TIME: Mon Mar 21 20:00:00 CET 2022",
+        ]),
+    )  # fmt: skip
+    (hang,) = a.incidents
+    assert hang.category == "hang" and hang.iteration == 9, hang
+    assert [e.line.text for e in hang.evidence] == ["srun: error: node01: tasks 0-7: Killed"]
+    (row,) = a.extra["ledger"].incidents
+    assert row.kind == "hang" and 3.7 * 3600 < row.hang_s < 3.8 * 3600
+    if last:
+        assert a.job.outcome.value == "hung"
+
+
+def test_an_attempt_stopped_during_a_long_save_did_not_hang(tmp_path: Path) -> None:
+    # saves take 5 min here; the time limit strikes 10 min into a save, 10 min after the last
+    # iteration: longer than training allows (5 x 100 s) but well within what a save does
+    save = [
+        "[default0]:saving checkpoint at iteration       {it} to /ckpt",
+        "[default0]:  successfully saved checkpoint at iteration       {it} to /ckpt",
+        "[default7]:time (ms) | save-checkpoint: 300000.00",
+    ]
+    lines = [
+        LOOP.format(13),
+        *iters(1, 2),
+        *(x.format(it=2) for x in save),
+        *iters(3, 4),
+        save[0].format(it=4),
+        "slurmstepd: error: *** JOB 11 ON node01 CANCELLED AT 2022-03-21T13:21:40 DUE TO TIME LIMIT ***",
+    ]
+    a = run(tmp_path, ("main_log.txt", lines))
+    (attempt,) = a.extra["attempts"]
+    assert attempt.ended_saving
+    assert a.job.outcome.value == "timelimit", a.job
+    (inc,) = a.incidents
+    assert inc.category == "timelimit"
