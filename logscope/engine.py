@@ -20,6 +20,7 @@ from .culprits import Who, World, build_world
 from .errors import InputError, WorkerError
 from .events import Extractor, who
 from .incidents import build_incidents
+from .jobs import name_jobs
 from .lines import (
     DISCOVERY_BUDGET,
     DISCOVERY_BYTES,
@@ -236,6 +237,11 @@ class Engine:
         for e in self.extractor.finish():
             self._add(e)
         attempts = self.timeline.finish()
+        if attempts:
+            failures = self._failures()
+            owners = {e.seq: attempt_of(e, attempts, e.time) for e in failures}
+            paths = {index: path for path, index in self._input_index.items()}
+            attempts = name_jobs(attempts, paths, failures, owners)
         if math.isfinite(self._derived_until):
             derived = datetime.fromtimestamp(self._derived_until)
             if self.last_time is None or derived > self.last_time:

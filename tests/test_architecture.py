@@ -24,6 +24,7 @@ ORDER = [
     "incidents",
     "outcome",
     "timeline",
+    "jobs",
     "accounting",
     "engine",
     "watch",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from logscope.engine import analyze
+from logscope.jobs import job_in_name
 
 from .conftest import child_failed_block
 
@@ -280,3 +281,36 @@ def test_an_attempt_stopped_during_a_long_save_did_not_hang(tmp_path: Path) -> N
     assert a.job.outcome.value == "timelimit", a.job
     (inc,) = a.incidents
     assert inc.category == "timelimit"
+
+
+@pytest.mark.parametrize(
+    ("name", "job"),
+    [
+        ("slurm-4711.out", "4711"),
+        ("slurm-4711_3.out", "4711"),  # an array task: %A_%a
+        ("tr11-176B-ml-1528874.out", "1528874"),
+        ("train.12345.err", "12345"),
+        ("logs/run-4711.out.gz", "4711"),
+        ("main_log.txt", None),
+        ("job.out", None),
+    ],
+)
+def test_the_job_an_output_file_is_named_after(name: str, job: str | None) -> None:
+    assert job_in_name(name) == job
+
+
+def test_a_stampless_out_goes_to_the_job_its_name_says(tmp_path: Path) -> None:
+    # job 4711's .out has no time at all; the main log says which attempt job 4711 was
+    a = run(
+        tmp_path,
+        ("main_log.txt", [
+            LOOP.format(13), *iters(1, 5), "srun: Terminating StepId=4711.0",
+            LOOP.format(16), *iters(3, 9),
+        ]),
+        ("slurm-4711.out", ["srun: error: node02: task 1: Out Of Memory"]),
+    )  # fmt: skip
+    first, second = a.extra["attempts"]
+    assert (first.job_id, second.job_id) == ("4711", None)
+    (oom,) = a.incidents
+    assert oom.root_cause.line.path.endswith("slurm-4711.out")
+    assert [(r.incident, r.attempt) for r in a.extra["ledger"].incidents] == [(oom.id, 0)]

@@ -200,6 +200,7 @@ def attempts_doc(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
     return [
         {
             "index": a.index,
+            "job_id": a.job_id,
             "boundary": a.boundary,
             "start": _iso(a.start),
             "loop_start": _iso(a.loop_start),
@@ -252,7 +253,9 @@ def document(analysis: Analysis) -> dict[str, Any]:
             "incident": v.id,
             "category": v.category,
             "summary": summary(analysis),
-            "failures": [failure_line(i, row) for i, row in failures(analysis)],
+            "failures": [
+                failure_line(i, row, job_of(analysis, row.attempt)) for i, row in failures(analysis)
+            ],
         },
         "incidents": [
             incident_doc(i, world, analysis.extra.get("context", {}).get(i.id))
@@ -329,7 +332,13 @@ def failures(analysis: Analysis) -> list[tuple[Incident, LedgerIncident]]:
     return sorted(rows, key=lambda p: -(p[1].lost_gpu_hours or 0.0))
 
 
-def failure_line(inc: Incident, row: LedgerIncident) -> str:
+def job_of(analysis: Analysis, attempt: int) -> str | None:
+    """The SLURM job id of an attempt, when the log says."""
+    attempts: tuple[Attempt, ...] = analysis.extra.get("attempts", ())
+    return next((a.job_id for a in attempts if a.index == attempt), None)
+
+
+def failure_line(inc: Incident, row: LedgerIncident, job_id: str | None = None) -> str:
     """One failure and its cost, for a banner: `I1 crash in attempt 2: <title> rank 3 on node7
     after iteration 12: 3,836.1 GPU-h (7.30 h redone, 30.4 min hung, 2.19 h to restart)`."""
     parts = [f"{duration(row.wasted_progress_s)} redone"]
@@ -338,7 +347,8 @@ def failure_line(inc: Incident, row: LedgerIncident) -> str:
     if row.restart_s:
         parts.append(f"{duration(row.restart_s)} to restart")
     cost = f"{gpu_hours(row.lost_gpu_hours)} GPU-h" if row.lost_gpu_hours is not None else "cost"
+    job = f" (job {job_id})" if job_id else ""
     return (
-        f"{inc.id} {row.kind} in attempt {row.attempt + 1}: {inc.title}{where(inc)}: "
+        f"{inc.id} {row.kind} in attempt {row.attempt + 1}{job}: {inc.title}{where(inc)}: "
         f"{cost} ({', '.join(parts)})"
     )

@@ -13,7 +13,7 @@ from ..accounting import Advice, Ledger
 from ..culprits import World
 from ..incidents import cascade_ranks
 from ..model import Analysis, Incident, Outcome, duration, gpu_hours
-from .document import culprit_name, failure_line, failures, rank_ranges, summary
+from .document import culprit_name, failure_line, failures, job_of, rank_ranges, summary
 
 _OUTCOME_STYLE = {
     Outcome.completed: "bold green",
@@ -45,7 +45,8 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     costs = failures(analysis)
     if len(costs) > 1:
         for n, (inc, row) in enumerate(costs):
-            facts.add_row("failures" if n == 0 else "", escape(failure_line(inc, row)))
+            line = failure_line(inc, row, job_of(analysis, row.attempt))
+            facts.add_row("failures" if n == 0 else "", escape(line))
     size = f"{job.world_size} ranks" if job.world_size else "world size unknown"
     hosts = ", ".join(job.hosts[:8]) + (" ..." if len(job.hosts) > 8 else "")
     facts.add_row("world", escape(size + (f" on {hosts}" if hosts else "")))
