@@ -246,6 +246,7 @@ def overview(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per incident for the banner: what, where, when, what it cost, what to do first."""
     ledger = doc.get("ledger") or {"incidents": []}
     by_id = {i["incident"]: i for i in ledger["incidents"] if i["incident"]}
+    jobs = {a["index"]: a["job_id"] for a in doc.get("attempts", [])}
     rows = []
     for inc in doc["incidents"]:
         rc = inc["root_cause"]
@@ -261,6 +262,7 @@ def overview(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "where": where,
                 "when": _when((cost or {}).get("failure") or inc["start"] or rc["time"]),
                 "attempt": cost["attempt"] + 1 if cost else None,
+                "job": jobs.get(cost["attempt"]) if cost else None,
                 "kind": cost["kind"] if cost else None,
                 "lost_gpu_hours": cost["lost_gpu_hours"] if cost else None,
                 "cost": cost,
@@ -309,19 +311,9 @@ def what_if(advice: dict[str, Any] | None) -> dict[str, Any] | None:
                 "overheads": {},
             },
         )
+        if w.get("label") and w["label"] not in row["notes"]:
+            row["notes"].append(w["label"])
         row["overheads"][w["detection_s"]] = w["overhead"]
-    named = (
-        ("interval_s", "now"),
-        ("young_interval_s", "Young"),
-        ("daly_interval_s", "Daly"),
-    )
-    for key, name in named:
-        value = advice.get(key)
-        if value is None:
-            continue
-        for row in rows.values():
-            if row["interval_s"] is not None and abs(row["interval_s"] - value) <= 1:
-                row["notes"].append(name)
     detected = advice.get("detection_s")
     columns = [
         {
