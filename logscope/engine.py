@@ -19,6 +19,7 @@ from .compression import compression_of
 from .culprits import Who, World, build_world
 from .errors import InputError, WorkerError
 from .events import Extractor, who
+from .hostlist import expand_hostlist
 from .incidents import build_incidents
 from .jobs import name_jobs
 from .lines import (
@@ -191,6 +192,12 @@ class Engine:
             self.timeline.stamp(e.seq, e.time, _stamp_kind(e))
         if e.line.host:
             self.hosts.add(e.line.host)
+        if e.fields:
+            # the nodes a line names took part: srun's and torchrun's reports, node lists
+            if e.fields.get("host"):
+                self.hosts.add(e.fields["host"])
+            if e.fields.get("nodelist"):
+                self.hosts.update(expand_hostlist(e.fields["nodelist"]))
         if e.kind == "iteration":
             it = field_int(e, "iteration")
             idx = self.progress.add(e, it, line_seconds(e, self._log_interval(it)))

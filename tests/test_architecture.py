@@ -11,6 +11,7 @@ PKG = Path(__file__).parent.parent / "logscope"
 ORDER = [
     "errors",
     "model",
+    "hostlist",
     "compression",
     "sources",
     "follow",

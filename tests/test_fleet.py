@@ -113,10 +113,17 @@ def test_generated_fleet_counts_and_bad_node_first(fleet: tuple[Path, Truth]) ->
     assert s.failures_by_category == truth.failures_by_category()
     assert s.bad_nodes[0].host == "node042"
     top = s.bad_nodes[0]
-    assert top.failures == truth.failures_by_host()["node042"]
+    # only the failures that implicate a node count against it: node042's GPU, yes; the test
+    # host's buggy script, no
+    assert top.failures == truth.implicating_by_host()["node042"]
+    assert top.categories == {"gpu_hardware": top.failures}
+    assert top.gpus == {1: top.failures}  # the same GPU every time
+    assert f"GPU 1 in {top.failures} of {top.failures}" in top.reason
     assert top.jobs == sum("node042" in j.hosts for j in truth.jobs)
     assert top.exclude
     assert [b.host for b in s.bad_nodes if b.exclude] == ["node042"]
+    assert truth.failures_by_host()["testbox"] > truth.failures_by_host()["node042"] / 2
+    assert not any(b.exclude for b in s.bad_nodes if b.host == "testbox")
     scores = [b.score for b in s.bad_nodes]
     assert scores == sorted(scores, reverse=True)
     assert {d["date"] for d in s.ettr_by_date} == {j.day for j in truth.jobs}
@@ -256,3 +263,33 @@ def test_duckdb_reads_the_same(fleet: tuple[Path, Truth]) -> None:
         b.failures_by_category,
         b.bad_nodes,
     )
+
+
+def test_a_node_is_blamed_only_on_evidence_that_implicates_it(tmp_path: Path, run_cli) -> None:
+    """Six 384-GPU runs on jean-zay-iam[01-34,36-49] whose GPU on jean-zay-iam17 dies every time
+    (each run also hangs once and is cancelled by hand: no culprit, a banner naming the batch
+    host jean-zay-iam01), and the lab's small jobs on one host, whose training script raises,
+    is SIGKILLed, segfaults or hangs."""
+    from .generators.bloom_run import generate as bloom
+
+    runs = [tmp_path / f"run{seed}" for seed in range(6)]
+    for seed, run in enumerate(runs):
+        bloom(run, seed=seed, dead_host="jean-zay-iam17")
+    store = tmp_path / "store"
+    code, _, err = run_cli(
+        "fleet", "ingest", *map(str, runs + LAB + SLURM), "--store", str(store), "-j", "2"
+    )
+    assert code == 0, err
+    fleet = load(store, engine="pandas")
+    # every node of the 384-GPU runs took part (the PULSE lines' node list), under one name each
+    assert sorted(len(h) for h in fleet.jobs["hosts"])[-6:] == [48] * 6
+    s = summarize(fleet)
+    top = s.bad_nodes[0]
+    assert (top.host, top.failures, top.jobs) == ("jean-zay-iam17", 6, 6)
+    assert top.gpus == {3: 6} and "GPU 3 in 6 of 6" in top.reason
+    assert [b.host for b in s.bad_nodes if b.exclude] == ["jean-zay-iam17"]
+    # hangs without a culprit and cancel banners blame nobody; code bugs never exclude
+    assert "jean-zay-iam01" not in {b.host for b in s.bad_nodes}
+    assert not any(b.exclude for b in s.bad_nodes if b.host == "localhost")
+    code, out, _ = run_cli("fleet", "summary", "--store", str(store))
+    assert "--exclude=jean-zay-iam17" in out and "jean-zay-iam17: 6 failures" in out, out

@@ -4,13 +4,15 @@ nodes whose failure rate stands out from the fleet's."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
 import pandas as pd
 
-from ..model import rounded
+from ..hostlist import node_name
+from ..model import NODE_EVIDENCE, rounded
+from .blame import IMPLICATING
 from .store import Fleet
 
 PRIOR_JOBS = 10.0
@@ -87,15 +89,41 @@ def poisson_sf(k: int, mean: float) -> float:
 class BadNode:
     host: str
     failures: int
+    """Failures that implicate the node (blame.node_evidence: strong or weak)."""
     jobs: int
     """Jobs that ran on the host (it is in the job's hosts, or a failure names it)."""
     score: float
-    """Shrunk failure rate per job: (failures + PRIOR_JOBS·rate) / (jobs + PRIOR_JOBS)."""
+    """Shrunk rate per job of evidence against it, a weak failure counting half:
+    (evidence + PRIOR_JOBS·rate) / (jobs + PRIOR_JOBS)."""
     p_value: float
-    """P(at least this many failures) if the host failed at the fleet rate (Poisson)."""
+    """P(at least this many implicating failures) at the fleet's rate (Poisson)."""
     exclude: bool
-    """Clearly worse than the fleet: p_value below 0.05 / hosts, and 2 failures or more."""
+    """Clearly worse than the fleet: p_value below 0.05 / hosts, and 2 or more failures that
+    strongly implicate the node (weak evidence alone never takes a node out of service)."""
     lost_gpu_hours: float
+    strong: int = 0
+    weak: int = 0
+    categories: dict[str, int] = field(default_factory=dict)
+    gpus: dict[int, int] = field(default_factory=dict)
+    """Local rank (GPU) → failures on it, when the log says."""
+    expected: float = 0.0
+    """Implicating failures expected in its jobs at the fleet's rate."""
+
+    @property
+    def reason(self) -> str:
+        """One line: what failed, how often, against what rate."""
+        cats = ", ".join(f"{n} {c}" for c, n in self.categories.items())
+        gpu = ""
+        if self.gpus:
+            g, n = max(self.gpus.items(), key=lambda kv: (kv[1], -kv[0]))
+            if n >= 2:
+                gpu = f"; GPU {g} in {n} of {self.failures}"
+        weak = "; weak evidence only (the program may be at fault)" if not self.strong else ""
+        return (
+            f"{self.host}: {self.failures} failure{'s' if self.failures != 1 else ''} implicating "
+            f"the node in {self.jobs} job{'s' if self.jobs != 1 else ''} ({cats}){gpu}; "
+            f"{self.expected:.2f} expected at the fleet rate (p = {self.p_value:.2g}){weak}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +142,8 @@ class Summary:
     ettr_by_date: list[dict[str, Any]]
     ettr_by_job: list[dict[str, Any]]
     fleet_rate: float
-    """Attributed failures per host per job, the prior of every host's score."""
+    """Evidence against nodes per host per job (a weak failure counting half), the prior of
+    every host's score."""
     bad_nodes: list[BadNode]
 
 
@@ -175,31 +204,55 @@ def _rounded(s: pd.Series) -> dict[str, float]:
     return {str(k): round(float(v), 3) for k, v in s.sort_values(ascending=False).items()}
 
 
+def _evidence(inc: pd.DataFrame) -> pd.Series:
+    """Each incident's node evidence: as stored, or, in a store written before it was, from its
+    category (a hang's or a timeout's culprit is not known then: none)."""
+    derived = (
+        inc["category"].map(lambda c: NODE_EVIDENCE.get(str(c), "none")).replace("culprit", "none")
+    )
+    if "node_evidence" not in inc:
+        return derived
+    return inc["node_evidence"].fillna(derived)
+
+
 def _bad_nodes(jobs: pd.DataFrame, fail: pd.DataFrame) -> tuple[float, list[BadNode]]:
-    """Hosts ranked by an empirical-Bayes failure rate: each host's failures per job, shrunk
-    towards the fleet-wide rate, so one failure on a rarely used node does not top the list."""
+    """Hosts ranked by an empirical-Bayes rate of failures that implicate them, each host's
+    shrunk towards the fleet-wide rate, so one failure on a rarely used node does not top the
+    list. A failure of the program (an exception, the time limit) implicates no node."""
     ran = jobs[["job_id", "hosts"]].explode("hosts").dropna().rename(columns={"hosts": "host"})
+    fail = fail.assign(host=fail["host"].map(node_name, na_action="ignore"))
+    ran = ran.assign(host=ran["host"].map(node_name))
     ran = pd.concat([ran, fail[["job_id", "host"]].dropna()]).drop_duplicates()
     jobs_on = ran.groupby("host")["job_id"].nunique()
-    attributed = fail.dropna(subset=["host"])
-    failures = attributed.groupby("host").size()
-    lost = attributed.groupby("host")["lost_gpu_hours"].sum()
+    evidence = _evidence(fail)
+    attributed = fail[evidence.isin(IMPLICATING)].dropna(subset=["host"])
+    strength = evidence[attributed.index]
+    weight = strength.map({"strong": 1.0, "weak": 0.5})
     slots = int(jobs_on.sum())
-    rate = len(attributed) / slots if slots else 0.0
+    rate = float(weight.sum()) / slots if slots else 0.0
+    count_rate = len(attributed) / slots if slots else 0.0
     hosts = len(jobs_on)
     out = []
-    for host, f in failures.items():
+    for host, rows in attributed.groupby("host"):
         j = int(jobs_on.get(host, 0))
-        p = poisson_sf(int(f), j * rate)
+        n = len(rows)
+        strong = int((strength[rows.index] == "strong").sum())
+        p = poisson_sf(n, j * count_rate)
+        gpus = rows["local_rank"].dropna().astype(int).value_counts()
         out.append(
             BadNode(
                 host=str(host),
-                failures=int(f),
+                failures=n,
                 jobs=j,
-                score=(int(f) + PRIOR_JOBS * rate) / (j + PRIOR_JOBS),
+                score=(float(weight[rows.index].sum()) + PRIOR_JOBS * rate) / (j + PRIOR_JOBS),
                 p_value=p,
-                exclude=int(f) >= 2 and p < 0.05 / max(1, hosts),
-                lost_gpu_hours=round(float(lost.get(host, 0.0)), 3),
+                exclude=strong >= 2 and p < 0.05 / max(1, hosts),
+                lost_gpu_hours=round(float(rows["lost_gpu_hours"].sum()), 3),
+                strong=strong,
+                weak=n - strong,
+                categories={str(k): int(v) for k, v in rows["category"].value_counts().items()},
+                gpus={int(k): int(v) for k, v in gpus.items()},
+                expected=j * count_rate,
             )
         )
     out.sort(key=lambda b: (-b.score, -b.failures, b.host))
@@ -234,6 +287,11 @@ def summary_doc(s: Summary) -> dict[str, Any]:
                 "p_value": float(f"{b.p_value:.3g}"),
                 "exclude": b.exclude,
                 "lost_gpu_hours": b.lost_gpu_hours,
+                "strong": b.strong,
+                "weak": b.weak,
+                "categories": b.categories,
+                "gpus": {str(k): v for k, v in b.gpus.items()},
+                "reason": b.reason,
             }
             for b in s.bad_nodes
         ],

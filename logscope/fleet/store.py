@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +19,8 @@ import pyarrow.dataset as ds
 
 from ..culprits import World
 from ..errors import LogscopeError
-from ..model import Analysis, Event, Incident
+from ..model import Analysis, Event
+from .blame import incident_node, job_nodes, node_evidence
 
 # Plain Parquet types only (string, int64, float64, bool, list<string>, timestamp[us] without a
 # time zone), so Spark, Trino and DuckDB open the store unchanged. Times are wall-clock times as
@@ -58,6 +58,7 @@ INCIDENTS = pa.schema(
         ("rank", pa.int64()),
         ("local_rank", pa.int64()),
         ("host", pa.string()),
+        ("node_evidence", pa.string()),
         ("confidence", pa.float64()),
         ("time", TS),
         ("wasted_progress_s", pa.float64()),
@@ -115,19 +116,13 @@ def _rank(e: Event, world: World) -> int | None:
     return int(v) if v is not None and v.isdigit() else world.rank_of(e.line)
 
 
-def _host(inc: Incident, hosts: Sequence[str]) -> str | None:
-    """Culprit host, else root-cause host, else the job's only host."""
-    c = inc.culprit
-    host = (c.host if c else None) or inc.root_cause.line.host or inc.root_cause.fields.get("host")
-    return host or (hosts[0] if len(hosts) == 1 else None)
-
-
 def tables(analysis: Analysis, job_id: str) -> JobTables:
     """The job's rows of the `jobs`, `incidents` and `events` tables."""
     job = analysis.job
     world: World = analysis.extra["world"]
     ledger = analysis.extra.get("ledger")
     date = _date(job.start)
+    nodes = job_nodes(analysis)
     costs = {i.incident: i for i in ledger.incidents} if ledger is not None else {}
     incidents: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
@@ -142,7 +137,8 @@ def tables(analysis: Analysis, job_id: str) -> JobTables:
                 "failure": inc.category not in NOT_FAILURES,
                 "rank": c.rank if c and c.rank is not None else _rank(root, world),
                 "local_rank": c.local_rank if c else root.line.local_rank,
-                "host": _host(inc, job.hosts),
+                "host": incident_node(inc, nodes),
+                "node_evidence": node_evidence(inc),
                 "confidence": c.confidence if c else None,
                 "time": root.time or (cost.failure if cost else None),
                 "wasted_progress_s": cost.wasted_progress_s if cost else None,
@@ -183,7 +179,7 @@ def tables(analysis: Analysis, job_id: str) -> JobTables:
         "verdict_category": analysis.verdict.category if analysis.verdict else None,
         "world_size": job.world_size,
         "gpus": gpus,
-        "hosts": list(job.hosts),
+        "hosts": nodes,
         "start": job.start,
         "end": job.end,
         "wall_s": ledger.wall_s if ledger is not None else None,

@@ -56,8 +56,8 @@ def text(s: Summary) -> str:
         lines.append(f"  {d['date']:<12} {d['jobs']:>5} jobs  {e:>6}")
     lines += [
         "",
-        f"Bad nodes (fleet rate {s.fleet_rate:.3f} failures per host per job; "
-        f"score shrunk towards it)",
+        f"Bad nodes (failures that implicate the node: fleet rate {s.fleet_rate:.3f} per host "
+        "per job; score shrunk towards it)",
         "  host              failures   jobs   score   p-value   exclude",
     ]
     for b in s.bad_nodes[:TOP]:
@@ -66,6 +66,9 @@ def text(s: Summary) -> str:
             f"  {b.host:<16} {b.failures:>9} {b.jobs:>6}  {b.score:.3f}  {b.p_value:>8.2g}   {flag}"
         )
         lines.append(row.rstrip())
+    flagged = [b for b in s.bad_nodes if b.exclude]
+    if flagged:
+        lines += ["", "Why"] + [f"  {b.reason}" for b in flagged]
     excl = exclude_list(s)
     lines += ["", f"Exclude  --exclude={excl}" if excl else "Exclude  no host stands out"]
     return "\n".join(lines) + "\n"

@@ -347,8 +347,9 @@ def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
     return loop
 
 
-def generate(out_dir: Path, seed: int = 0) -> Truth:
-    """Write main_log.txt and the .out files into out_dir; return the truth."""
+def generate(out_dir: Path, seed: int = 0, dead_host: str | None = None) -> Truth:
+    """Write main_log.txt and the .out files into out_dir; return the truth. The GPU that dies
+    is on a random node, or on `dead_host`."""
     rng = random.Random(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     log = _Log()
@@ -358,6 +359,8 @@ def generate(out_dir: Path, seed: int = 0) -> Truth:
         _AttemptPlan(_Job("1528874_2", 1528875, "1528874_[2-3%1]"), 1000, 1250, 30, "kill_switch"),
     ]
     dead_node = rng.randrange(NODES)
+    if dead_host is not None:
+        dead_node = HOSTS.index(dead_host)
     dead_local = 3
     dead_rank = dead_node * GPUS_PER_NODE + dead_local
 
