@@ -135,6 +135,8 @@ def render(template: str, job_id: int, hosts: list[str], culprit: str, day: date
         text = text.replace("node01", hosts[0]).replace("localhost", hosts[0])
         return "\n".join(head) + "\n" + text
     text = text.replace("localhost", culprit)
+    if len(hosts) == 1:
+        return text  # one node, no pdsh prefix: torchrun's failure block names the host
     body = [f"{culprit}: {line}" if line.strip() else line for line in text.splitlines()]
     return "\n".join(head + body) + "\n"
 
