@@ -106,7 +106,10 @@ def stage_prefilter(path: Path, prefilter: Prefilter) -> tuple[float, int]:
 def stage_parse(path: Path, library: Library, prefilter: Prefilter) -> float:
     """Read, prefilter, decode and match: one worker's whole job, on the whole file."""
     t0 = time.perf_counter()
-    scan_range(RangeTask(str(path), 0, path.stat().st_size, prefilter.pattern, library, None))
+    size = path.stat().st_size
+    scan_range(
+        RangeTask(str(path), 0, size, prefilter.pattern, library, None, literals=prefilter.literals)
+    )
     return time.perf_counter() - t0
 
 
@@ -147,6 +150,7 @@ def bench(path: Path) -> dict[str, float | int | str]:
         "prefilter_MBps": round(mb / pre_s, 1),
         "parse_MBps": round(mb / parse_s, 1),
         "candidates": candidates,
+        "scan": prefilter.engine,
         "verdict": f"{inc.get('category')} local rank "
         f"{((inc.get('culprit') or {}).get('local_rank'))}",
     }

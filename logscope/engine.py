@@ -528,7 +528,15 @@ def _range_tasks(
     wrap = engine.wrap[src.path] = wrap_width(head[: head.rfind(b"\n") + 1])
     return [
         RangeTask(
-            src.path, a, b, pattern, engine.library, year, discovery=engine.discovery, wrap=wrap
+            src.path,
+            a,
+            b,
+            pattern,
+            engine.library,
+            year,
+            discovery=engine.discovery,
+            wrap=wrap,
+            literals=engine.extractor.prefilter.literals,
         )
         for a, b in ranges
     ]

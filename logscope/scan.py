@@ -8,6 +8,7 @@ are decoded and matched.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from array import array
@@ -78,11 +79,37 @@ def escape_literal(literal: str) -> str:
     return re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", literal)
 
 
+@functools.lru_cache(maxsize=8)
+def _hyperscan(literals: tuple[str, ...]) -> Any:
+    """A Hyperscan database of the literals (compiled once per process), or None when the
+    `hyperscan` package is not installed or cannot compile them: the RE2 scan is the fallback."""
+    try:
+        import hyperscan  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[t.encode() for t in literals],
+            ids=list(range(len(literals))),
+            elements=len(literals),
+            flags=[0] * len(literals),
+            literal=True,
+        )
+    except Exception:
+        return None
+    return db
+
+
 @dataclass(frozen=True, slots=True)
 class Prefilter:
-    """Finds the lines of a block that contain any trigger, with one RE2 scan."""
+    """Finds the lines of a block that contain any trigger: with Hyperscan's multi-literal
+    search when it is installed (~550 MB/s a core on bench/ logs), else with one RE2 scan
+    (~220 MB/s). Both find the same lines."""
 
     pattern: str
+    literals: tuple[str, ...] = ()
+    """The triggers themselves, for Hyperscan; without them, RE2 scans for `pattern`."""
 
     @classmethod
     def for_library(cls, library: Library) -> Prefilter:
@@ -92,8 +119,14 @@ class Prefilter:
     def for_literals(cls, literals: Iterable[str]) -> Prefilter:
         # sorted, literals that share a prefix sit side by side and RE2 factors them into one
         # branch: ~300 MB/s against ~220 MB/s in length order (bench/ logs)
-        alternation = "|".join(escape_literal(t) for t in sorted(set(literals)))
-        return cls("(?:" + alternation + ")[^\n]*")
+        ordered = tuple(sorted(set(literals)))
+        alternation = "|".join(escape_literal(t) for t in ordered)
+        return cls("(?:" + alternation + ")[^\n]*", ordered)
+
+    @property
+    def engine(self) -> str:
+        """`hyperscan` or `re2`: what scans."""
+        return "hyperscan" if self.literals and _hyperscan(self.literals) is not None else "re2"
 
     def lines(
         self, block: bytes, first_lineno: int, width: int | None = None
@@ -113,6 +146,10 @@ class Prefilter:
         size = len(block) if size < 0 else size
         if not size:
             return
+        db = _hyperscan(self.literals) if self.literals else None
+        if db is not None:
+            yield from _hyperscan_lines(db, block, size)
+            return
         # the block as an Arrow binary value without a copy (a copy costs as much as the scan)
         offsets = pa.py_buffer(array("q", (0, size)))
         value = pa.Array.from_buffers(
@@ -131,6 +168,23 @@ class Prefilter:
                 end = size
             yield start, end
             pos = end
+
+
+def _hyperscan_lines(db: Any, block: bytes | bytearray, size: int) -> Iterator[tuple[int, int]]:
+    ends: list[int] = []
+    db.scan(
+        memoryview(block)[:size], match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to)
+    )
+    last = -1
+    for to in ends:  # in order of their end: a line's first match stands for the line
+        if to <= last:
+            continue
+        start = block.rfind(b"\n", 0, to) + 1
+        end = block.find(b"\n", to, size)
+        if end < 0:
+            end = size
+        yield start, end
+        last = end
 
 
 Hit = tuple[Signature, dict[str, str]]
@@ -212,6 +266,8 @@ class RangeTask:
     """Bytes at the input's start whose lines' routing prefixes are collected."""
     wrap: int | None = None
     """The width the input's lines were hard-wrapped at (wrap.wrap_width), if they were."""
+    literals: tuple[str, ...] = ()
+    """The prefilter's triggers (Prefilter.literals), for Hyperscan."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +323,7 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
 
 
 def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
-    prefilter = Prefilter(task.pattern)
+    prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
         tally.prefixes |= routing_prefixes(w.data, w.offset, w.size, task.discovery)
         spans = rejoin(w.data, list(prefilter.candidates(w.data, w.size)), task.wrap, w.size)
@@ -278,7 +334,7 @@ def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, 
 
 
 def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
-    prefilter = Prefilter(task.pattern)
+    prefilter = Prefilter(task.pattern, task.literals)
     stats = ReadStats()
     offset = task.start  # as Engine.discover counts: the bytes of the blocks, cut lines cut
     for block in read_blocks(

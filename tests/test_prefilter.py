@@ -1,4 +1,4 @@
-"""The RE2 prefilter finds exactly the lines of a block that contain a trigger."""
+"""The prefilter (Hyperscan, else RE2) finds exactly the lines of a block that contain a trigger."""
 
 from __future__ import annotations
 
@@ -42,13 +42,20 @@ def naive(block: bytes, triggers: Sequence[str]) -> list[tuple[int, int]]:
 
 
 def check(prefilter: Prefilter, triggers: Sequence[str], block: bytes) -> None:
-    got = list(prefilter.candidates(block))
+    """Both scans (Hyperscan when installed, and RE2) find exactly the naive lines."""
     want = naive(block, triggers)
-    assert got == want, (
-        f"block={block!r}\n"
-        f"got  ={[block[s:e] for s, e in got]}\n"
-        f"want ={[block[s:e] for s, e in want]}"
-    )
+    for scan in (prefilter, Prefilter(prefilter.pattern)):
+        got = list(scan.candidates(block))
+        assert got == want, (
+            f"{scan.engine}: block={block!r}\n"
+            f"got  ={[block[s:e] for s, e in got]}\n"
+            f"want ={[block[s:e] for s, e in want]}"
+        )
+
+
+def test_hyperscan_scans_when_installed() -> None:
+    pytest.importorskip("hyperscan")
+    assert REAL.engine == "hyperscan" and Prefilter(REAL.pattern).engine == "re2"
 
 
 @pytest.mark.parametrize(
