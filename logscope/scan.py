@@ -162,12 +162,8 @@ class Prefilter:
         pos = 0
         for piece_len in lengths[:-1]:
             pos += piece_len
-            start = block.rfind(b"\n", 0, pos) + 1
-            end = block.find(b"\n", pos, size)
-            if end < 0:
-                end = size
-            yield start, end
-            pos = end
+            start, pos = _line_around(block, pos, size)
+            yield start, pos
 
 
 def _hyperscan_lines(db: Any, block: bytes | bytearray, size: int) -> Iterator[tuple[int, int]]:
@@ -177,14 +173,16 @@ def _hyperscan_lines(db: Any, block: bytes | bytearray, size: int) -> Iterator[t
     )
     last = -1
     for to in ends:  # in order of their end: a line's first match stands for the line
-        if to <= last:
-            continue
-        start = block.rfind(b"\n", 0, to) + 1
-        end = block.find(b"\n", to, size)
-        if end < 0:
-            end = size
-        yield start, end
-        last = end
+        if to > last:
+            start, last = _line_around(block, to, size)
+            yield start, last
+
+
+def _line_around(block: bytes | bytearray, pos: int, size: int) -> tuple[int, int]:
+    """(start, end) of the line holding byte `pos` (a match's start or end) of `block[:size]`;
+    end excludes the newline."""
+    end = block.find(b"\n", pos, size)
+    return block.rfind(b"\n", 0, pos) + 1, size if end < 0 else end
 
 
 Hit = tuple[Signature, dict[str, str]]
