@@ -13,10 +13,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from .accounting import advise, attempt_of, build_ledger, headline, owner
+from .accounting import advise, attempt_of, build_ledger, headline
 from .clusters import Clusters
 from .compression import compression_of
+from .context import TAIL_BUDGET, TAIL_BYTES, last_seen, root_context
 from .culprits import Who, World, build_world
+from .endings import attempt_endings
 from .errors import InputError, WorkerError
 from .events import Extractor, who
 from .hostlist import expand_hostlist
@@ -25,9 +27,6 @@ from .jobs import name_jobs
 from .lines import (
     DISCOVERY_BUDGET,
     DISCOVERY_BYTES,
-    ROUTING_PREFIX,
-    decode,
-    parse_line,
     prefix_lines,
     routing_prefixes,
     window_per_input,
@@ -41,19 +40,13 @@ from .model import (
     Outcome,
     Progress,
     all_empty,
-    duration,
     field_int,
     line_seconds,
 )
 from .outcome import (
     Ending,
-    allowed_silence,
-    as_hang,
     decide_outcome,
-    hang_incident,
-    hang_threshold,
     make_job,
-    stops_the_job,
 )
 from .patterns import Library, builtin_dirs, load_library
 from .scan import Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack
@@ -69,11 +62,9 @@ from .sources import (
     note_cut,
     read_blocks,
     read_blocks_elsewhere,
-    read_lines,
-    rereadable,
     split_ranges,
 )
-from .timeline import Attempt, Timeline, input_of
+from .timeline import Attempt, Timeline
 from .wrap import WRAP_SAMPLE, wrap_width
 
 MAX_EVENTS_PER_SIGNATURE = 5_000
@@ -260,7 +251,9 @@ class Engine:
         cadence = self.progress.median_interval_s()
         endings: dict[int, tuple[str, Incident | None]] = {}
         if attempts:
-            incidents, endings, ending = self._per_attempt(attempts, incidents, exits, cadence)
+            incidents, endings, ending = attempt_endings(
+                attempts, incidents, exits, self.progress, self._started()
+            )
         else:
             ending = decide_outcome(
                 incidents,
@@ -337,120 +330,6 @@ class Engine:
         finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
         extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
         return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
-
-    def _per_attempt(
-        self,
-        attempts: Sequence[Attempt],
-        incidents: Sequence[Incident],
-        exits: Sequence[Event],
-        cadence: float | None,
-    ) -> tuple[list[Incident], dict[int, tuple[str, Incident | None]], Ending]:
-        """Each attempt's ending (crash, hang, end) and the job's outcome from the last one."""
-        base = hang_threshold(cadence)
-        save_max = max((s.duration_s for at in attempts for s in at.saves), default=0.0) or None
-        by_attempt: dict[int | None, list[Incident]] = {}
-        for inc in incidents:
-            by_attempt.setdefault(owner(inc, attempts), []).append(inc)
-        out: list[Incident] = list(by_attempt.pop(None, []))
-        endings: dict[int, tuple[str, Incident | None]] = {}
-        last = attempts[-1]
-        ending = Ending(Outcome.unknown, "")
-        for a in attempts:
-            incs = _merge_ends(by_attempt.get(a.index, []))
-            # silence counts from the last sign of life (progress, or a save completed after it)
-            # and the phase the attempt ended in allows more of it when a save was under way
-            alive = _last_alive(a)
-            allowed = allowed_silence("save" if a.ended_saving else "training", base, save_max)
-            if a is last:
-                incs = _fold_ends(incs, a.companions)
-                ending = decide_outcome(
-                    incs,
-                    self.progress,
-                    exits,
-                    alive,
-                    a.end,
-                    cadence,
-                    self._started(),
-                    allowed,
-                )
-                if ending.outcome is Outcome.hung:
-                    incs = hang_incident(incs, a.last_event, ending)
-                if incs and ending.outcome not in (Outcome.completed, Outcome.truncated):
-                    endings[a.index] = (_kind(incs[-1]), incs[-1])
-                out.extend(incs)
-                continue
-            gap = (a.end - alive).total_seconds() if a.end and alive else 0.0
-            silent = f"no progress for {duration(gap)} until the attempt ended"
-            if incs:
-                incs = _fold_ends(incs, a.companions)
-                main = next((i for i in incs if not stops_the_job(i)), incs[0])
-                if stops_the_job(main) and gap > allowed:
-                    hung = as_hang(main, a.last_event, silent) or main
-                    incs = [hung if i is main else i for i in incs]
-                    main = hung
-                endings[a.index] = (_kind(main), main)
-            elif gap > allowed:
-                alone = as_hang(None, a.last_event, silent)
-                if alone is not None:
-                    incs = [alone]
-                    endings[a.index] = ("hang", alone)
-            out.extend(incs)
-        out.sort(key=lambda i: (owner(i, attempts) or 0, i.root_cause.seq))
-        renamed = [replace(inc, id=f"I{n}") for n, inc in enumerate(out, 1)]
-        names = {id(old): new for old, new in zip(out, renamed, strict=True)}
-        endings = {
-            k: (kind, names[id(i)] if i is not None else None) for k, (kind, i) in endings.items()
-        }
-        return renamed, endings, ending
-
-
-def _last_alive(a: Attempt) -> datetime | None:
-    """The attempt's last sign of life: its last progress line, or a save completed after it."""
-    ends = [s.end for s in a.saves if s.end is not None and (a.end is None or s.end <= a.end)]
-    times = [t for t in (a.last_progress, *ends) if t is not None]
-    return max(times) if times else None
-
-
-def _kind(incident: Incident) -> str:
-    if incident.category == "hang":
-        return "hang"
-    if incident.root_cause.role == "end":
-        return "end"
-    return "crash"
-
-
-def _merge_ends(incidents: list[Incident]) -> list[Incident]:
-    """Several end banners for one attempt (the STEP and the JOB line, the main log and the
-    job's .out) are one incident: the first, with the others as evidence."""
-    ends = [i for i in incidents if i.root_cause.role == "end" and not i.cascade]
-    if len(ends) < 2:
-        return incidents
-    first = ends[0]
-    extra = tuple(e for i in ends[1:] for e in (i.root_cause, *i.evidence))
-    merged = replace(first, evidence=first.evidence + extra)
-    return [merged if i is first else i for i in incidents if i is first or i not in ends]
-
-
-def _fold_ends(incidents: list[Incident], companions: Sequence[int] = ()) -> list[Incident]:
-    """In an attempt that failed, what the failure caused is evidence of it, not an incident:
-    its end banners (the step cancelled), and the scheduler's word in the job's own `.out`
-    that tasks were killed or exited (srun's --kill-on-bad-exit after a rank died)."""
-
-    def caused(i: Incident) -> bool:
-        return i.root_cause.role == "end" or (
-            input_of(i.root_cause.seq) in companions and stops_the_job(i)
-        )
-
-    main = next((i for i in incidents if not caused(i)), None)
-    ends = [i for i in incidents if caused(i)]
-    if main is None or not ends:
-        return incidents
-    folded = replace(
-        main,
-        cascade=main.cascade + tuple(e for i in ends for e in i.cascade),
-        evidence=main.evidence + tuple(e for i in ends for e in (i.root_cause, *i.evidence)),
-    )
-    return [folded if i is main else i for i in incidents if i not in ends]
 
 
 def _boundary(e: Event) -> str:
@@ -701,86 +580,3 @@ def analyze(
 
 
 EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"
-TAIL_BYTES = 8 << 20
-"""The end of an input scanned for the last line of every rank (the hang heat strip); less
-of each when there are many inputs (lines.window_per_input)."""
-TAIL_BUDGET = 32 << 20
-
-
-def last_seen(analysis: Analysis, tail_bytes: int = TAIL_BYTES) -> list[tuple[int, str, int]]:
-    """(rank, file, line) of the last line each rank printed, from the end of each input.
-
-    A hung job's ranks fall silent one after another; the first to stop is the suspect. Only
-    the last `tail_bytes` of each uncompressed input are read: the ending is what matters, and
-    reading every line of a large log for it would cost more than the analysis.
-    """
-    world = analysis.extra["world"]
-    best: dict[int, tuple[int, str, int]] = {}
-    for index, info in enumerate(analysis.inputs):
-        if info.compression is not None or not rereadable(info.path):
-            continue
-        try:
-            with Path(info.path).open("rb") as f:
-                size = f.seek(0, 2)
-                start = max(0, size - tail_bytes)
-                f.seek(start)
-                tail = f.read()
-        except OSError:
-            continue
-        if start > 0:
-            tail = tail[tail.find(b"\n") + 1 :]
-        first = info.lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
-        last: dict[bytes, int] = {}
-        for m in ROUTING_PREFIX.finditer(tail):
-            last[m.group(0)] = m.start()
-        # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
-        # counting newlines from the start would be quadratic
-        lineno, counted = first, 0
-        for prefix, pos in sorted(last.items(), key=lambda item: item[1]):
-            lineno += tail.count(b"\n", counted, pos)
-            counted = pos
-            key = (index << 40) | lineno
-            for line in prefix_lines(prefix, info.path):
-                rank = world.rank_of(line)
-                if rank is not None and (rank not in best or best[rank][0] <= key):
-                    best[rank] = (key, info.path, lineno)
-    return sorted((rank, path, line) for rank, (_key, path, line) in best.items())
-
-
-CONTEXT_LINES = 5
-"""Lines of the same rank shown before and after a root cause."""
-_CONTEXT_WINDOW = 400
-"""Physical lines searched each side: other ranks' lines interleave with the culprit's."""
-
-
-def root_context(
-    incidents: Sequence[Incident],
-    marks: dict[str, list[tuple[int, int]]] | None = None,
-    radius: int = CONTEXT_LINES,
-) -> dict[str, list[tuple[int, str]]]:
-    """For each incident, its root-cause line with the lines of the same rank around it.
-    `marks`: Engine.line_marks, where known."""
-    wanted: dict[str, set[int]] = {}
-    for inc in incidents:
-        n = inc.root_cause.line.lineno
-        lo = max(1, n - _CONTEXT_WINDOW)
-        wanted.setdefault(inc.root_cause.line.path, set()).update(range(lo, n + _CONTEXT_WINDOW))
-    marks = marks or {}
-    lines = {path: read_lines(path, nums, marks.get(path, ())) for path, nums in wanted.items()}
-    out: dict[str, list[tuple[int, str]]] = {}
-    for inc in incidents:
-        root = inc.root_cause.line
-        mine = who(root)
-        got = lines.get(root.path, {})
-        before: list[tuple[int, str]] = []
-        after: list[tuple[int, str]] = []
-        for n in sorted(got):
-            if n == root.lineno:
-                continue
-            text = decode(got[n]).rstrip("\r")
-            decoded = parse_line(text, root.path, n)
-            if not any(who(x) == mine for x in decoded):
-                continue
-            (before if n < root.lineno else after).append((n, text))
-        out[inc.id] = [*before[-radius:], (root.lineno, root.raw), *after[:radius]]
-    return out

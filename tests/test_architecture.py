@@ -27,6 +27,8 @@ ORDER = [
     "timeline",
     "jobs",
     "accounting",
+    "endings",
+    "context",
     "engine",
     "watch",
     "actions",

@@ -1,0 +1,96 @@
+"""What the analysis reads again once it is done: the lines around each root cause, and the last
+line each rank printed (from the end of each input)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from .events import who
+from .lines import ROUTING_PREFIX, decode, parse_line, prefix_lines
+from .model import Analysis, Incident
+from .sources import read_lines, rereadable
+
+TAIL_BYTES = 8 << 20
+"""The end of an input scanned for the last line of every rank (the hang heat strip); less
+of each when there are many inputs (lines.window_per_input)."""
+TAIL_BUDGET = 32 << 20
+
+
+def last_seen(analysis: Analysis, tail_bytes: int = TAIL_BYTES) -> list[tuple[int, str, int]]:
+    """(rank, file, line) of the last line each rank printed, from the end of each input.
+
+    A hung job's ranks fall silent one after another; the first to stop is the suspect. Only
+    the last `tail_bytes` of each uncompressed input are read: the ending is what matters, and
+    reading every line of a large log for it would cost more than the analysis.
+    """
+    world = analysis.extra["world"]
+    best: dict[int, tuple[int, str, int]] = {}
+    for index, info in enumerate(analysis.inputs):
+        if info.compression is not None or not rereadable(info.path):
+            continue
+        try:
+            with Path(info.path).open("rb") as f:
+                size = f.seek(0, 2)
+                start = max(0, size - tail_bytes)
+                f.seek(start)
+                tail = f.read()
+        except OSError:
+            continue
+        if start > 0:
+            tail = tail[tail.find(b"\n") + 1 :]
+        first = info.lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+        last: dict[bytes, int] = {}
+        for m in ROUTING_PREFIX.finditer(tail):
+            last[m.group(0)] = m.start()
+        # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
+        # counting newlines from the start would be quadratic
+        lineno, counted = first, 0
+        for prefix, pos in sorted(last.items(), key=lambda item: item[1]):
+            lineno += tail.count(b"\n", counted, pos)
+            counted = pos
+            key = (index << 40) | lineno
+            for line in prefix_lines(prefix, info.path):
+                rank = world.rank_of(line)
+                if rank is not None and (rank not in best or best[rank][0] <= key):
+                    best[rank] = (key, info.path, lineno)
+    return sorted((rank, path, line) for rank, (_key, path, line) in best.items())
+
+
+CONTEXT_LINES = 5
+"""Lines of the same rank shown before and after a root cause."""
+_CONTEXT_WINDOW = 400
+"""Physical lines searched each side: other ranks' lines interleave with the culprit's."""
+
+
+def root_context(
+    incidents: Sequence[Incident],
+    marks: dict[str, list[tuple[int, int]]] | None = None,
+    radius: int = CONTEXT_LINES,
+) -> dict[str, list[tuple[int, str]]]:
+    """For each incident, its root-cause line with the lines of the same rank around it.
+    `marks`: Engine.line_marks, where known."""
+    wanted: dict[str, set[int]] = {}
+    for inc in incidents:
+        n = inc.root_cause.line.lineno
+        lo = max(1, n - _CONTEXT_WINDOW)
+        wanted.setdefault(inc.root_cause.line.path, set()).update(range(lo, n + _CONTEXT_WINDOW))
+    marks = marks or {}
+    lines = {path: read_lines(path, nums, marks.get(path, ())) for path, nums in wanted.items()}
+    out: dict[str, list[tuple[int, str]]] = {}
+    for inc in incidents:
+        root = inc.root_cause.line
+        mine = who(root)
+        got = lines.get(root.path, {})
+        before: list[tuple[int, str]] = []
+        after: list[tuple[int, str]] = []
+        for n in sorted(got):
+            if n == root.lineno:
+                continue
+            text = decode(got[n]).rstrip("\r")
+            decoded = parse_line(text, root.path, n)
+            if not any(who(x) == mine for x in decoded):
+                continue
+            (before if n < root.lineno else after).append((n, text))
+        out[inc.id] = [*before[-radius:], (root.lineno, root.raw), *after[:radius]]
+    return out
