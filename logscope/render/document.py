@@ -125,7 +125,7 @@ def ledger_doc(ledger: Ledger | None) -> dict[str, Any] | None:
         "productive_s": rounded(ledger.productive_s),
         "ettr": rounded(ledger.ettr, 4),
         "badput_s": {k: rounded(v) for k, v in ledger.badput_s.items()},
-        "lost_gpu_hours": rounded(ledger.lost_gpu_hours, 2),
+        "lost_gpu_hours": rounded(ledger.lost_gpu_hours, 3),
         "incidents": [
             {
                 "incident": i.incident,
@@ -137,7 +137,7 @@ def ledger_doc(ledger: Ledger | None) -> dict[str, Any] | None:
                 "wasted_progress_s": rounded(i.wasted_progress_s),
                 "hang_s": rounded(i.hang_s),
                 "restart_s": rounded(i.restart_s),
-                "lost_gpu_hours": rounded(i.lost_gpu_hours, 2),
+                "lost_gpu_hours": rounded(i.lost_gpu_hours, 3),
             }
             for i in ledger.incidents
         ],
@@ -291,7 +291,7 @@ def summary(analysis: Analysis) -> str:
     ref = f"({v.root_cause.line.path}:{v.root_cause.line.lineno})"
     costs = failures(analysis)
     ledger: Ledger | None = analysis.extra.get("ledger")
-    total = rounded(ledger.lost_gpu_hours, 2) if ledger else None  # as the document has it
+    total = ledger.lost_gpu_hours if ledger else None
     several = (
         f"{len(costs)} failures cost {gpu_hours(total)} GPU-h" if len(costs) > 1 and total else ""
     )
