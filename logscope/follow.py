@@ -1,5 +1,6 @@
 """`tail -F` by polling stat(), for `logscope tail`: growing, rotated, truncated and compressed
-files cut into numbered lines as they grow."""
+files cut into numbered lines as they grow; stdin, FIFOs and process substitutions read as the
+bytes come."""
 
 from __future__ import annotations
 
@@ -397,7 +398,9 @@ def follow(
     from their start; files there at the start are followed from their end unless
     `from_start`. Truncation and rotation restart the numbering at 1 for the new content.
     Each round reads at most `block_size` per file, in sorted path order, then yields a Tick;
-    it sleeps `poll_s` only when no file has unread data. User errors become Notices.
+    it sleeps `poll_s` only when no file has unread data. User errors become Notices. A
+    compressed file (by its magic bytes) is decompressed as it grows; `-`, a FIFO or
+    `<(...)` is read without seeking (_PipeWatch).
     """
     block_size = max(1, min(block_size, max_line))
     watches: dict[str, _Watch | _PipeWatch] = {}
