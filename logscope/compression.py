@@ -49,40 +49,6 @@ def may_be_magic(head: bytes) -> bool:
     return any(len(head) < len(magic) and magic.startswith(head) for magic, _ in _MAGIC)
 
 
-class _ZstdStream(io.RawIOBase):
-    """zstd frames decompressed as a stream (`zstd -dc`): one frame after another, and a frame
-    cut short raises EOFError after its last whole block (zstandard's stream_reader would end
-    silently)."""
-
-    def __init__(self, raw: Any) -> None:
-        super().__init__()
-        self._raw = raw
-        self._dctx = zstandard.ZstdDecompressor()
-        self._dobj = self._dctx.decompressobj()
-        self._mid_frame = False
-
-    def readable(self) -> bool:
-        return True
-
-    def read1(self, n: int = -1) -> bytes:
-        while data := self._raw.read(_RAW_CHUNK):
-            out: list[bytes] = []
-            while data:
-                out.append(self._dobj.decompress(data))
-                self._mid_frame, data = not self._dobj.eof, b""
-                if self._dobj.eof:  # the next frame may follow in the same read
-                    data = self._dobj.unused_data
-                    self._dobj = self._dctx.decompressobj()
-            if any(out):
-                return b"".join(out)
-        if self._mid_frame:
-            raise EOFError("the zstd frame ends before its end mark")
-        return b""
-
-    def read(self, n: int = -1) -> bytes:
-        return self.read1(n)
-
-
 def decompressed(raw: Any, kind: str | None) -> Any:
     """A decompressing reader over `raw` (which it does not close), or `raw` itself for an
     uncompressed input."""
@@ -93,7 +59,7 @@ def decompressed(raw: Any, kind: str | None) -> Any:
     if kind == "xz":
         return lzma.LZMAFile(raw, "rb")
     if kind == "zstd":
-        return _ZstdStream(raw)
+        return _InflatedStream(raw, Inflater(kind))
     if kind == "lz4":
         return lz4.frame.LZ4FrameFile(raw, "rb")
     return raw
@@ -139,11 +105,12 @@ class Inflater:
     """Decompresses a file piece by piece as it grows (`cmd | zstd > job.out.zst`): the pieces
     may end anywhere, and members or frames may follow one another (`cat a.gz b.gz`, a
     compressor restarted). On damaged data `feed` returns what came before the damage, sets
-    `damage` and takes nothing more."""
+    `damage` and takes nothing more; `mid_frame` says the data so far ends inside a frame."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.damage: str | None = None
+        self.mid_frame = False
         self._new = _DECOMPRESSORS[kind]
         self._d = self._new()
 
@@ -152,10 +119,38 @@ class Inflater:
         try:
             while raw and self.damage is None:
                 out.append(self._d.decompress(raw))
-                raw = b""
-                if self._d.eof:
+                self.mid_frame, raw = not self._d.eof, b""
+                if self._d.eof:  # the next frame may follow in the same piece
                     raw = self._d.unused_data
                     self._d = self._new()
         except DAMAGED as err:
             self.damage = str(err) or type(err).__name__
         return b"".join(out)
+
+
+class _InflatedStream(io.RawIOBase):
+    """A compressed stream read like `zstd -dc`, frame after frame, through an Inflater: data
+    cut short inside a frame raises EOFError after the text before the cut (zstandard's own
+    stream_reader would end silently)."""
+
+    def __init__(self, raw: Any, inflater: Inflater) -> None:
+        super().__init__()
+        self._raw = raw
+        self._inflater = inflater
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, n: int = -1) -> bytes:
+        inflater = self._inflater
+        while inflater.damage is None and (data := self._raw.read(_RAW_CHUNK)):
+            if text := inflater.feed(data):
+                return text  # damage, if any, is raised on the next read
+        if inflater.damage is not None:
+            raise ValueError(inflater.damage)
+        if inflater.mid_frame:
+            raise EOFError(f"the {inflater.kind} frame ends before its end mark")
+        return b""
+
+    def read(self, n: int = -1) -> bytes:
+        return self.read1(n)

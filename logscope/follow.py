@@ -54,13 +54,19 @@ class Chunk:
 class _Decoder:
     """Recognizes a compressed input by its first bytes and decompresses it as it comes."""
 
+    head: bytes | None = b""
+    """The input's first bytes while too few to tell a compression's magic; None once told."""
     inflater: Inflater | None = None
     damaged: bool = False
     """Compressed data that cannot be decompressed: nothing more is read until it is replaced."""
 
-    def decode(self, data: bytes, start: int) -> bytes:
-        """The text in `data`, the input's bytes from offset `start` on."""
-        if start == 0:
+    def decode(self, data: bytes) -> bytes:
+        """The text in the input's next bytes, `data`."""
+        if self.head is not None:
+            data, self.head = self.head + data, None
+            if may_be_magic(data):
+                self.head = data  # a compressed file's first bytes: wait for the rest
+                return b""
             kind = compression_in(data)
             self.inflater = Inflater(kind) if kind else None
         if self.inflater is None:
@@ -68,6 +74,13 @@ class _Decoder:
         text = self.inflater.feed(data)
         self.damaged = self.inflater.damage is not None
         return text
+
+    def flush(self) -> bytes:
+        """The first bytes held back, when the input ends before there are enough to tell."""
+        if not self.head:
+            return b""  # nothing read yet (a FIFO with no writer so far), or already told
+        head, self.head = self.head, None
+        return head
 
     def notice(self, path: str, start: int) -> Notice:
         kind = self.inflater.kind if self.inflater else "compressed"
@@ -214,11 +227,9 @@ class _Watch:
             return
         self.error = None
         start = self.offset
-        if start == 0 and may_be_magic(data):
-            return  # a compressed file's first bytes: wait for the rest of its magic
         self.offset += len(data)
         self.busy = self.offset < size
-        data = self.decoder.decode(data, start)
+        data = self.decoder.decode(data)
         if self.decoder.damaged:
             self.busy = False
             yield self.decoder.notice(self.path, start)
@@ -252,6 +263,7 @@ class _Watch:
     def _flush(self) -> Iterator[Chunk]:
         if self.offset < self.count_to:
             return
+        yield from _chunks(self.path, self.lines, self.decoder.flush(), self.block_size)
         block = self.lines.flush()
         if block is not None:
             yield Chunk(self.path, block)
@@ -283,8 +295,6 @@ class _PipeWatch:
     lines: LineCutter
     fd: int | None = None
     offset: int = 0
-    head: bytes = b""
-    """The first bytes, while too few to tell whether they are a compression's magic."""
     decoder: _Decoder = field(default_factory=_Decoder)
     error: str | None = None
     busy: bool = False
@@ -317,24 +327,15 @@ class _PipeWatch:
                 yield Notice(self.path, "error", f"{self.path}: cannot read: {err}; retrying")
             return
         if not data:  # the writer closed its end
-            if self.head:
-                data, self.head = self.head, b""
-                yield from self._take(data)
+            yield from _chunks(self.path, self.lines, self.decoder.flush(), self.block_size)
             block = self.lines.flush()
             if block is not None:
                 yield Chunk(self.path, block)
             return
         self.busy = True
-        data, self.head = self.head + data, b""
-        if self.offset == 0 and may_be_magic(data):
-            self.head = data
-            return
-        yield from self._take(data)
-
-    def _take(self, data: bytes) -> Iterator[Chunk | Notice]:
         start = self.offset
         self.offset += len(data)
-        text = self.decoder.decode(data, start)
+        text = self.decoder.decode(data)
         if self.decoder.damaged:
             self.busy = False
             yield self.decoder.notice(self.path, start)
