@@ -42,13 +42,12 @@ def attempt_endings(
     last = attempts[-1]
     ending = Ending(Outcome.unknown, "")
     for a in attempts:
-        incs = _merge_ends(by_attempt.get(a.index, []))
+        incs = _fold_ends(by_attempt.get(a.index, []), a.companions)
         # silence counts from the last sign of life (progress, or a save completed after it)
         # and the phase the attempt ended in allows more of it when a save was under way
         alive = _last_alive(a)
         allowed = allowed_silence("save" if a.ended_saving else "training", base, save_max)
         if a is last:
-            incs = _fold_ends(incs, a.companions)
             ending = decide_outcome(
                 incs,
                 progress,
@@ -68,7 +67,6 @@ def attempt_endings(
         gap = (a.end - alive).total_seconds() if a.end and alive else 0.0
         silent = f"no progress for {duration(gap)} until the attempt ended"
         if incs:
-            incs = _fold_ends(incs, a.companions)
             main = next((i for i in incs if not stops_the_job(i)), incs[0])
             if stops_the_job(main) and gap > allowed:
                 hung = as_hang(main, a.last_event, silent) or main
@@ -105,22 +103,12 @@ def _kind(incident: Incident) -> str:
     return "crash"
 
 
-def _merge_ends(incidents: list[Incident]) -> list[Incident]:
-    """Several end banners for one attempt (the STEP and the JOB line, the main log and the
-    job's .out) are one incident: the first, with the others as evidence."""
-    ends = [i for i in incidents if i.root_cause.role == "end" and not i.cascade]
-    if len(ends) < 2:
-        return incidents
-    first = ends[0]
-    extra = tuple(e for i in ends[1:] for e in (i.root_cause, *i.evidence))
-    merged = replace(first, evidence=first.evidence + extra)
-    return [merged if i is first else i for i in incidents if i is first or i not in ends]
-
-
 def _fold_ends(incidents: list[Incident], companions: Sequence[int] = ()) -> list[Incident]:
-    """In an attempt that failed, what the failure caused is evidence of it, not an incident:
-    its end banners (the step cancelled), and the scheduler's word in the job's own `.out`
-    that tasks were killed or exited (srun's --kill-on-bad-exit after a rank died)."""
+    """What ended an attempt is evidence, not incidents of its own. After a failure: its end
+    banners (the step cancelled) and the scheduler's word in the job's own `.out` that tasks
+    were killed or exited (srun's --kill-on-bad-exit after a rank died). With no failure,
+    several bare end banners (the STEP and the JOB line, the main log's and the `.out`'s) are
+    one end: the first, with the others as evidence."""
 
     def caused(i: Incident) -> bool:
         return i.root_cause.role == "end" or (
@@ -129,7 +117,12 @@ def _fold_ends(incidents: list[Incident], companions: Sequence[int] = ()) -> lis
 
     main = next((i for i in incidents if not caused(i)), None)
     ends = [i for i in incidents if caused(i)]
-    if main is None or not ends:
+    if main is None:
+        ends = [i for i in ends if i.root_cause.role == "end" and not i.cascade]
+        if len(ends) < 2:
+            return incidents
+        main, ends = ends[0], ends[1:]
+    if not ends:
         return incidents
     folded = replace(
         main,

@@ -93,6 +93,7 @@ class Engine:
     _per_sig: dict[str, int] = field(default_factory=dict)
     _last_iter: int | None = None
     _input_index: dict[str, int] = field(default_factory=dict)
+    _nodelists: set[str] = field(default_factory=set)
     _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
@@ -183,12 +184,6 @@ class Engine:
             self.timeline.stamp(e.seq, e.time, _stamp_kind(e))
         if e.line.host:
             self.hosts.add(e.line.host)
-        if e.fields:
-            # the nodes a line names took part: srun's and torchrun's reports, node lists
-            if e.fields.get("host"):
-                self.hosts.add(e.fields["host"])
-            if e.fields.get("nodelist"):
-                self.hosts.update(expand_hostlist(e.fields["nodelist"]))
         if e.kind == "iteration":
             it = field_int(e, "iteration")
             idx = self.progress.add(e, it, line_seconds(e, self._log_interval(it)))
@@ -196,6 +191,13 @@ class Engine:
             if t is not None and t > self._derived_until:
                 self._derived_until = t
             return
+        # the nodes a line names took part: srun's and torchrun's reports, node lists (an
+        # hourly status line repeats the same list: expanded once)
+        if host := e.fields.get("host"):
+            self.hosts.add(host)
+        if (nodelist := e.fields.get("nodelist")) and nodelist not in self._nodelists:
+            self._nodelists.add(nodelist)
+            self.hosts.update(expand_hostlist(nodelist))
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
                 self.timeline.save_start(e)
@@ -235,18 +237,22 @@ class Engine:
         for e in self.extractor.finish():
             self._add(e)
         attempts = self.timeline.finish()
+        failures = self._failures()
         if attempts:
-            failures = self._failures()
-            owners = {e.seq: attempt_of(e, attempts, e.time) for e in failures}
+            named = [
+                (a, e.fields["job_id"])
+                for e in failures
+                if e.fields.get("job_id") and (a := attempt_of(e, attempts, e.time)) is not None
+            ]
             paths = {index: path for path, index in self._input_index.items()}
-            attempts = name_jobs(attempts, paths, failures, owners)
+            attempts = name_jobs(attempts, paths, named)
         if math.isfinite(self._derived_until):
             derived = datetime.fromtimestamp(self._derived_until)
             if self.last_time is None or derived > self.last_time:
                 self.last_time = derived
         last_progress = self.progress.last_time()
         world = self.world()
-        incidents = self._incidents(attempts, world)
+        incidents = self._incidents(failures, attempts, world)
         exits = [m for m in self.markers if m.kind == "exit"]
         cadence = self.progress.median_interval_s()
         endings: dict[int, tuple[str, Incident | None]] = {}
@@ -300,10 +306,11 @@ class Engine:
             },
         )
 
-    def _incidents(self, attempts: Sequence[Attempt], world: World) -> list[Incident]:
+    def _incidents(
+        self, failures: Sequence[Event], attempts: Sequence[Attempt], world: World
+    ) -> list[Incident]:
         """Incidents built within each attempt: a burst of failures never spans two jobs (the
         end of one job's `.out` and the start of the next one's are far apart in time)."""
-        failures = self._failures()
         if not attempts:
             return build_incidents(failures, self.progress, world, self.library)
         parts: dict[int, list[Event]] = {}

@@ -9,11 +9,10 @@ an attempt's banners name, it is that attempt's.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .model import Event
 from .timeline import Attempt
 
 _JOB_IN_NAME = re.compile(r"(?:^|[-_.])(\d{2,})(?:_\d+)?\.(?:out|err|log)(?:\.\w+)?$")
@@ -29,22 +28,19 @@ def job_in_name(path: str) -> str | None:
 def name_jobs(
     attempts: Sequence[Attempt],
     paths: Mapping[int, str],
-    events: Sequence[Event],
-    owner: Mapping[int, int | None],
+    banners: Iterable[tuple[int, str]],
 ) -> list[Attempt]:
     """Attempts with their `job_id`, and progress-less inputs that no time placed given to the
-    attempt whose job they name. `paths`: input index → path; `owner`: event seq → attempt."""
+    attempt whose job they name. `paths`: input index → path; `banners`: (attempt, job id) of
+    each line that names a job."""
     named: dict[int, str] = {}
     for a in attempts:
         for inp in a.companions:
             job = job_in_name(paths.get(inp, ""))
             if job is not None:
                 named.setdefault(a.index, job)
-    for e in events:
-        job = e.fields.get("job_id")
-        a_index = owner.get(e.seq)
-        if job and a_index is not None:
-            named.setdefault(a_index, job)
+    for index, job in banners:
+        named.setdefault(index, job)
     out = [replace(a, job_id=named.get(a.index)) for a in attempts]
     placed = {inp for a in attempts for inp in (a.input, *a.companions)}
     by_job = {job: i for i, job in reversed(list(named.items()))}

@@ -94,18 +94,18 @@ def decide_outcome(
         ):
             # the log ends while ranks say they wait (for a rank at init, a barrier)
             return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
-        if not stops_the_job(final):
-            return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
-        end_at = end.time or end_time
-        gap = (end_at - last_progress).total_seconds() if end_at and last_progress else gap
-        if gap is not None and gap > threshold and final.category in TOLD_TO_STOP:
-            how = {"timelimit": "killed at its time limit", "process_killed": "killed"}
-            return Ending(
-                Outcome.hung,
-                f"no progress for {duration(gap)} before the job was "
-                f"{how.get(final.category or '', 'cancelled')}",
-                gap,
-            )
+        if final.category in TOLD_TO_STOP:
+            # told to stop after a long silence: it had hung
+            end_at = end.time or end_time
+            gap = (end_at - last_progress).total_seconds() if end_at and last_progress else gap
+            if gap is not None and gap > threshold:
+                how = {"timelimit": "killed at its time limit", "process_killed": "killed"}
+                return Ending(
+                    Outcome.hung,
+                    f"no progress for {duration(gap)} before the job was "
+                    f"{how.get(final.category or '', 'cancelled')}",
+                    gap,
+                )
         if end.role != "end":
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)

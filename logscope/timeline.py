@@ -348,32 +348,27 @@ class Timeline:
         for inp, stamps in sorted(by_input.items()):
             opening = [v for kind, v in stamps if kind == "start"]
             first = self._owner("start", min(opening), starts, lasts) if opening else None
-            spans: dict[int, tuple[float | None, float | None]] = {}
+            owner: int | None = None
             for kind, v in stamps:
                 i = first if kind == "start" else self._owner(kind, v, starts, lasts)
                 if i is None:
                     continue
-                i = max(i, first) if first is not None else i
-                start, end = spans.get(i, (None, None))
-                if kind == "start":
-                    start = v if start is None else min(start, v)
-                else:
-                    end = v if end is None else max(end, v)
-                spans[i] = (start, end)
-            for i, (start, end) in spans.items():
-                a = self.attempts[i]
-                a_start, a_end = timestamp(a.start), timestamp(a.end)
-                if start is not None:
-                    a_start = start if a_start is None else min(a_start, start)
-                if end is not None:
-                    a_end = end if a_end is None else max(a_end, end)
-                owns = (inp,) if i == max(spans) else ()
-                self.attempts[i] = replace(
-                    a,
-                    start=from_timestamp(a_start),
-                    end=from_timestamp(a_end),
-                    companions=(*a.companions, *owns),
-                )
+                i = i if first is None else max(i, first)
+                self._widen(i, kind, v)
+                owner = i if owner is None else max(owner, i)
+            if owner is not None:
+                a = self.attempts[owner]
+                self.attempts[owner] = replace(a, companions=(*a.companions, inp))
+
+    def _widen(self, i: int, kind: str, v: float) -> None:
+        """Attempt `i` began (a `start` stamp) or still ran (any other) at `v`."""
+        a = self.attempts[i]
+        start, end = timestamp(a.start), timestamp(a.end)
+        if kind == "start":
+            start = v if start is None else min(start, v)
+        else:
+            end = v if end is None else max(end, v)
+        self.attempts[i] = replace(a, start=from_timestamp(start), end=from_timestamp(end))
 
     @staticmethod
     def _owner(

@@ -253,9 +253,7 @@ def document(analysis: Analysis) -> dict[str, Any]:
             "incident": v.id,
             "category": v.category,
             "summary": summary(analysis),
-            "failures": [
-                failure_line(i, row, job_of(analysis, row.attempt)) for i, row in failures(analysis)
-            ],
+            "failures": failure_lines(analysis),
         },
         "incidents": [
             incident_doc(i, world, analysis.extra.get("context", {}).get(i.id))
@@ -332,10 +330,11 @@ def failures(analysis: Analysis) -> list[tuple[Incident, LedgerIncident]]:
     return sorted(rows, key=lambda p: -(p[1].lost_gpu_hours or 0.0))
 
 
-def job_of(analysis: Analysis, attempt: int) -> str | None:
-    """The SLURM job id of an attempt, when the log says."""
+def failure_lines(analysis: Analysis) -> list[str]:
+    """One line per failure that cost compute, the costliest first (failure_line)."""
     attempts: tuple[Attempt, ...] = analysis.extra.get("attempts", ())
-    return next((a.job_id for a in attempts if a.index == attempt), None)
+    jobs = {a.index: a.job_id for a in attempts}
+    return [failure_line(inc, row, jobs.get(row.attempt)) for inc, row in failures(analysis)]
 
 
 def failure_line(inc: Incident, row: LedgerIncident, job_id: str | None = None) -> str:

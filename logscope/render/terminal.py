@@ -13,7 +13,7 @@ from ..accounting import Advice, Ledger
 from ..culprits import World
 from ..incidents import cascade_ranks
 from ..model import Analysis, Incident, Outcome, duration, gpu_hours
-from .document import culprit_name, failure_line, failures, job_of, rank_ranges, summary
+from .document import culprit_name, failure_lines, rank_ranges, summary
 
 _OUTCOME_STYLE = {
     Outcome.completed: "bold green",
@@ -42,10 +42,9 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     facts.add_column(style="dim")
     facts.add_column()
     facts.add_row("outcome", escape(f"{job.outcome.value}: {job.outcome_reason}"))
-    costs = failures(analysis)
-    if len(costs) > 1:
-        for n, (inc, row) in enumerate(costs):
-            line = failure_line(inc, row, job_of(analysis, row.attempt))
+    lines = failure_lines(analysis)
+    if len(lines) > 1:
+        for n, line in enumerate(lines):
             facts.add_row("failures" if n == 0 else "", escape(line))
     size = f"{job.world_size} ranks" if job.world_size else "world size unknown"
     hosts = ", ".join(job.hosts[:8]) + (" ..." if len(job.hosts) > 8 else "")
