@@ -6,7 +6,7 @@ import pytest
 
 from logscope.fleet.blame import node_evidence
 from logscope.hostlist import MAX_HOSTS, expand_hostlist, node_name
-from logscope.model import CATEGORIES, NODE_EVIDENCE
+from logscope.model import CATEGORIES, NODE_EVIDENCE, Culprit, Event, Incident, Line
 
 
 @pytest.mark.parametrize(
@@ -49,4 +49,29 @@ def test_one_name_per_node(host: str, node: str) -> None:
 def test_every_category_says_what_it_implicates() -> None:
     assert set(NODE_EVIDENCE) == set(CATEGORIES)
     assert set(NODE_EVIDENCE.values()) <= {"strong", "weak", "culprit", "none"}
-    assert node_evidence.__doc__
+
+
+@pytest.mark.parametrize(
+    ("category", "culprit_host", "evidence"),
+    [
+        ("gpu_hardware", None, "strong"),
+        ("segfault", "node7", "weak"),
+        ("python_exception", "node7", "none"),  # the program's fault, wherever it ran
+        ("hang", "node7", "weak"),  # the silent rank's node
+        ("hang", None, "none"),  # nobody named: no node to blame
+        ("collective_timeout", None, "none"),
+        ("cancelled", "node7", "none"),
+    ],
+)
+def test_what_an_incident_says_about_its_node(
+    category: str, culprit_host: str | None, evidence: str
+) -> None:
+    line = Line(raw="x", text="x", path="job.out", lineno=1)
+    root = Event(kind="failure", signature="s", category=category, severity="error", role="cause",
+                 line=line, seq=1, fields={})  # fmt: skip
+    culprit = Culprit(rank=3, local_rank=3, host=culprit_host, confidence=0.9, reason="r")
+    incident = Incident(id="I1", category=category, severity="error", title="t",
+                        explanation="", remedies=(), references=(), root_cause=root,
+                        culprit=culprit, cascade=(), evidence=(), iteration=None, start=None,
+                        end=None)  # fmt: skip
+    assert node_evidence(incident) == evidence

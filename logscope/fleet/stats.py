@@ -102,12 +102,16 @@ class BadNode:
     strongly implicate the node (weak evidence alone never takes a node out of service)."""
     lost_gpu_hours: float
     strong: int = 0
-    weak: int = 0
+    """Of `failures`, those that strongly implicate the node; the rest are weak evidence."""
     categories: dict[str, int] = field(default_factory=dict)
     gpus: dict[int, int] = field(default_factory=dict)
     """Local rank (GPU) → failures on it, when the log says."""
     expected: float = 0.0
     """Implicating failures expected in its jobs at the fleet's rate."""
+
+    @property
+    def weak(self) -> int:
+        return self.failures - self.strong
 
     @property
     def reason(self) -> str:
@@ -249,7 +253,6 @@ def _bad_nodes(jobs: pd.DataFrame, fail: pd.DataFrame) -> tuple[float, list[BadN
                 exclude=strong >= 2 and p < 0.05 / max(1, hosts),
                 lost_gpu_hours=round(float(rows["lost_gpu_hours"].sum()), 3),
                 strong=strong,
-                weak=n - strong,
                 categories={str(k): int(v) for k, v in rows["category"].value_counts().items()},
                 gpus={int(k): int(v) for k, v in gpus.items()},
                 expected=j * count_rate,
