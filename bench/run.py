@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from generate import generate, parse_size
 
@@ -151,9 +152,14 @@ def bench(path: Path) -> dict[str, float | int | str]:
         "parse_MBps": round(mb / parse_s, 1),
         "candidates": candidates,
         "scan": prefilter.engine,
-        "verdict": f"{inc.get('category')} local rank "
-        f"{((inc.get('culprit') or {}).get('local_rank'))}",
+        "verdict": verdict(inc),
     }
+
+
+def verdict(incident: dict[str, Any]) -> str:
+    """`gpu_hardware local rank 3`: what the last incident says, to check runs agree."""
+    local_rank = (incident.get("culprit") or {}).get("local_rank")
+    return f"{incident.get('category')} local rank {local_rank}"
 
 
 COMPRESSORS = {
@@ -190,8 +196,7 @@ def bench_compressed(path: Path, kind: str) -> dict[str, float | int | str]:
         "ratio": round(l_wall / g_wall, 2),
         "logscope_rss_MB": l_rss,
         "tree_rss_MB": l_tree,
-        "verdict": f"{inc.get('category')} local rank "
-        f"{((inc.get('culprit') or {}).get('local_rank'))}",
+        "verdict": verdict(inc),
     }
 
 
