@@ -236,6 +236,16 @@ def line_seconds(e: Event, iterations: int = 1) -> float:
     return math.nan
 
 
+def _number(v: str | None) -> float:
+    """A field as a float (`nan` and `inf` as written), NaN if absent or not a number."""
+    if v is None:
+        return math.nan
+    try:
+        return float(v)
+    except ValueError:
+        return math.nan
+
+
 @dataclass(slots=True)
 class Progress:
     """Iteration lines in log order (their `seq` ascending)."""
@@ -246,7 +256,21 @@ class Progress:
     time: array[float] = field(default_factory=lambda: array("d"))
     """POSIX seconds of the line's time (exact or derived); NaN if unknown."""
     iter_s: array[float] = field(default_factory=lambda: array("d"))
-    """Seconds per iteration the line itself reports; NaN if none."""
+    """Seconds the line covers (its time per iteration x the iterations since the last line);
+    NaN if it reports none."""
+    # training health, NaN where the line does not say (issue 14)
+    loss: array[float] = field(default_factory=lambda: array("d"))
+    """The training loss; NaN if absent or not finite (see `nonfinite`)."""
+    nonfinite: array[int] = field(default_factory=lambda: array("b"))
+    """1 where the line reports a NaN or infinite loss."""
+    grad_norm: array[float] = field(default_factory=lambda: array("d"))
+    loss_scale: array[float] = field(default_factory=lambda: array("d"))
+    skipped: array[float] = field(default_factory=lambda: array("d"))
+    """Iterations skipped since the last line (fp16 overflow), as Megatron counts them."""
+    nan_iters: array[float] = field(default_factory=lambda: array("d"))
+    """Iterations with a NaN loss since the last line, as Megatron counts them."""
+    batch: array[float] = field(default_factory=lambda: array("d"))
+    """Global batch size (it ramps up in some runs: step time is compared per sample)."""
     train_iters: int | None = None
     first: Event | None = None
     _last: Event | None = None
@@ -267,6 +291,16 @@ class Progress:
         self.iteration.append(iteration if iteration is not None else -1)
         self.time.append(e.time.timestamp() if e.time is not None else math.nan)
         self.iter_s.append(seconds)
+        f = e.fields
+        loss = _number(f.get("loss"))
+        bad = "loss" in f and not math.isfinite(loss)
+        self.loss.append(math.nan if bad else loss)
+        self.nonfinite.append(1 if bad else 0)
+        self.grad_norm.append(_number(f.get("grad_norm")))
+        self.loss_scale.append(_number(f.get("loss_scale")))
+        self.skipped.append(_number(f.get("skipped")))
+        self.nan_iters.append(_number(f.get("nan_iters")))
+        self.batch.append(_number(f.get("batch")))
         total = field_int(e, "train_iters")
         if total is not None:
             self.train_iters = total
@@ -312,6 +346,48 @@ class Progress:
         return None
 
 
+FINDING_KINDS = (
+    "slowdown",
+    "loss_spike",
+    "grad_norm_spike",
+    "nan_loss",
+    "skipped_steps",
+    "loss_scale_collapse",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something that cost the run without stopping it: a slowdown, a loss spike, NaN losses,
+    a burst of skipped steps (issue 14). Never an incident: nothing here ends a job."""
+
+    kind: str
+    """One of FINDING_KINDS."""
+    severity: str
+    """`warning` or `info`."""
+    title: str
+    attempt: int | None
+    start_iteration: int | None
+    end_iteration: int | None
+    start: datetime | None
+    end: datetime | None
+    magnitude: float
+    """slowdown: the fraction slower than the baseline (0.05); spikes: peak / baseline; NaN
+    and skipped steps: the iterations affected; loss-scale collapse: the scale it fell to."""
+    baseline: float | None
+    """What the magnitude is measured against (seconds per iteration, the loss, the norm)."""
+    lost_s: float | None
+    """Wall time lost to it (slowdown: against the baseline; skipped steps: their time)."""
+    lost_gpu_hours: float | None
+    file: str | None
+    line: int | None
+    """The line where it begins."""
+    recovered_after: int | None = None
+    """Spikes: iterations until the value was back near its baseline (None: it never was)."""
+    hosts_joined: tuple[str, ...] = ()
+    """A slowdown that began with an attempt: the nodes it ran on that the one before did not."""
+
+
 @dataclass(frozen=True, slots=True)
 class Analysis:
     inputs: tuple[InputInfo, ...]
@@ -320,6 +396,7 @@ class Analysis:
     verdict: Incident | None
     unrecognized: tuple[Template, ...]
     progress: Progress = field(default_factory=lambda: Progress())
+    findings: tuple[Finding, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
