@@ -7,6 +7,8 @@ Per failed attempt (the time line of one attempt, all seconds):
 U is the completion of the last checkpoint saved before the failure F, E the end of the attempt,
 L' the next attempt's training loop start. The buckets of all attempts, plus start-up (the first
 attempt's S to L) and `other` (the last attempt's tail after its last progress), sum to wall time.
+Within L to U, the time slowdowns cost (steps beyond the run's baseline, issue 14) is `slowdown`,
+not productive time.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from .model import Event, Incident, duration
+from .model import Event, Finding, Incident, duration
 from .timeline import Attempt, input_of, timestamp
 
 
@@ -44,7 +46,7 @@ class Ledger:
     wall_s: float
     productive_s: float
     badput_s: dict[str, float]
-    """wasted_progress, hang, disruption_recovery, checkpointing, startup, other."""
+    """wasted_progress, hang, disruption_recovery, checkpointing, slowdown, startup, other."""
     incidents: tuple[LedgerIncident, ...]
 
     @property
@@ -134,6 +136,7 @@ def build_ledger(
     endings: dict[int, tuple[str, Incident | None]],
     gpus: int | None,
     cadence_s: float | None,
+    findings: Sequence[Finding] = (),
 ) -> Ledger | None:
     """The ledger of a run. `endings` maps a failed attempt to (kind, incident)."""
     timed = [
@@ -148,7 +151,15 @@ def build_ledger(
     s1 = min(timestamp(first.start) or first_loop, first_loop)
     wall = max(0.0, e_last - s1)
     buckets = dict.fromkeys(
-        ("wasted_progress", "hang", "disruption_recovery", "checkpointing", "startup", "other"),
+        (
+            "wasted_progress",
+            "hang",
+            "disruption_recovery",
+            "checkpointing",
+            "slowdown",
+            "startup",
+            "other",
+        ),
         0.0,
     )
     productive = 0.0
@@ -185,10 +196,27 @@ def build_ledger(
             buckets["other"] += max(0.0, end - u)
         ckpt = sum(s.duration_s for s in a.saves if (timestamp(s.end) or math.inf) <= u)
         buckets["checkpointing"] += ckpt
-        productive += max(0.0, u - loop - ckpt)
+        useful = max(0.0, u - loop - ckpt)
+        slow = min(useful, _slowdown_within(findings, a.index, loop, u))
+        buckets["slowdown"] += slow
+        productive += useful - slow
         if nxt_loop is not None:
             buckets["disruption_recovery"] += max(0.0, nxt_loop - end)
     return Ledger(gpus, wall, productive, buckets, tuple(rows))
+
+
+def _slowdown_within(findings: Sequence[Finding], attempt: int, lo: float, hi: float) -> float:
+    """The time an attempt's slowdowns cost between lo and hi: each one's cost in the share of
+    its span that falls there (a slowdown costs evenly over its steps)."""
+    total = 0.0
+    for f in findings:
+        if f.kind != "slowdown" or f.attempt != attempt or not f.lost_s or f.lost_s <= 0:
+            continue
+        a, b = timestamp(f.start), timestamp(f.end)
+        if a is None or b is None or b <= a:
+            continue
+        total += f.lost_s * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
+    return total
 
 
 def headline(

@@ -21,6 +21,7 @@ from .culprits import Who, World, build_world
 from .endings import attempt_endings
 from .errors import InputError, WorkerError
 from .events import Extractor, who
+from .findings import find
 from .hostlist import expand_hostlist
 from .incidents import build_incidents
 from .jobs import name_jobs
@@ -64,7 +65,7 @@ from .sources import (
     read_blocks_elsewhere,
     split_ranges,
 )
-from .timeline import Attempt, Timeline
+from .timeline import Attempt, Timeline, input_of
 from .wrap import WRAP_SAMPLE, wrap_width
 
 MAX_EVENTS_PER_SIGNATURE = 5_000
@@ -94,6 +95,8 @@ class Engine:
     _last_iter: int | None = None
     _input_index: dict[str, int] = field(default_factory=dict)
     _nodelists: set[str] = field(default_factory=set)
+    _nodelist_changes: list[Event] = field(default_factory=list)
+    """Lines naming a node list unlike the one named before: which nodes each attempt ran on."""
     _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
@@ -195,9 +198,13 @@ class Engine:
         # hourly status line repeats the same list: expanded once)
         if host := e.fields.get("host"):
             self.hosts.add(host)
-        if (nodelist := e.fields.get("nodelist")) and nodelist not in self._nodelists:
-            self._nodelists.add(nodelist)
-            self.hosts.update(expand_hostlist(nodelist))
+        if nodelist := e.fields.get("nodelist"):
+            if nodelist not in self._nodelists:
+                self._nodelists.add(nodelist)
+                self.hosts.update(expand_hostlist(nodelist))
+            changes = self._nodelist_changes
+            if not changes or changes[-1].fields["nodelist"] != nodelist:
+                changes.append(e)
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
                 self.timeline.save_start(e)
@@ -284,7 +291,16 @@ class Engine:
             self.progress,
             last_progress,
         )
-        ledger = build_ledger(attempts, endings, gpus or world.size, cadence)
+        overflows = [m for m in self.markers if m.kind == "status" and "scale" in m.fields]
+        findings = find(
+            self.progress,
+            attempts,
+            overflows,
+            gpus or world.size,
+            self._attempt_hosts(attempts),
+            self.locate,
+        )
+        ledger = build_ledger(attempts, endings, gpus or world.size, cadence, findings)
         ended_by = None
         if job.outcome not in (Outcome.completed, Outcome.truncated, Outcome.unknown):
             last_ending = endings.get(attempts[-1].index) if attempts else None
@@ -298,6 +314,7 @@ class Engine:
             verdict=headline(incidents, ledger, ended_by),
             unrecognized=tuple(clusters.templates()),
             progress=self.progress,
+            findings=findings,
             extra={
                 "world": world,
                 "attempts": tuple(attempts),
@@ -323,6 +340,31 @@ class Engine:
             for inc in build_incidents(part, self.progress, world, self.library)
         ]
 
+    def locate(self, seq: int) -> tuple[str | None, int | None]:
+        """An order key's file and line number."""
+        index, lineno = seq >> 40, seq & ((1 << 40) - 1)
+        path = next((p for p, i in self._input_index.items() if i == index), None)
+        return path, lineno
+
+    def _attempt_hosts(self, attempts: Sequence[Attempt]) -> dict[int, frozenset[str]]:
+        """The nodes each attempt ran on, where a node list says (else the attempt before's). A
+        node list between two attempts of one input is the later one's: a job prints its nodes
+        as it starts."""
+        named: dict[int, set[str]] = {}
+        for e in self._nodelist_changes:
+            index = _starting(e.seq, attempts)
+            if index is None:
+                index = attempt_of(e, attempts, e.time)
+            if index is not None:
+                named.setdefault(index, set()).update(expand_hostlist(e.fields["nodelist"]))
+        out: dict[int, frozenset[str]] = {}
+        before: frozenset[str] | None = None
+        for a in attempts:
+            hosts = frozenset(named[a.index]) if a.index in named else before
+            if hosts is not None:
+                out[a.index] = before = hosts
+        return out
+
     def _started(self) -> bool:
         """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
         save said so."""
@@ -337,6 +379,17 @@ class Engine:
         finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
         extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
         return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
+
+
+def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:
+    """The attempt a line announces: the next one in its input, when the line is after the
+    last line of every earlier attempt of that input (between attempts, or before the first)."""
+    inp = input_of(seq)
+    mine = [a for a in attempts if a.input == inp]
+    nxt = next((a for a in mine if a.first_seq > seq), None)
+    if nxt is None or any(seq <= a.last_seq for a in mine if a.first_seq <= seq):
+        return None
+    return nxt.index
 
 
 def _boundary(e: Event) -> str:

@@ -1,0 +1,124 @@
+"""Change points in a noisy series and robust scores against a trailing window: the statistics
+behind slowdowns and training-health findings, on numpy arrays, knowing nothing of logs.
+
+Change points are found by binary segmentation of the mean (Vostrikova 1981; Truong, Oudre and
+Vayatis, "Selective review of offline change point detection methods", 2020, the method behind
+`ruptures.Binseg` with an L2 cost). A split is kept when it lowers the squared error by more than
+a BIC-like penalty, `penalty_factor * sigma^2 * log(n)` with sigma the noise estimated robustly
+from first differences (so a step change does not inflate it), and when the two means differ by
+at least `min_shift`. The series is winsorized first against its running median so that one
+outlier (a step that included a checkpoint save or an evaluation) cannot make a segment.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+Floats = NDArray[np.float64]
+
+MAD_TO_SIGMA = 1.4826
+"""Median absolute deviation to standard deviation, for Gaussian noise."""
+
+
+def noise_sigma(y: Floats) -> float:
+    """The noise of a series with level shifts: the MAD of its first differences, over sqrt 2."""
+    if len(y) < 3:
+        return 0.0
+    d = np.diff(y)
+    return float(MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+def winsorize(y: Floats, sigma: float, window: int = 9, k: float = 4.0) -> Floats:
+    """y clipped to its centred running median +- k sigma: single outliers lose their weight,
+    a step change (which moves the median with it) keeps it."""
+    if len(y) < window or sigma <= 0:
+        return y
+    med = pd.Series(y).rolling(window, center=True, min_periods=1).median().to_numpy()
+    return np.clip(y, med - k * sigma, med + k * sigma)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    start: int
+    """First index (inclusive)."""
+    end: int
+    """Last index + 1."""
+    level: float
+    """The median of the segment's raw values."""
+
+
+def segments(
+    y: Floats,
+    min_size: int,
+    min_shift: float,
+    penalty_factor: float = 3.0,
+) -> list[Segment]:
+    """The segments of constant mean in y, by binary segmentation (see the module docstring).
+    Adjacent segments whose medians differ by less than `min_shift` are merged."""
+    n = len(y)
+    if n == 0:
+        return []
+    sigma = noise_sigma(y)
+    z = winsorize(y, sigma)
+    cuts = _binary_segmentation(z, min_size, penalty_factor * sigma**2 * math.log(n))
+    bounds = [0, *cuts, n]
+    out: list[Segment] = []
+    for a, b in itertools.pairwise(bounds):
+        level = float(np.median(y[a:b]))
+        if out and abs(level - out[-1].level) < min_shift:
+            merged = Segment(out[-1].start, b, float(np.median(y[out[-1].start : b])))
+            out[-1] = merged
+        else:
+            out.append(Segment(a, b, level))
+    return out
+
+
+def _binary_segmentation(y: Floats, min_size: int, penalty: float) -> list[int]:
+    """Split points, each lowering the squared error by more than `penalty`. A split is taken
+    even when its two means are close: a short stretch in the middle of a segment shows only
+    weakly in the first split, clearly in the next (`segments` merges what stays close)."""
+    cs = np.concatenate(([0.0], np.cumsum(y)))
+    cuts: list[int] = []
+    stack = [(0, len(y))]
+    while stack:
+        s, e = stack.pop()
+        n = e - s
+        if n < 2 * min_size:
+            continue
+        k = np.arange(s + min_size, e - min_size + 1)
+        n1 = (k - s).astype(np.float64)
+        n2 = (e - k).astype(np.float64)
+        m1 = (cs[k] - cs[s]) / n1
+        m2 = (cs[e] - cs[k]) / n2
+        gain = n1 * n2 / n * (m1 - m2) ** 2
+        j = int(np.argmax(gain))
+        if gain[j] <= penalty:
+            continue
+        cut = int(k[j])
+        cuts.append(cut)
+        stack += [(s, cut), (cut, e)]
+    return sorted(cuts)
+
+
+def trailing_scores(
+    y: Floats, window: int, min_periods: int, floor: float, recent: int = 5
+) -> tuple[Floats, Floats, Floats]:
+    """For each point, its baseline (the median of the `recent` points before it: close behind
+    a loss that falls fast), the noise of the `window` points before it (from their first
+    differences, so a trend does not count as noise; at least `floor` times |baseline|) and the
+    point's score: how many noise units above the baseline it lies. NaN where fewer than
+    `min_periods` points precede it."""
+    s = pd.Series(y)
+    base = s.rolling(recent, min_periods=1).median().shift(1).to_numpy()
+    steps = s.diff().abs().rolling(window, min_periods=min_periods).median().shift(1)
+    noise = (MAD_TO_SIGMA / math.sqrt(2)) * steps.to_numpy()
+    spread = np.maximum(noise, floor * np.abs(base))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = (y - base) / spread
+    return base, spread, score

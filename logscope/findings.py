@@ -1,0 +1,24 @@
+"""What cost a run without stopping it, gathered: slowdowns and training health (issue 14)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .health import find_health
+from .model import Event, Finding, Progress
+from .slowdowns import Locate, find_slowdowns
+from .timeline import Attempt
+
+
+def find(
+    progress: Progress,
+    attempts: Sequence[Attempt],
+    overflows: Sequence[Event],
+    gpus: int | None,
+    hosts: Mapping[int, frozenset[str]],
+    locate: Locate,
+) -> tuple[Finding, ...]:
+    """Every finding of a run, in the order they began."""
+    found = find_slowdowns(progress, attempts, gpus, hosts, locate)
+    found += find_health(progress, attempts, overflows, gpus, locate)
+    return tuple(sorted(found, key=lambda f: (f.attempt or 0, f.start_iteration or 0, f.kind)))

@@ -1,0 +1,363 @@
+"""Training health from the progress lines: loss spikes, NaN losses, bursts of skipped steps,
+gradient-norm spikes and a collapsing fp16 loss scale. Findings, never incidents: a NaN that
+stops training is an exception line, and `python.nan_loss` makes that an incident
+(`python_exception`).
+
+Every rule compares a value with the same attempt's own recent past (a trailing window of
+`WINDOW` lines, robust median and spread), so the scale of a loss or norm does not matter and a
+restart starts afresh.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+
+from .changepoints import Floats, trailing_scores
+from .model import Event, Finding, Progress
+from .slowdowns import Locate, StepTimes, step_times
+from .timeline import Attempt
+
+WINDOW = 20
+"""Lines of recent history a value is compared with."""
+MIN_HISTORY = 10
+"""A value is judged only with at least this many lines before it in its attempt."""
+SPIKE_SCORE = 6.0
+"""Robust spreads above the trailing median for a spike."""
+LOSS_SPIKE_RISE = 0.10
+"""...and at least this much above it, relative: noise in a small-batch run is no spike."""
+GRAD_SPIKE_RATIO = 5.0
+"""A gradient-norm spike is at least this many times the trailing median."""
+TAIL_WINDOW = 200
+"""Lines of history for a series' usual outliers."""
+ROUTINE_SPIKES = 2
+"""Per-step losses and norms of a small-batch run are heavy-tailed: where more than this many
+candidate spikes began in the TAIL_WINDOW lines before, they are the run's usual outliers, and a
+spike must stand TAIL_RATIO times above them (their 99th percentile: of the value, or of the
+loss's rise over its baseline)."""
+TAIL_RATIO = 2.0
+GAP = 3
+"""Lines a spike or NaN episode may pause for and still be one episode."""
+SKIP_BURST = 4
+"""Skipped steps within SKIP_SPAN iterations that make a burst. Dynamic loss scaling doubles
+the scale every window (1000 steps by default in Megatron and DeepSpeed) and skips the one step
+that overflows: an isolated skip is routine, several close together are not."""
+SKIP_SPAN = 20
+SCALE_COLLAPSE = 2.0**10
+"""A loss scale this many times below the highest it held since the scaler settled has collapsed
+(so has one at 1, the default minimum of Megatron and DeepSpeed)."""
+
+
+def find_health(
+    progress: Progress,
+    attempts: Sequence[Attempt],
+    overflows: Sequence[Event],
+    gpus: int | None,
+    locate: Locate,
+) -> list[Finding]:
+    """The training-health findings of a run. `overflows` are the skipped-step lines (status
+    events with the `scale` that overflowed, and the `new_scale` where it was lowered)."""
+    seqs = sorted(e.seq for e in overflows)
+    scales = sorted(
+        (e.seq, float(e.fields["new_scale"])) for e in overflows if "new_scale" in e.fields
+    )
+    out: list[Finding] = []
+    for a in attempts:
+        s = step_times(progress, a)
+        if s is None:
+            continue
+        rows = _Rows(s, progress, locate, gpus)
+        out += _loss_spikes(rows)
+        out += _grad_spikes(rows)
+        out += _nans(rows)
+        out += _skips(rows, a, seqs)
+        out += _scale_collapse(rows, scales)
+    return out
+
+
+class _Rows:
+    """An attempt's progress lines with their health columns."""
+
+    def __init__(self, s: StepTimes, progress: Progress, locate: Locate, gpus: int | None) -> None:
+        self.s = s
+        self.locate = locate
+        self.gpus = gpus
+
+        def col(a: Sequence[float], dtype: type = np.float64) -> Floats:
+            return np.frombuffer(a, dtype=dtype)[s.index]  # type: ignore[call-overload,no-any-return]
+
+        self.loss = col(progress.loss)
+        self.nonfinite = np.frombuffer(progress.nonfinite, dtype=np.int8)[s.index]
+        self.grad_norm = col(progress.grad_norm)
+        self.loss_scale = col(progress.loss_scale)
+        self.skipped = col(progress.skipped)
+        self.nan_iters = col(progress.nan_iters)
+        per_it = s.seconds / s.covered
+        finite = per_it[np.isfinite(per_it)]
+        self.iteration_s = float(np.median(finite)) if len(finite) else None
+
+    def iteration(self, i: int) -> int | None:
+        it = int(self.s.iteration[i])
+        return it if it >= 0 else None
+
+    def time(self, i: int) -> datetime | None:
+        t = float(self.s.time[i])
+        return datetime.fromtimestamp(t) if math.isfinite(t) else None
+
+    def finding(
+        self,
+        kind: str,
+        severity: str,
+        title: str,
+        first: int,
+        last: int,
+        magnitude: float,
+        baseline: float | None,
+        lost_iterations: float | None = None,
+        recovered_after: int | None = None,
+    ) -> Finding:
+        lost = (
+            lost_iterations * self.iteration_s
+            if lost_iterations is not None and self.iteration_s is not None
+            else None
+        )
+        file, line = self.locate(int(self.s.seq[first]))
+        return Finding(
+            kind=kind,
+            severity=severity,
+            title=title,
+            attempt=self.s.attempt,
+            start_iteration=self.iteration(first),
+            end_iteration=self.iteration(last),
+            start=self.time(first),
+            end=self.time(last),
+            magnitude=magnitude,
+            baseline=baseline,
+            lost_s=lost,
+            lost_gpu_hours=lost * self.gpus / 3600 if lost is not None and self.gpus else None,
+            file=file,
+            line=line,
+            recovered_after=recovered_after,
+        )
+
+    def at(self, i: int) -> str:
+        it = self.iteration(i)
+        if it is not None:
+            return f"iteration {it}"
+        file, line = self.locate(int(self.s.seq[i]))
+        return f"{file}:{line}"
+
+
+def episodes(flags: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """Runs of set flags as (first, last) positions, runs at most `gap` apart joined."""
+    pos = np.flatnonzero(flags)
+    out: list[tuple[int, int]] = []
+    for p in pos.tolist():
+        if out and p - out[-1][1] <= gap + 1:
+            out[-1] = (out[-1][0], p)
+        else:
+            out.append((p, p))
+    return out
+
+
+def _spikes(y: Floats, floor: float) -> tuple[Floats, Floats, Floats, np.ndarray]:
+    """Trailing baseline, spread and score of the finite values of y, with their positions."""
+    pos = np.flatnonzero(np.isfinite(y))
+    base, spread, score = trailing_scores(y[pos], WINDOW, MIN_HISTORY, floor)
+    return base, spread, score, pos
+
+
+def _recovery(y: Floats, after: int, level: float) -> int | None:
+    """The first position after `after` where y is back at or below `level`."""
+    back = np.flatnonzero(y[after + 1 :] <= level)
+    return after + 1 + int(back[0]) if len(back) else None
+
+
+def _loss_spikes(rows: _Rows) -> list[Finding]:
+    base, spread, score, pos = _spikes(rows.loss, 0.005)
+    y = rows.loss[pos]
+    rise = y - base
+    with np.errstate(invalid="ignore"):
+        flags = _rare((score >= SPIKE_SCORE) & (rise >= LOSS_SPIKE_RISE * np.abs(base)), rise)
+    out = []
+    for a, b in episodes(flags, GAP):
+        peak = a + int(np.argmax(y[a : b + 1]))
+        level = base[a] + max(3 * spread[a], 0.02 * abs(base[a]))
+        back = _recovery(y, peak, level)
+        first, top = int(pos[a]), int(pos[peak])
+        after = _iterations_between(rows, first, int(pos[back])) if back is not None else None
+        recovered = (
+            f"back to {base[a]:.4g} after {after} iterations"
+            if after is not None
+            else "not back to its level before the attempt ended"
+        )
+        out.append(
+            rows.finding(
+                "loss_spike",
+                "warning",
+                f"Loss spike at {rows.at(first)}: {base[a]:.4g} to {y[peak]:.4g} "
+                f"({y[peak] / base[a]:.2f}x), {recovered}",
+                first,
+                top,
+                float(y[peak] / base[a]),
+                float(base[a]),
+                recovered_after=after,
+            )
+        )
+    return out
+
+
+def _rare(candidates: np.ndarray, y: Floats) -> np.ndarray:
+    """Candidate spikes that are spikes: few in their recent past, or far above the usual
+    outliers of a run that has many (the 99th percentile of the TAIL_WINDOW values before)."""
+    flags = pd.Series(candidates.astype(np.float64))
+    # count onsets, not lines: a spike that decays over a few lines is one
+    recent = flags.rolling(GAP + 1, min_periods=1).max().shift(1).fillna(0)
+    onsets = flags * (1 - recent)
+    before = onsets.rolling(TAIL_WINDOW, min_periods=1).sum().shift(1).fillna(0).to_numpy()
+    usual = pd.Series(y).rolling(TAIL_WINDOW, min_periods=MIN_HISTORY).quantile(0.99).shift(1)
+    with np.errstate(invalid="ignore"):
+        outstanding = y >= TAIL_RATIO * usual.to_numpy()
+    return candidates & ((before <= ROUTINE_SPIKES) | outstanding)  # type: ignore[no-any-return]
+
+
+def _iterations_between(rows: _Rows, first: int, last: int) -> int | None:
+    a, b = rows.iteration(first), rows.iteration(last)
+    return b - a if a is not None and b is not None else last - first
+
+
+def _grad_spikes(rows: _Rows) -> list[Finding]:
+    g = np.where(rows.grad_norm > 0, rows.grad_norm, np.nan)
+    base, _, score, pos = _spikes(g, 0.05)
+    y = g[pos]
+    with np.errstate(invalid="ignore"):
+        flags = _rare((score >= SPIKE_SCORE) & (y >= GRAD_SPIKE_RATIO * base), y)
+    out = []
+    for a, b in episodes(flags, GAP):
+        peak = a + int(np.argmax(y[a : b + 1]))
+        first = int(pos[a])
+        out.append(
+            rows.finding(
+                "grad_norm_spike",
+                "info",
+                f"Gradient norm spike at {rows.at(first)}: {base[a]:.3g} to {y[peak]:.4g} "
+                f"({y[peak] / base[a]:.0f}x)",
+                first,
+                int(pos[peak]),
+                float(y[peak] / base[a]),
+                float(base[a]),
+            )
+        )
+    return out
+
+
+def _nans(rows: _Rows) -> list[Finding]:
+    nan_its = np.nan_to_num(rows.nan_iters)
+    count = np.where(rows.nonfinite > 0, np.maximum(rows.s.covered, nan_its), nan_its)
+    out = []
+    for a, b in episodes(count > 0, GAP):
+        n = float(np.sum(count[a : b + 1]))
+        span = f" to {rows.at(b)}" if b > a else ""
+        out.append(
+            rows.finding(
+                "nan_loss",
+                "warning",
+                f"NaN loss at {rows.at(a)}{span}: {n:.0f} iteration{'s' if n != 1 else ''} "
+                "with a NaN or infinite loss",
+                a,
+                b,
+                n,
+                None,
+                lost_iterations=n,
+            )
+        )
+    return out
+
+
+def _skips(rows: _Rows, attempt: Attempt, overflow_seqs: Sequence[int]) -> list[Finding]:
+    skipped = np.nan_to_num(rows.skipped).copy()
+    # DeepSpeed prints a line per skipped step: each counts for the progress line after it
+    seq = rows.s.seq
+    lo, hi = int(seq[0]), int(seq[-1])
+    for q in overflow_seqs:
+        if lo < q <= hi:
+            skipped[int(np.searchsorted(seq, q))] += 1
+    if attempt.resumed_from is None:
+        # a run from scratch: the scaler searches down from its initial scale, skipping steps
+        clean = np.flatnonzero(skipped == 0)
+        skipped[: int(clean[0]) if len(clean) else len(skipped)] = 0
+    its = rows.s.iteration.astype(np.float64) if (rows.s.iteration >= 0).all() else None
+    pos = np.flatnonzero(skipped > 0)
+    out = []
+    groups: list[list[int]] = []
+    for p in pos.tolist():
+        near = (
+            its[p] - its[groups[-1][-1]] <= SKIP_SPAN
+            if its is not None and groups
+            else bool(groups) and p - groups[-1][-1] <= SKIP_SPAN
+        )
+        if near:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    for g in groups:
+        n = float(np.sum(skipped[g]))
+        if n < SKIP_BURST:
+            continue
+        a, b = g[0], g[-1]
+        out.append(
+            rows.finding(
+                "skipped_steps",
+                "warning",
+                f"{n:.0f} steps skipped from {rows.at(a)} to {rows.at(b)} "
+                "(fp16 overflow: the gradients overflowed again and again)",
+                a,
+                b,
+                n,
+                None,
+                lost_iterations=n,
+            )
+        )
+    return out
+
+
+def _scale_collapse(rows: _Rows, overflow_scales: Sequence[tuple[int, float]]) -> list[Finding]:
+    scale = rows.loss_scale.copy()
+    seq = rows.s.seq
+    lo, hi = int(seq[0]), int(seq[-1])
+    for q, v in overflow_scales:
+        if lo < q <= hi:
+            i = int(np.searchsorted(seq, q))
+            scale[i] = v if math.isnan(scale[i]) else min(scale[i], v)
+    pos = np.flatnonzero(np.isfinite(scale))
+    vals = scale[pos]
+    if len(vals) == 0 or float(np.max(vals)) <= 1.0:
+        return []  # bf16 and fp32 runs print a constant loss scale of 1
+    # the scaler's search down from its initial scale, at a run's start, is no collapse
+    steady = np.flatnonzero(np.diff(vals) >= 0)
+    settled = int(steady[0]) + 1 if len(steady) else len(vals)
+    if settled >= len(vals):
+        return []
+    held = np.maximum.accumulate(vals[settled:])
+    low = (vals[settled:] <= 1.0) | (vals[settled:] <= held / SCALE_COLLAPSE)
+    hits = np.flatnonzero(low)
+    if len(hits) == 0:
+        return []
+    i, last = int(pos[settled + hits[0]]), int(pos[settled + hits[-1]])
+    before = float(held[hits[0]])
+    return [
+        rows.finding(
+            "loss_scale_collapse",
+            "warning",
+            f"fp16 loss scale collapsed to {scale[i]:g} at {rows.at(i)} (from {before:g}): "
+            "the gradients overflow at every scale",
+            i,
+            last,
+            float(scale[i]),
+            before,
+        )
+    ]

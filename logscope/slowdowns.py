@@ -1,0 +1,193 @@
+"""Slowdowns ("fail-slow"): stretches of a run where each step took longer than the run's own
+baseline, found as change points in step time, with the time and GPU-hours they cost.
+
+The step time of a progress line is the time per iteration it reports (Megatron's `elapsed time
+per iteration`, DeepSpeed's `iter time`), else the time between stamped lines over the
+iterations between them. Where the line gives the global batch size, time is compared per sample,
+so a batch-size ramp-up is no slowdown. Each attempt is segmented on its own (a restart is a new
+regime), in log space so that shifts are relative. The baseline is the fastest regime that lasted
+(at least `MIN_LINES` lines and 5% of the run's lines); every regime at least `MIN_SLOWDOWN`
+slower is a finding, and its cost is the time its steps took beyond the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .changepoints import Floats, segments
+from .model import Finding, Progress, duration
+from .timeline import Attempt
+
+MIN_LINES = 10
+"""A regime shorter than this many progress lines is a blip (a save, an evaluation), not one."""
+WARMUP_LINES = 3
+"""The first lines of an attempt include compilation, autotuning and warm-up: not compared."""
+MIN_SHIFT = 0.02
+"""Regimes closer than this (relative) are one."""
+MIN_SLOWDOWN = 0.025
+"""A regime this much slower than the baseline is a slowdown."""
+WARN_SLOWDOWN = 0.04
+"""A slowdown this large is a warning (a few percent is info: worth knowing, rarely worth a
+node swap)."""
+BASELINE_SHARE = 0.05
+"""The baseline regime lasted at least this share of the run's compared lines."""
+
+Locate = Callable[[int], tuple[str | None, int | None]]
+"""An order key (`seq`) to its file and line number."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimes:
+    """One attempt's step times, a row per progress line kept (repeated iterations dropped)."""
+
+    attempt: int
+    index: NDArray[np.int64]
+    """Positions in the run's Progress."""
+    seq: NDArray[np.int64]
+    """The lines' order keys."""
+    iteration: NDArray[np.int64]
+    covered: Floats
+    """Iterations the line covers (its log interval)."""
+    seconds: Floats
+    """Seconds the line covers."""
+    per_unit: Floats
+    """Seconds per iteration, per sample where the batch size is known."""
+    units: Floats
+    """What per_unit multiplies to give `seconds`: iterations x batch size."""
+    time: Floats
+    """POSIX end time of the line (NaN if unknown)."""
+
+
+def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
+    lo, hi = attempt.progress
+    if lo < 0 or hi < lo:
+        return None
+    sl = slice(lo, hi + 1)
+    it = np.frombuffer(progress.iteration, dtype=np.int64)[sl]
+    time = np.frombuffer(progress.time, dtype=np.float64)[sl]
+    secs = np.frombuffer(progress.iter_s, dtype=np.float64)[sl]
+    batch = np.frombuffer(progress.batch, dtype=np.float64)[sl]
+    seq = np.frombuffer(progress.seq, dtype=np.int64)[sl]
+    index = np.arange(lo, hi + 1, dtype=np.int64)
+    numbered = it >= 0
+    if numbered.any():
+        # another rank printing the same iteration, or a line out of order: keep the first
+        before = np.maximum.accumulate(np.concatenate(([-1], it[:-1])))
+        keep = numbered & (it > before)
+        it, time, secs, batch, seq = it[keep], time[keep], secs[keep], batch[keep], seq[keep]
+        index = index[keep]
+    if len(it) == 0:
+        return None
+    covered = np.ones(len(it))
+    if numbered.any():
+        prev = np.concatenate(([attempt.resumed_from if attempt.resumed_from else it[0] - 1], it))
+        covered = np.maximum(np.diff(prev), 1).astype(np.float64)
+    by_time = np.concatenate(([math.nan], np.diff(time)))
+    secs = np.where(np.isnan(secs), by_time, secs)
+    units = covered.copy()
+    if np.isfinite(batch).all() and (batch > 0).all():
+        units = covered * batch
+    return StepTimes(attempt.index, index, seq, it, covered, secs, secs / units, units, time)
+
+
+def find_slowdowns(
+    progress: Progress,
+    attempts: Sequence[Attempt],
+    gpus: int | None,
+    hosts: Mapping[int, frozenset[str]],
+    locate: Locate,
+) -> list[Finding]:
+    """Slowdowns of a run (see the module docstring). `hosts` maps an attempt to the nodes a
+    node list in its lines named, for the hosts a slower restart brought in."""
+    series = [s for a in attempts if (s := step_times(progress, a)) is not None]
+    regimes: list[tuple[StepTimes, int, int, float]] = []  # (series, start, end, log level)
+    for s in series:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = np.log(s.per_unit)  # a zero or negative step (stamps out of order) is no value
+        ok = np.isfinite(y)
+        ok[:WARMUP_LINES] = False
+        pos = np.flatnonzero(ok)
+        if len(pos) < MIN_LINES:
+            continue
+        regimes.extend(
+            (s, int(pos[seg.start]), int(pos[seg.end - 1]) + 1, seg.level)
+            for seg in segments(y[pos], MIN_LINES, math.log1p(MIN_SHIFT))
+        )
+    total = sum(end - start for _, start, end, _ in regimes)
+    lasting = [r for r in regimes if r[2] - r[1] >= max(MIN_LINES, BASELINE_SHARE * total)]
+    if not lasting:
+        return []
+    base = min(r[3] for r in lasting)
+    out: list[Finding] = []
+    firsts = {id(s): min((r[1] for r in regimes if r[0] is s), default=0) for s in series}
+    lasts = {id(s): max((r[2] for r in regimes if r[0] is s), default=0) for s in series}
+    for s, start, end, level in regimes:
+        slower = math.expm1(level - base)
+        if slower < MIN_SLOWDOWN:
+            continue
+        at_start = start == firsts[id(s)]
+        if at_start and end < lasts[id(s)] and (end - start) < BASELINE_SHARE * len(s.iteration):
+            continue  # the attempt warming up
+        before = hosts.get(s.attempt - 1)
+        joined = hosts.get(s.attempt, before) - before if at_start and before else frozenset()
+        out.append(_finding(s, start, end, slower, math.exp(base), gpus, at_start, joined, locate))
+    return out
+
+
+def _finding(
+    s: StepTimes,
+    start: int,
+    end: int,
+    slower: float,
+    base_unit: float,
+    gpus: int | None,
+    after_restart: bool,
+    joined: frozenset[str],
+    locate: Locate,
+) -> Finding:
+    rows = slice(start, end)
+    secs = s.seconds[rows]
+    ok = np.isfinite(secs)
+    lost = float(np.sum(secs[ok] - base_unit * s.units[rows][ok]))
+    if after_restart:
+        start = 0  # slow from its first step: the warm-up lines were only not compared
+    first_it = int(s.iteration[start] - s.covered[start] + 1) if s.iteration[start] >= 0 else None
+    last_it = int(s.iteration[end - 1]) if s.iteration[end - 1] >= 0 else None
+    t0 = s.time[start] - (s.seconds[start] if math.isfinite(s.seconds[start]) else 0.0)
+    t1 = s.time[end - 1]
+    begin = datetime.fromtimestamp(t0) if math.isfinite(t0) else None
+    finish = datetime.fromtimestamp(t1) if math.isfinite(t1) else None
+    span = (t1 - t0) if math.isfinite(t0) and math.isfinite(t1) else None
+    baseline_it = base_unit * float(np.median(s.units[rows] / s.covered[rows]))
+    where = f" from iteration {first_it}" if first_it is not None else ""
+    restart = " after the restart" if after_restart and s.attempt > 0 else ""
+    if joined:
+        restart += f" (new node{'s' if len(joined) > 1 else ''}: {', '.join(sorted(joined))})"
+    lasting = f" for {duration(span)}" if span is not None else ""
+    file, line = locate(int(s.seq[start]))
+    return Finding(
+        kind="slowdown",
+        severity="warning" if slower >= WARN_SLOWDOWN else "info",
+        title=(
+            f"Steps {slower:+.1%} slower{where}{restart}{lasting} "
+            f"(baseline {baseline_it:.3g} s/iteration): {duration(lost)} lost"
+        ),
+        attempt=s.attempt,
+        start_iteration=first_it,
+        end_iteration=last_it,
+        start=begin,
+        end=finish,
+        magnitude=slower,
+        baseline=baseline_it,
+        lost_s=lost,
+        lost_gpu_hours=lost * gpus / 3600 if gpus else None,
+        file=file,
+        line=line,
+        hosts_joined=tuple(sorted(joined)),
+    )

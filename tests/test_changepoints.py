@@ -1,0 +1,69 @@
+"""The statistics behind findings: binary segmentation and trailing robust scores."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from logscope.changepoints import noise_sigma, segments, trailing_scores, winsorize
+
+
+def _noise(n: int, seed: int, sd: float = 0.01) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0.0, sd, n)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(50, 3000), st.integers(0, 2**32 - 1))
+def test_noise_alone_is_one_segment(n: int, seed: int) -> None:
+    assert len(segments(_noise(n, seed), 10, np.log1p(0.02))) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(100, 2000),
+    st.floats(0.1, 0.9),
+    st.sampled_from([0.03, 0.05, 0.1]),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_step_is_found_where_it_is(n: int, where: float, shift: float, seed: int) -> None:
+    k = max(10, min(n - 10, int(n * where)))
+    y = _noise(n, seed)
+    y[k:] += np.log1p(shift)
+    segs = segments(y, 10, np.log1p(0.02))
+    assert len(segs) == 2
+    assert abs(segs[1].start - k) <= 5
+    assert abs(segs[1].level - segs[0].level - np.log1p(shift)) < 0.01
+
+
+def test_a_stretch_in_the_middle_is_found_at_both_ends() -> None:
+    """An epidemic change: weak in the first split over the whole series, found on recursion."""
+    y = _noise(1500, 7)
+    y[700:900] += np.log1p(0.03)
+    segs = segments(y, 10, np.log1p(0.02))
+    assert len(segs) == 3
+    assert abs(segs[1].start - 700) <= 5 and abs(segs[1].end - 900) <= 5
+
+
+def test_one_outlier_makes_no_segment() -> None:
+    y = _noise(400, 3)
+    y[200] += 1.0  # a step that took 2.7x: a save, an evaluation
+    y[201] += 0.5
+    assert len(segments(y, 10, np.log1p(0.02))) == 1
+
+
+def test_sigma_ignores_level_shifts_and_winsorize_keeps_steps() -> None:
+    y = _noise(1000, 5, sd=0.02)
+    y[500:] += 1.0
+    assert 0.015 < noise_sigma(y) < 0.025
+    w = winsorize(y, noise_sigma(y))
+    assert abs(np.median(w[500:]) - np.median(w[:500]) - 1.0) < 0.01
+
+
+def test_trailing_scores_compare_with_the_past_only() -> None:
+    y = np.concatenate([np.full(30, 2.0) + _noise(30, 1), [3.0], np.full(10, 2.0)])
+    base, _, score = trailing_scores(y, 20, 10, 0.005)
+    assert np.isnan(score[:10]).all()
+    assert abs(base[30] - 2.0) < 0.02
+    assert score[30] > 20
+    assert np.nanmax(np.abs(score[11:30])) < 6
