@@ -8,13 +8,14 @@ incident's facts travel in `LOGSCOPE_*` variables and as JSON on its standard in
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 from .errors import LogscopeError
 from .follow import Chunk, Notice, follow
 from .model import Event
-from .watch import Alert, Watcher
+from .watch import Alert, HealthWarning, Watcher
 
 COMMAND_TIMEOUT_S = 120.0
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
@@ -140,12 +141,21 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _last_finite(values: Sequence[float], back: int = 64) -> float | None:
+    """The last finite value among the last `back`."""
+    for v in reversed(values[-back:]):
+        if math.isfinite(v):
+            return v
+    return None
+
+
 def metrics_text(watcher: Watcher, now: float) -> str:
     """The Prometheus textfile-collector format."""
     progress = watcher.engine.progress
     last_it = progress.iterations()[1]
     per, last_t = watcher.cadence()
     since = now - watcher.last_progress_at if watcher.last_progress_at is not None else None
+    step, loss = _last_finite(progress.iter_s), _last_finite(progress.loss)
     lines = [
         "# HELP logscope_up 1 while logscope tail is watching.",
         "# TYPE logscope_up gauge",
@@ -165,6 +175,12 @@ def metrics_text(watcher: Watcher, now: float) -> str:
         last_t.timestamp() if last_t else None,
     )
     gauge("logscope_seconds_since_progress", "Seconds since a progress line was seen.", since)
+    gauge(
+        "logscope_step_seconds",
+        "Seconds the last progress line covers (per iteration x log interval).",
+        step,
+    )
+    gauge("logscope_loss", "Training loss of the last progress line that has one.", loss)
     counts: dict[str, int] = {}
     for a in watcher.alerts:
         counts[a.category] = counts.get(a.category, 0) + 1
@@ -173,6 +189,14 @@ def metrics_text(watcher: Watcher, now: float) -> str:
         "# TYPE logscope_incidents_total counter",
     ]
     lines += [f'logscope_incidents_total{{category="{c}"}} {n}' for c, n in sorted(counts.items())]
+    kinds: dict[str, int] = {}
+    for w in watcher.warnings:
+        kinds[w.finding.kind] = kinds.get(w.finding.kind, 0) + 1
+    lines += [
+        "# HELP logscope_warnings_total Findings raised (slowdowns, loss spikes, NaN losses).",
+        "# TYPE logscope_warnings_total counter",
+    ]
+    lines += [f'logscope_warnings_total{{kind="{k}"}} {n}' for k, n in sorted(kinds.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -226,6 +250,7 @@ def run_tail(
     on_event: Callable[[Event], None] | None = None,
     on_notice: Callable[[Notice], None] | None = None,
     on_tick: Callable[[float], None] | None = None,
+    on_warning: Callable[[HealthWarning], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> TailResult:
     """Follow the logs, feed the watcher, act on each new alert once."""
@@ -250,6 +275,9 @@ def run_tail(
                     on_event(e)
         else:
             new = watcher.tick(item.now)
+            for w in watcher.look(item.now):
+                if on_warning is not None:
+                    on_warning(w)
             failed = actions.metrics(watcher, item.now)
             error = failed.detail if failed is not None else None
             if error is not None and error != metrics_error and on_notice is not None:

@@ -287,6 +287,35 @@ class Timeline:
         self._place_companions()
         return self.attempts
 
+    def so_far(self) -> list[Attempt]:
+        """The attempts closed so far and the one still open, as far as its progress lines go
+        (for a watcher: the open one's saves and end are not known yet)."""
+        cur = self._cur
+        if cur is None or cur.first_idx < 0:
+            return list(self.attempts)
+        t = self.progress.time
+        return [
+            *self.attempts,
+            Attempt(
+                index=cur.index,
+                input=cur.input,
+                first_seq=cur.first_seq,
+                last_seq=cur.last_seq,
+                boundary=cur.boundary,
+                start=from_timestamp(cur.start),
+                loop_start=from_timestamp(cur.loop_start),
+                end=None,
+                last_progress=from_timestamp(t[cur.last_idx]),
+                first_iteration=cur.first_it,
+                last_iteration=cur.last_it,
+                resumed_from=cur.resumed_from,
+                saves=(),
+                unfinished_saves=(),
+                progress=(cur.first_idx, cur.last_idx),
+                last_event=None,
+            ),
+        ]
+
     # -- closing ------------------------------------------------------------------------------
 
     def _close(self, cur: _Open) -> None:

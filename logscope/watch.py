@@ -16,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from .engine import Engine
+from .findings import find
 from .incidents import build_incidents, signal_death
-from .model import Event, Progress, duration, field_int
+from .model import Event, Finding, Progress, duration, field_int
 from .outcome import allowed_silence
 from .sources import Block
 
@@ -27,6 +28,10 @@ cause (a peer's `Connection closed` often comes before the dying rank's own exce
 AUTO_FLOOR_S = 300.0
 AUTO_FACTOR = 5.0
 _INTERVALS_KEPT = 512
+FINDINGS_EVERY_S = 10.0
+"""Seconds between looks for slowdowns and training-health findings (each walks all progress)."""
+SAME_FINDING = 20
+"""Iterations apart that two looks' findings of one kind in one attempt are the same one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,32 @@ class Alert:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class HealthWarning:
+    """A finding raised while the job runs (a slowdown, a loss spike, NaN losses): reported,
+    never acted on; a NaN that stops training comes as an incident from its exception line."""
+
+    id: str
+    finding: Finding
+
+    def doc(self) -> dict[str, Any]:
+        f = self.finding
+        return {
+            "type": "warning",
+            "id": self.id,
+            "kind": f.kind,
+            "severity": f.severity,
+            "title": f.title,
+            "attempt": f.attempt,
+            "start_iteration": f.start_iteration,
+            "end_iteration": f.end_iteration,
+            "magnitude": round(f.magnitude, 4),
+            "lost_s": _round(f.lost_s),
+            "file": f.file,
+            "line": f.line,
+        }
+
+
 def _round(v: float | None) -> float | None:
     return round(v, 1) if v is not None else None
 
@@ -113,6 +144,9 @@ class Watcher:
     _fired_crash_attempt: int | None = None
     _fired_hang_progress: int = -1
     _last_checkpoint: int | None = None
+    warnings: list[HealthWarning] = field(default_factory=list)
+    _looked: tuple[int, float] = (0, -math.inf)
+    """(progress lines, time) of the last look for findings."""
 
     # -- feeding ----------------------------------------------------------------------------
 
@@ -169,6 +203,32 @@ class Watcher:
         if since > limit and self._fired_hang_progress != n and not self._crashed():
             self._fired_hang_progress = n
             out.append(self._hang(now, since, limit))
+        return out
+
+    def look(self, now: float) -> list[HealthWarning]:
+        """Slowdowns and training-health findings not raised before (at most every
+        FINDINGS_EVERY_S, and only when progress came)."""
+        engine = self.engine
+        n = len(engine.progress)
+        if n == self._looked[0] or now - self._looked[1] < FINDINGS_EVERY_S:
+            return []
+        self._looked = (n, now)
+        overflows = [m for m in engine.markers if m.kind == "status" and "scale" in m.fields]
+        found = find(
+            engine.progress,
+            engine.timeline.so_far(),
+            overflows,
+            engine.world().size,
+            {},
+            engine.locate,
+        )
+        out = []
+        for f in found:
+            if any(_same(f, w.finding) for w in self.warnings):
+                continue
+            w = HealthWarning(f"W{len(self.warnings) + 1}", f)
+            self.warnings.append(w)
+            out.append(w)
         return out
 
     def _crashed(self) -> bool:
@@ -292,6 +352,16 @@ class Watcher:
             parts.append(f"last progress {since:.0f} s ago")
         parts.append(f"{len(self.alerts)} incident{'s' if len(self.alerts) != 1 else ''}")
         return " | ".join(parts)
+
+
+def _same(a: Finding, b: Finding) -> bool:
+    """One finding seen by two looks: as progress comes, a slowdown's first iteration moves a
+    little and its end moves on."""
+    if a.kind != b.kind or a.attempt != b.attempt:
+        return False
+    if a.start_iteration is None or b.start_iteration is None:
+        return a.line == b.line
+    return abs(a.start_iteration - b.start_iteration) <= SAME_FINDING
 
 
 def _finished(e: Event) -> bool:

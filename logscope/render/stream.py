@@ -9,7 +9,7 @@ from typing import TextIO
 from ..actions import ActionResult
 from ..follow import Notice
 from ..model import Event
-from ..watch import Alert
+from ..watch import Alert, HealthWarning
 
 
 @dataclass(slots=True)
@@ -45,6 +45,17 @@ class TailPrinter:
             )
             for r in results:
                 self.out.write(f"  {r.action}: {'ok' if r.ok else 'FAILED'} {r.detail}\n")
+        self.out.flush()
+
+    def warning(self, w: HealthWarning) -> None:
+        """A finding while the job runs: a line (or a JSON object), no action."""
+        self._clear()
+        if self.json_lines:
+            self.out.write(json.dumps(w.doc(), ensure_ascii=False) + "\n")
+        else:
+            f = w.finding
+            where = f" at {f.file}:{f.line}" if f.file else ""
+            self.out.write(f"WARNING {w.id} {f.kind}: {f.title}{where}\n")
         self.out.flush()
 
     def event(self, e: Event) -> None:
