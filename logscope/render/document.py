@@ -9,8 +9,18 @@ from typing import Any
 from ..accounting import Advice, Ledger, LedgerIncident
 from ..culprits import World
 from ..incidents import cascade_ranks
-from ..model import Analysis, Event, Incident, Progress, duration, gpu_hours, rounded
+from ..model import (
+    Analysis,
+    Event,
+    Finding,
+    Incident,
+    Progress,
+    duration,
+    gpu_hours,
+    rounded,
+)
 from ..timeline import Attempt
+from .training import training_doc
 
 SCHEMA_VERSION = 1
 
@@ -175,6 +185,31 @@ def advice_doc(advice: Advice | None) -> dict[str, Any] | None:
     }
 
 
+def findings_doc(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
+    """What cost the run without stopping it (issue 14), in the order they began."""
+    return [
+        {
+            "kind": f.kind,
+            "severity": f.severity,
+            "title": f.title,
+            "attempt": f.attempt,
+            "start_iteration": f.start_iteration,
+            "end_iteration": f.end_iteration,
+            "start": _iso(f.start),
+            "end": _iso(f.end),
+            "magnitude": rounded(f.magnitude, 4),
+            "baseline": rounded(f.baseline, 6),
+            "lost_s": rounded(f.lost_s),
+            "lost_gpu_hours": rounded(f.lost_gpu_hours, 3),
+            "recovered_after": f.recovered_after,
+            "hosts_joined": list(f.hosts_joined),
+            "file": f.file,
+            "line": f.line,
+        }
+        for f in findings
+    ]
+
+
 PROGRESS_POINTS = 400
 """Progress points kept for the timeline: enough to draw it, small for a 5 GB log."""
 
@@ -264,6 +299,8 @@ def document(analysis: Analysis) -> dict[str, Any]:
         "last_seen": [
             {"rank": r, "file": f, "line": n} for r, f, n in analysis.extra.get("last_seen", ())
         ],
+        "findings": findings_doc(analysis.findings),
+        "training": training_doc(analysis),
         "ledger": ledger_doc(analysis.extra.get("ledger")),
         "checkpoint_advice": advice_doc(analysis.extra.get("advice")),
         "unrecognized": [
@@ -285,7 +322,7 @@ def summary(analysis: Analysis) -> str:
     """One sentence: what ended the job, where; with several failures, what they cost."""
     v = analysis.verdict
     if v is None:
-        return f"Job {analysis.job.outcome.value}: no incident found."
+        return f"Job {analysis.job.outcome.value}: no incident found{_found(analysis)}."
     ref = f"({v.root_cause.line.path}:{v.root_cause.line.lineno})"
     costs = failures(analysis)
     ledger: Ledger | None = analysis.extra.get("ledger")
@@ -301,6 +338,16 @@ def summary(analysis: Analysis) -> str:
         return f"Job {state} after {n} incident{'s' if n > 1 else ''}; the last: {v.title} {ref}."
     tail = f" {several[0].upper()}{several[1:]}." if several else ""
     return f"Job {analysis.job.outcome.value}: {v.title}{where(v)} {ref}.{tail}"
+
+
+def _found(analysis: Analysis) -> str:
+    """`; 3 findings, slowdowns cost 2.06 h`: what cost a run that no incident stopped."""
+    n = len(analysis.findings)
+    if not n:
+        return ""
+    lost = sum(f.lost_s or 0.0 for f in analysis.findings if f.kind == "slowdown")
+    cost = f", slowdowns cost {duration(lost)}" if lost > 0 else ""
+    return f"; {n} finding{'s' if n > 1 else ''}{cost}"
 
 
 def where(v: Incident) -> str:

@@ -18,6 +18,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from ..model import duration, gpu_hours
+from .charts import charts
 from .document import culprit_name, rank_ranges
 
 WIDTH = 960
@@ -404,6 +405,7 @@ def render(doc: dict[str, Any], generated: str) -> str:
         costs={r["id"]: r["cost"] for r in rows},
         what_if=what_if(doc.get("checkpoint_advice")),
         timeline=timeline(doc),
+        charts=charts(doc),
         strip=heat_strip(doc),
         generated=generated,
         doc_json=doc,

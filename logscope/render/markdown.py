@@ -89,6 +89,20 @@ def render(doc: dict[str, Any]) -> str:
             out += ["", _prose(inc["explanation"])]
         if inc["remedies"]:
             out += ["", *[f"- {_prose(r)}" for r in inc["remedies"]]]
+    findings = doc.get("findings") or []
+    if findings:
+        out += ["", "## Findings", ""]
+        out.append("| severity | kind | what | iterations | time lost | GPU-hours | where |")
+        out.append("|---|---|---|---:|---:|---:|---|")
+        for f in findings:
+            span = f["start_iteration"] if f["start_iteration"] is not None else "-"
+            if f["end_iteration"] not in (None, f["start_iteration"]):
+                span = f"{span} to {f['end_iteration']}"
+            where = f"`{f['file']}:{f['line']}`" if f["file"] else ""
+            out.append(
+                f"| {f['severity']} | {f['kind']} | {_cell(f['title'])} | {span} | "
+                f"{duration(f['lost_s'])} | {gpu_hours(f['lost_gpu_hours'])} | {where} |"
+            )
     if ledger and ledger["incidents"]:
         out += ["", "## Lost compute", ""]
         out.append("| incident | attempt | kind | wasted progress | hang | restart | GPU-hours |")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import math
+import statistics
 from typing import TextIO
 
 from rich.console import Console
@@ -14,6 +16,7 @@ from ..culprits import World
 from ..incidents import cascade_ranks
 from ..model import Analysis, Incident, Outcome, duration, gpu_hours
 from .document import culprit_name, failure_lines, rank_ranges, summary
+from .training import training_doc
 
 _OUTCOME_STYLE = {
     Outcome.completed: "bold green",
@@ -60,6 +63,9 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     for inc in analysis.incidents:
         console.print()
         _incident(console, inc, world)
+    if analysis.findings or _spark(analysis):
+        console.print()
+        _findings(console, analysis)
     ledger = analysis.extra.get("ledger")
     if ledger is not None:
         console.print()
@@ -74,6 +80,47 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     for i in analysis.inputs:
         for w in i.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 60
+
+
+def _spark(analysis: Analysis) -> str | None:
+    """Step time along the run in one line of block characters (each the median of a stretch of
+    progress lines, lowest to highest), or None without step times."""
+    training = training_doc(analysis)
+    steps = [v for v in (training or {}).get("step_s", []) if v is not None]
+    if len(steps) < 8:
+        return None
+    size = math.ceil(len(steps) / SPARK_WIDTH)
+    cells = [statistics.median(steps[k : k + size]) for k in range(0, len(steps), size)]
+    lo, hi = min(cells), max(cells)
+    span = (hi - lo) or 1.0
+    bars = "".join(_BARS[min(7, int((v - lo) / span * 8))] for v in cells)
+    return f"{bars}  {lo:.3g} to {hi:.3g} s/iteration"
+
+
+def _findings(console: Console, analysis: Analysis) -> None:
+    found = analysis.findings
+    slow = [f for f in found if f.kind == "slowdown" and f.lost_s]
+    cost = ""
+    if slow:
+        gpu_h = sum(f.lost_gpu_hours or 0.0 for f in slow)
+        lost = duration(sum(f.lost_s or 0.0 for f in slow))
+        cost = f"; slowdowns cost {lost}" + (f", {gpu_hours(gpu_h)} GPU-h" if gpu_h else "")
+    console.print(f"[bold]Findings[/]  {len(found)} without an incident{cost}")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for f in found:
+        where = f"  [dim]{escape(f.file or '')}:{f.line}[/]" if f.file else ""
+        style = "yellow" if f.severity == "warning" else "dim"
+        grid.add_row(f"[{style}]{f.kind}[/]", escape(f.title) + where)
+    spark = _spark(analysis)
+    if spark:
+        grid.add_row("step time", spark)
+    console.print(grid)
 
 
 def _ledger(console: Console, ledger: Ledger, advice: Advice | None) -> None:

@@ -1,0 +1,61 @@
+"""Step time, loss and gradient norm along a run, thinned for the document and its charts.
+
+Each attempt's progress lines are cut into buckets of consecutive lines (so the whole run holds
+at most `POINTS` of them). A bucket reports its last iteration, the median step time (a
+slowdown is a level, a hiccup is not) and the highest loss and gradient norm (a spike must show).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..model import Analysis
+from ..slowdowns import step_times
+from ..timeline import Attempt
+
+POINTS = 600
+"""Buckets in a run: enough for a 900-pixel chart, small for a 5 GB log."""
+
+
+def _value(v: float) -> float | None:
+    return round(v, 6) if math.isfinite(v) else None
+
+
+def training_doc(analysis: Analysis) -> dict[str, list[Any]] | None:
+    """Columns `attempt`, `iteration`, `step_s`, `loss`, `grad_norm` (None where the log does
+    not say), or None when no progress line reports any of them."""
+    attempts: tuple[Attempt, ...] = analysis.extra.get("attempts", ())
+    progress = analysis.progress
+    rows = [s for a in attempts if (s := step_times(progress, a)) is not None]
+    total = sum(len(s.iteration) for s in rows)
+    if total == 0:
+        return None
+    size = max(1, math.ceil(total / POINTS))
+    loss_all = np.frombuffer(progress.loss, dtype=np.float64)
+    grad_all = np.frombuffer(progress.grad_norm, dtype=np.float64)
+    out: dict[str, list[Any]] = {
+        k: [] for k in ("attempt", "iteration", "step_s", "loss", "grad_norm")
+    }
+    for s in rows:
+        per_it = s.seconds / s.covered
+        loss = loss_all[s.index]
+        grad = grad_all[s.index]
+        for lo in range(0, len(s.iteration), size):
+            hi = min(len(s.iteration), lo + size)
+            it = int(s.iteration[hi - 1])
+            out["attempt"].append(s.attempt)
+            out["iteration"].append(it if it >= 0 else None)
+            out["step_s"].append(_stat(np.median, per_it[lo:hi]))
+            out["loss"].append(_stat(np.max, loss[lo:hi]))
+            out["grad_norm"].append(_stat(np.max, grad[lo:hi]))
+    if all(v is None for k in ("step_s", "loss", "grad_norm") for v in out[k]):
+        return None
+    return out
+
+
+def _stat(f: Any, values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return _value(float(f(finite))) if len(finite) else None
