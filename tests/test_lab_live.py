@@ -66,3 +66,41 @@ def test_hung_rank_is_named_although_torchrun_blames_a_victim(tmp_path: Path, an
     assert inc["category"] == "collective_timeout", inc
     assert inc["culprit"]["rank"] == 1, inc["culprit"]
     assert 1 not in inc["cascade"]["ranks"]
+
+
+def test_a_slow_rank_slows_every_step_and_the_cost_is_measured(
+    tmp_path: Path, analyze_json
+) -> None:
+    """Fail-slow for real: from iteration 31 rank 1 sleeps 30 ms more per step, and every rank
+    waits for it in the gloo all-reduce. Found as a slowdown at its first slow iteration,
+    sized like the sleep, costed, and no incident."""
+    from run_faults import run_scenario
+
+    log = run_scenario("slow_rank1", tmp_path, timeout_s=150)
+    code, doc = analyze_json(log)
+    assert code == 0 and doc["incidents"] == []
+    (f,) = doc["findings"]
+    assert (f["kind"], f["start_iteration"], f["end_iteration"]) == ("slowdown", 31, 70)
+    base = f["baseline"]
+    assert abs(f["magnitude"] - 0.03 / base) < 0.04, f  # the 30 ms, over the step it slowed
+    assert abs(f["lost_s"] - 40 * f["magnitude"] * base) < 0.3 * f["lost_s"], f
+    assert doc["ledger"]["badput_s"]["slowdown"] > 0
+
+
+def test_nan_weights_on_one_rank_make_every_later_loss_nan(tmp_path: Path, analyze_json) -> None:
+    """Rank 2's weights become NaN at iteration 25; the all-reduce spreads them and torch prints
+    `NAN` from then on. Training goes on: a finding, not an incident."""
+    from run_faults import run_scenario
+
+    log = run_scenario("nan_rank2", tmp_path, timeout_s=120)
+    code, doc = analyze_json(log)
+    assert code == 0 and doc["incidents"] == []
+    (f,) = doc["findings"]
+    assert (f["kind"], f["start_iteration"], f["end_iteration"], f["magnitude"]) == (
+        "nan_loss",
+        25,
+        40,
+        16,
+    )
+    lineno, _ = _line_of(log, r"iteration +25/.*lm loss: NAN")
+    assert f["line"] == lineno

@@ -339,3 +339,43 @@ def test_tail_says_an_empty_file_is_empty_so_far(tmp_path: Path) -> None:
     run = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 0, run.stderr
     assert f"{log}: reading from its start (empty so far)" in run.stderr, run.stderr
+
+
+def test_findings_are_warnings_raised_once_never_incidents(tmp_path: Path) -> None:
+    """A slowdown and NaN losses seen while the job runs: each a warning, once, as the log
+    grows; no alert, so no action; the metrics file says the last step time and loss."""
+    from .generators.health_run import Plan, generate
+
+    generate(tmp_path, Plan(seed=4, slowdown=0.10, nan=True))
+    lines = (tmp_path / "train.log").read_text().splitlines()
+    f = Feeder()
+    warned = []
+    for k in range(0, len(lines), 100):  # the log grows 100 lines a poll, 20 s apart
+        f.lines(*lines[k : k + 100], at=k / 5)
+        assert f.tick(k / 5) == []
+        warned += f.watcher.look(k / 5)
+    assert sorted(w.finding.kind for w in warned) == ["nan_loss", "slowdown"]
+    assert [w.id for w in warned] == ["W1", "W2"] and f.watcher.alerts == []
+    assert f.watcher.look(10**6) == []  # nothing new: nothing raised again
+    text = metrics_text(f.watcher, len(lines) / 5)
+    assert 'logscope_warnings_total{kind="slowdown"} 1' in text
+    assert "logscope_step_seconds " in text and "logscope_loss " in text
+
+
+def test_cli_tail_warns_of_a_slowdown_and_runs_no_action(tmp_path: Path) -> None:
+    from .generators.health_run import Plan, generate
+
+    generate(tmp_path, Plan(seed=2, slowdown=0.05, nan=True))
+    marker = tmp_path / "acted"
+    proc = subprocess.run(
+        [sys.executable, "-m", "logscope", "tail", str(tmp_path / "train.log"), "--from-start",
+         "--json", "--poll", "0.1", "--max-duration", "4s",
+         "--on-incident", f"touch {marker}", "--kill-switch", str(tmp_path / "ks")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    docs = [json.loads(line) for line in proc.stdout.splitlines()]
+    kinds = [d["kind"] for d in docs if d["type"] == "warning"]
+    assert sorted(kinds) == ["nan_loss", "slowdown"]
+    assert not any(d["type"] == "incident" for d in docs)
+    assert not marker.exists() and not (tmp_path / "ks").exists()

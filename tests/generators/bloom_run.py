@@ -116,6 +116,7 @@ class Truth:
     run_start: datetime = T0
     run_end: datetime = T0
     files: list[str] = field(default_factory=list)
+    slowdown_s: float = 0.0  # seconds the injected slowdown added
 
 
 # --------------------------------------------------------------------------------------------
@@ -347,9 +348,17 @@ def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
     return loop
 
 
-def generate(out_dir: Path, seed: int = 0, dead_host: str | None = None) -> Truth:
+def generate(
+    out_dir: Path,
+    seed: int = 0,
+    dead_host: str | None = None,
+    slowdown: tuple[int, int, float] | None = None,
+) -> Truth:
     """Write main_log.txt and the .out files into out_dir; return the truth. The GPU that dies
-    is on a random node, or on `dead_host`."""
+    is on a random node, or on `dead_host`. `slowdown` = (attempt, iteration, fraction): every
+    step of that attempt (1-based) from that iteration on takes `fraction` longer (BLOOM's
+    chronicles record a sudden 5% drop in throughput); its extra seconds are `Truth.slowdown_s`
+    (the ledger truth does not take them out of productive time: leave it None to check that)."""
     rng = random.Random(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     log = _Log()
@@ -367,6 +376,7 @@ def generate(out_dir: Path, seed: int = 0, dead_host: str | None = None) -> Trut
     attempts: list[AttemptTruth] = []
     incidents: list[IncidentTruth] = []
     elapsed_all: list[float] = []
+    slowdown_s = 0.0
     outs: dict[str, list[str]] = {}
     windows: list[tuple[int, int, _Job]] = []  # (S, E, job) for PULSE
     acc = dict.fromkeys(
@@ -399,6 +409,10 @@ def generate(out_dir: Path, seed: int = 0, dead_host: str | None = None) -> Trut
         saves: list[tuple[int, int]] = []  # (start, end)
         for it in range(first, last + 1):
             elapsed = round(rng.uniform(104, 107), 2)
+            if slowdown is not None and slowdown[0] == idx and it >= slowdown[1]:
+                slow = round(elapsed * (1 + slowdown[2]), 2)
+                slowdown_s += slow - elapsed
+                elapsed = slow
             elapsed_all.append(elapsed)
             dt = round(elapsed * 100) * (TICK // 100)
             if rng.random() < 0.35:
@@ -674,6 +688,7 @@ def generate(out_dir: Path, seed: int = 0, dead_host: str | None = None) -> Trut
         incidents=incidents,
         attempts=attempts,
         iter_s_mean=sum(elapsed_all) / len(elapsed_all),
+        slowdown_s=slowdown_s,
         save_s=SAVE_S,
         save_interval_iterations=SAVE_INTERVAL,
         run_start=first_a.start,
@@ -690,8 +705,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--slowdown",
+        nargs=3,
+        metavar=("ATTEMPT", "ITERATION", "FRACTION"),
+        help="e.g. 3 1100 0.05: attempt 3 is 5%% slower from iteration 1100",
+    )
     args = ap.parse_args()
-    truth = generate(args.out_dir, args.seed)
+    slow = args.slowdown
+    truth = generate(
+        args.out_dir,
+        args.seed,
+        slowdown=(int(slow[0]), int(slow[1]), float(slow[2])) if slow else None,
+    )
     for k, v in truth.__dict__.items():
         if isinstance(v, list):
             print(f"{k}:")

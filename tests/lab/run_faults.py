@@ -61,6 +61,16 @@ SCENARIOS = {
         "LAB_FAULT_ITER": "17",
         "LAB_PG_TIMEOUT": "3600",
     },
+    # fail-slow and training health (issue 14): nothing stops, the log says what it cost
+    "slow_rank1": {
+        "LAB_FAULT": "slow",
+        "LAB_FAULT_RANK": "1",
+        "LAB_FAULT_ITER": "31",
+        "LAB_ITERS": "70",
+        "LAB_SLOW_S": "0.03",
+        "LAB_SAVE_INTERVAL": "0",
+    },
+    "nan_rank2": {"LAB_FAULT": "nan", "LAB_FAULT_RANK": "2", "LAB_FAULT_ITER": "25"},
 }
 # scenarios that are *expected* to be killed by the wall clock, and after how long
 SCENARIO_WALL_S = {"hang_all_rank1": 45}

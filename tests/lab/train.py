@@ -9,11 +9,16 @@ Environment knobs (all optional):
     LAB_CKPT_DIR        checkpoint directory (default ./checkpoints)
     LAB_RESUME          if set (non-empty, not "0"), resume from the latest checkpoint
     LAB_PG_TIMEOUT      process-group timeout in seconds (default 15)
-    LAB_FAULT           none | raise | sigkill | segv | hang | hang_all (default none)
+    LAB_FAULT           none | raise | sigkill | segv | hang | hang_all | slow | nan (default none)
+                        slow: from LAB_FAULT_ITER the rank sleeps LAB_SLOW_S more per iteration
+                        (a degraded GPU: every rank waits for it in the all-reduce);
+                        nan: at LAB_FAULT_ITER the rank's weights become NaN (the all-reduce
+                        spreads them: every later loss is NaN, training goes on)
     LAB_FAULT_RANK      global rank that gets the fault (default 1)
     LAB_FAULT_ITER      iteration at which the fault fires (default 17)
     LAB_GBS             global batch size printed in the log (default 32)
     LAB_SAVE_SLEEP      extra seconds rank 0 spends saving each checkpoint (default 0)
+    LAB_SLOW_S          extra seconds per iteration of the slow fault (default 0.03)
 """
 
 # fmt: off
@@ -109,7 +114,14 @@ def main():
     for it in range(start_it + 1, total + 1):
         t0 = time.time()
         if fault != "none" and rank == fault_rank and it == fault_iter:
-            inject_fault(fault, it)
+            if fault == "nan":
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.fill_(float("nan"))
+            elif fault != "slow":
+                inject_fault(fault, it)
+        if fault == "slow" and rank == fault_rank and it >= fault_iter:
+            time.sleep(float(os.environ.get("LAB_SLOW_S", "0.03")))
         x = torch.randn(gbs // world, 64)
         loss = (model(x) - x).pow(2).mean()
         opt.zero_grad()
