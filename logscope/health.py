@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import numpy as np
-import pandas as pd
 
-from .changepoints import Floats, trailing_scores
+from .changepoints import Floats, trailing_scores, trailing_sum
 from .model import Event, Finding, Progress
 from .slowdowns import Locate, StepTimes, step_times
 from .timeline import Attempt
@@ -43,9 +42,10 @@ TAIL_RATIO = 2.0
 GAP = 3
 """Lines a spike or NaN episode may pause for and still be one episode."""
 SKIP_BURST = 4
-"""Skipped steps within SKIP_SPAN iterations that make a burst. Dynamic loss scaling doubles
-the scale every window (1000 steps by default in Megatron and DeepSpeed) and skips the one step
-that overflows: an isolated skip is routine, several close together are not."""
+"""Skipped steps, each within SKIP_SPAN iterations of the one before, that make a burst.
+Dynamic loss scaling doubles the scale every window (1000 steps by default in Megatron and
+DeepSpeed) and skips the one step that overflows (two with hysteresis): an isolated skip is
+routine, several close together are not."""
 SKIP_SPAN = 20
 SCALE_COLLAPSE = 2.0**10
 """A loss scale this many times below the highest it held since the scaler settled has collapsed
@@ -87,8 +87,8 @@ class _Rows:
         self.locate = locate
         self.gpus = gpus
 
-        def col(a: Sequence[float], dtype: type = np.float64) -> Floats:
-            return np.frombuffer(a, dtype=dtype)[s.index]  # type: ignore[call-overload,no-any-return]
+        def col(a: Sequence[float]) -> Floats:
+            return np.frombuffer(a, dtype=np.float64)[s.index]  # type: ignore[call-overload,no-any-return]
 
         self.loss = col(progress.loss)
         self.nonfinite = np.frombuffer(progress.nonfinite, dtype=np.int8)[s.index]
@@ -214,15 +214,14 @@ def _loss_spikes(rows: _Rows) -> list[Finding]:
 def _rare(candidates: np.ndarray, y: Floats) -> np.ndarray:
     """Candidate spikes that are spikes: few in their recent past, or far above the usual
     outliers of a run that has many (the 99th percentile of the TAIL_WINDOW values before)."""
-    flags = pd.Series(candidates.astype(np.float64))
     # count onsets, not lines: a spike that decays over a few lines is one
-    recent = flags.rolling(GAP + 1, min_periods=1).max().shift(1).fillna(0)
-    onsets = flags * (1 - recent)
-    before = onsets.rolling(TAIL_WINDOW, min_periods=1).sum().shift(1).fillna(0).to_numpy()
-    usual = pd.Series(y).rolling(TAIL_WINDOW, min_periods=MIN_HISTORY).quantile(0.99).shift(1)
-    with np.errstate(invalid="ignore"):
-        outstanding = y >= TAIL_RATIO * usual.to_numpy()
-    return candidates & ((before <= ROUTINE_SPIKES) | outstanding)  # type: ignore[no-any-return]
+    onsets = candidates & (trailing_sum(candidates, GAP + 1) == 0)
+    routine = trailing_sum(onsets, TAIL_WINDOW) > ROUTINE_SPIKES
+    keep = candidates.copy()
+    for i in np.flatnonzero(candidates & routine).tolist():
+        past = y[max(0, i - TAIL_WINDOW) : i]
+        keep[i] = len(past) >= MIN_HISTORY and y[i] >= TAIL_RATIO * np.quantile(past, 0.99)
+    return keep
 
 
 def _iterations_between(rows: _Rows, first: int, last: int) -> int | None:
@@ -290,20 +289,15 @@ def _skips(rows: _Rows, attempt: Attempt, overflow_seqs: Sequence[int]) -> list[
         # a run from scratch: the scaler searches down from its initial scale, skipping steps
         clean = np.flatnonzero(skipped == 0)
         skipped[: int(clean[0]) if len(clean) else len(skipped)] = 0
-    its = rows.s.iteration.astype(np.float64) if (rows.s.iteration >= 0).all() else None
-    pos = np.flatnonzero(skipped > 0)
-    out = []
-    groups: list[list[int]] = []
-    for p in pos.tolist():
-        near = (
-            its[p] - its[groups[-1][-1]] <= SKIP_SPAN
-            if its is not None and groups
-            else bool(groups) and p - groups[-1][-1] <= SKIP_SPAN
-        )
-        if near:
+    numbered = bool((rows.s.iteration >= 0).all())
+    at = rows.s.iteration if numbered else np.arange(len(skipped))
+    groups: list[list[int]] = []  # skips each within SKIP_SPAN iterations of the one before
+    for p in np.flatnonzero(skipped > 0).tolist():
+        if groups and at[p] - at[groups[-1][-1]] <= SKIP_SPAN:
             groups[-1].append(p)
         else:
             groups.append([p])
+    out = []
     for g in groups:
         n = float(np.sum(skipped[g]))
         if n < SKIP_BURST:

@@ -105,38 +105,47 @@ def find_slowdowns(
 ) -> list[Finding]:
     """Slowdowns of a run (see the module docstring). `hosts` maps an attempt to the nodes a
     node list in its lines named, for the hosts a slower restart brought in."""
-    series = [s for a in attempts if (s := step_times(progress, a)) is not None]
-    regimes: list[tuple[StepTimes, int, int, float]] = []  # (series, start, end, log level)
-    for s in series:
+    regimes: list[tuple[StepTimes, list[tuple[int, int, float]]]] = []
+    for a in attempts:
+        s = step_times(progress, a)
+        if s is None:
+            continue
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.log(s.per_unit)  # a zero or negative step (stamps out of order) is no value
         ok = np.isfinite(y)
         ok[:WARMUP_LINES] = False
         pos = np.flatnonzero(ok)
-        if len(pos) < MIN_LINES:
-            continue
-        regimes.extend(
-            (s, int(pos[seg.start]), int(pos[seg.end - 1]) + 1, seg.level)
-            for seg in segments(y[pos], MIN_LINES, math.log1p(MIN_SHIFT))
-        )
-    total = sum(end - start for _, start, end, _ in regimes)
-    lasting = [r for r in regimes if r[2] - r[1] >= max(MIN_LINES, BASELINE_SHARE * total)]
+        if len(pos) >= MIN_LINES:
+            segs = segments(y[pos], MIN_LINES, math.log1p(MIN_SHIFT))
+            # (start, end) as rows of s: a regime spans the uncompared rows inside it
+            regimes.append(
+                (s, [(int(pos[g.start]), int(pos[g.end - 1]) + 1, g.level) for g in segs])
+            )
+    total = sum(end - start for _, regs in regimes for start, end, _ in regs)
+    lasting = [
+        level
+        for _, regs in regimes
+        for start, end, level in regs
+        if end - start >= max(MIN_LINES, BASELINE_SHARE * total)
+    ]
     if not lasting:
         return []
-    base = min(r[3] for r in lasting)
+    base = min(lasting)
     out: list[Finding] = []
-    firsts = {id(s): min((r[1] for r in regimes if r[0] is s), default=0) for s in series}
-    lasts = {id(s): max((r[2] for r in regimes if r[0] is s), default=0) for s in series}
-    for s, start, end, level in regimes:
-        slower = math.expm1(level - base)
-        if slower < MIN_SLOWDOWN:
-            continue
-        at_start = start == firsts[id(s)]
-        if at_start and end < lasts[id(s)] and (end - start) < BASELINE_SHARE * len(s.iteration):
-            continue  # the attempt warming up
-        before = hosts.get(s.attempt - 1)
-        joined = hosts.get(s.attempt, before) - before if at_start and before else frozenset()
-        out.append(_finding(s, start, end, slower, math.exp(base), gpus, at_start, joined, locate))
+    for s, regs in regimes:
+        first, last = regs[0][0], regs[-1][1]
+        for start, end, level in regs:
+            slower = math.expm1(level - base)
+            if slower < MIN_SLOWDOWN:
+                continue
+            at_start = start == first
+            if at_start and end < last and end - start < BASELINE_SHARE * len(s.iteration):
+                continue  # the attempt warming up
+            before = hosts.get(s.attempt - 1)
+            joined = hosts.get(s.attempt, before) - before if at_start and before else frozenset()
+            out.append(
+                _finding(s, start, end, slower, math.exp(base), gpus, at_start, joined, locate)
+            )
     return out
 
 
@@ -147,7 +156,7 @@ def _finding(
     slower: float,
     base_unit: float,
     gpus: int | None,
-    after_restart: bool,
+    from_start: bool,
     joined: frozenset[str],
     locate: Locate,
 ) -> Finding:
@@ -155,8 +164,8 @@ def _finding(
     secs = s.seconds[rows]
     ok = np.isfinite(secs)
     lost = float(np.sum(secs[ok] - base_unit * s.units[rows][ok]))
-    if after_restart:
-        start = 0  # slow from its first step: the warm-up lines were only not compared
+    if from_start:
+        start = 0  # slow from the attempt's first step: its warm-up lines were only not compared
     first_it = int(s.iteration[start] - s.covered[start] + 1) if s.iteration[start] >= 0 else None
     last_it = int(s.iteration[end - 1]) if s.iteration[end - 1] >= 0 else None
     t0 = s.time[start] - (s.seconds[start] if math.isfinite(s.seconds[start]) else 0.0)
@@ -166,7 +175,7 @@ def _finding(
     span = (t1 - t0) if math.isfinite(t0) and math.isfinite(t1) else None
     baseline_it = base_unit * float(np.median(s.units[rows] / s.covered[rows]))
     where = f" from iteration {first_it}" if first_it is not None else ""
-    restart = " after the restart" if after_restart and s.attempt > 0 else ""
+    restart = " after the restart" if from_start and s.attempt > 0 else ""
     if joined:
         restart += f" (new node{'s' if len(joined) > 1 else ''}: {', '.join(sorted(joined))})"
     lasting = f" for {duration(span)}" if span is not None else ""

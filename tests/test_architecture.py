@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,18 @@ def test_no_module_level_mutable_state() -> None:
                 assert not isinstance(node.value, ast.List | ast.Set | ast.ListComp), (
                     f"{path.name}:{node.lineno} module-level mutable container"
                 )
+
+
+def test_an_analysis_with_findings_does_not_import_pandas(tmp_path: Path) -> None:
+    """pandas costs ~40 MB of memory and 0.4 s to import: `analyze` and `tail` (findings and
+    their charts included) do without it; only the fleet store needs it."""
+    from .generators.health_run import Plan, generate
+
+    generate(tmp_path, Plan(seed=1, slowdown=0.05, spikes=1, nan=True))
+    code = (
+        "import sys; from logscope.engine import analyze; from logscope.render.document import "
+        f"document; a = analyze([{str(tmp_path / 'train.log')!r}]); document(a); "
+        "assert a.findings; print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
