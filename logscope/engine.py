@@ -16,6 +16,7 @@ from pathlib import Path
 from .accounting import advise, attempt_of, build_ledger, headline
 from .clusters import Clusters
 from .compression import compression_of
+from .configs import find_configs
 from .context import TAIL_BUDGET, TAIL_BYTES, last_seen, root_context
 from .culprits import Who, World, build_world
 from .endings import attempt_endings
@@ -68,6 +69,8 @@ from .sources import (
 from .timeline import Attempt, Timeline, input_of
 from .wrap import WRAP_SAMPLE, wrap_width
 
+MAX_CONFIG_LINES = 16
+"""Configuration lines kept per signature: every rank prints the same options."""
 MAX_EVENTS_PER_SIGNATURE = 5_000
 """Events kept per signature (all are counted): 384 ranks repeating one warning stay bounded."""
 
@@ -84,6 +87,8 @@ class Engine:
     failures: list[Event] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     markers: list[Event] = field(default_factory=list)
+    configs: list[Event] = field(default_factory=list)
+    """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
     streams: set[Who] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     declared_world: int | None = None
@@ -212,6 +217,13 @@ class Engine:
                 self.timeline.save_done(e)
             self.markers.append(e)
             return
+        if e.kind == "config":
+            # how the job was set up: a few lines of each kind are enough (issue 17)
+            n = self._per_sig.get(e.signature, 0)
+            self._per_sig[e.signature] = n + 1
+            if n < MAX_CONFIG_LINES:
+                self.configs.append(e)
+            return
         if e.kind in ("exit", "launch", "status"):
             if e.kind == "launch" and "world_size" in e.fields:
                 self.declared_world = int(e.fields["world_size"])
@@ -301,6 +313,7 @@ class Engine:
             self.locate,
         )
         ledger = build_ledger(attempts, endings, gpus or world.size, cadence, findings)
+        findings += tuple(find_configs(self.configs, failures, ledger, self.library))
         ended_by = None
         if job.outcome not in (Outcome.completed, Outcome.truncated, Outcome.unknown):
             last_ending = endings.get(attempts[-1].index) if attempts else None

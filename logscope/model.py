@@ -109,6 +109,7 @@ KINDS = (
     "exit",
     "launch",
     "status",
+    "config",
 )
 
 
@@ -353,6 +354,11 @@ FINDING_KINDS = (
     "nan_loss",
     "skipped_steps",
     "loss_scale_collapse",
+    # configuration pitfalls the log shows (issue 17)
+    "hang_exposure",
+    "gloo_on_gpu",
+    "duplicate_gpu",
+    "mixed_gpu_memory",
 )
 
 
@@ -386,6 +392,10 @@ class Finding:
     """Spikes: iterations until the value was back near its baseline (None: it never was)."""
     hosts_joined: tuple[str, ...] = ()
     """A slowdown that began with an attempt: the nodes it ran on that the one before did not."""
+    explanation: str = ""
+    remedies: tuple[str, ...] = ()
+    evidence: tuple[tuple[str, int, str], ...] = ()
+    """Configuration findings: the lines that show it, (file, line, text)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ _KNOWN = frozenset(
     }
 )
 _RULE_KNOWN = frozenset({"id", "category", "exception", "message", "samples"})
+_FINDING_KNOWN = frozenset({"id", "title", "explanation", "remedy", "references", "evidence"})
 _ID = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)+")
 
 # Words that make a line look like an error even when no signature knows it: such lines are
@@ -167,12 +168,28 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class FindingText:
+    """What a configuration finding says (issue 17): its explanation and remedies, and the
+    signatures whose lines are its evidence (their samples are its tested lines)."""
+
+    id: str
+    title: str
+    explanation: str
+    remedies: tuple[str, ...]
+    references: tuple[str, ...]
+    evidence: tuple[str, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Library:
     signatures: tuple[Signature, ...]
     xid: dict[int, dict[str, str]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     """Classification rules, first match wins."""
+    findings: dict[str, FindingText] = field(default_factory=dict)
+    """Configuration findings' texts by id."""
     _index: _TriggerIndex = field(init=False, compare=False, repr=False)
     _by_id: dict[str, Signature] = field(init=False, compare=False, repr=False)
 
@@ -341,7 +358,28 @@ def _rule(entry: dict[str, Any], path: str, index: int) -> Rule:
     return Rule(rule_id, str(entry["category"]), exception, message, samples, path)
 
 
-def _load_file(path: Path) -> tuple[list[Signature], dict[int, dict[str, str]], list[Rule]]:
+def _finding_text(entry: dict[str, Any], path: str, index: int) -> FindingText:
+    where = _checked_id(
+        entry, path, f"finding[{index}]", ("id", "title", "explanation", "evidence"), _FINDING_KNOWN
+    )
+    evidence = _as_list(entry["evidence"], path, where, "evidence")
+    if not evidence:
+        raise PatternError(path, "evidence: needs at least one signature id", where)
+    return FindingText(
+        id=where,
+        title=str(entry["title"]),
+        explanation=str(entry["explanation"]),
+        remedies=_as_list(entry.get("remedy"), path, where, "remedy"),
+        references=_as_list(entry.get("references"), path, where, "references"),
+        evidence=evidence,
+        source=path,
+    )
+
+
+_Loaded = tuple[list[Signature], dict[int, dict[str, str]], list[Rule], list[FindingText]]
+
+
+def _load_file(path: Path) -> _Loaded:
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
@@ -366,7 +404,11 @@ def _load_file(path: Path) -> tuple[list[Signature], dict[int, dict[str, str]], 
     if not isinstance(rule_entries, list):
         raise PatternError(str(path), "[[classify]] must be an array of tables")
     rules = [_rule(e, str(path), i) for i, e in enumerate(rule_entries)]
-    return sigs, xid, rules
+    finding_entries = doc.get("finding", [])
+    if not isinstance(finding_entries, list):
+        raise PatternError(str(path), "[[finding]] must be an array of tables")
+    texts = [_finding_text(e, str(path), i) for i, e in enumerate(finding_entries)]
+    return sigs, xid, rules, texts
 
 
 def load_library(dirs: Iterable[Path | str]) -> Library:
@@ -376,6 +418,7 @@ def load_library(dirs: Iterable[Path | str]) -> Library:
     rules: dict[str, Rule] = {}
     rule_dir: dict[str, int] = {}
     sources: list[str] = []
+    texts: dict[str, FindingText] = {}
     for n, d in enumerate(dirs):
         d = Path(d)
         if d.is_file() and d.suffix == ".toml":
@@ -387,8 +430,9 @@ def load_library(dirs: Iterable[Path | str]) -> Library:
         else:
             raise PatternError(str(d), "no such pattern directory")
         for f in files:
-            sigs, codes, file_rules = _load_file(f)
+            sigs, codes, file_rules, file_texts = _load_file(f)
             sources.append(str(f))
+            texts.update((t.id, t) for t in file_texts)
             for r in file_rules:
                 rules.pop(r.id, None)
                 rule_dir[r.id] = n
@@ -399,7 +443,11 @@ def load_library(dirs: Iterable[Path | str]) -> Library:
             xid.update(codes)
     # a later directory's rules (the user's) are tried first, so they can refine a built-in one
     ordered = sorted(rules.values(), key=lambda r: -rule_dir[r.id])
-    return Library(tuple(by_id.values()), xid, tuple(sources), tuple(ordered))
+    for t in texts.values():
+        for sig_id in t.evidence:
+            if sig_id not in by_id:
+                raise PatternError(t.source, f"evidence: no signature {sig_id!r}", t.id)
+    return Library(tuple(by_id.values()), xid, tuple(sources), tuple(ordered), texts)
 
 
 @dataclass(frozen=True, slots=True)

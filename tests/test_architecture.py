@@ -33,6 +33,7 @@ ORDER = [
     "health",
     "findings",
     "accounting",
+    "configs",
     "endings",
     "context",
     "engine",

@@ -293,3 +293,23 @@ def test_a_node_is_blamed_only_on_evidence_that_implicates_it(tmp_path: Path, ru
     assert not any(b.exclude for b in s.bad_nodes if b.host == "localhost")
     code, out, _ = run_cli("fleet", "summary", "--store", str(store))
     assert "--exclude=jean-zay-iam17" in out and "jean-zay-iam17: 6 failures" in out, out
+
+
+def test_findings_are_stored_with_their_schema(run_cli, tmp_path: Path) -> None:
+    """A run that slowed down and hung on a setup that lets hangs run: its findings are rows."""
+    from logscope.fleet import FINDINGS
+
+    from .generators.bloom_run import generate as generate_bloom
+
+    logs = tmp_path / "run"
+    generate_bloom(logs, slowdown=(3, 1100, 0.05))
+    store = tmp_path / "store"
+    code, _, err = run_cli("analyze", str(logs), "--store", str(store))
+    assert code == 1, err
+    (f,) = (store / "findings").glob("date=*/*.parquet")
+    stored = pq.read_schema(f)
+    assert stored.names == [n for n in FINDINGS.names if n != "date"]
+    rows = pq.read_table(f).to_pylist()
+    assert sorted(r["kind"] for r in rows) == ["hang_exposure", "slowdown"]
+    slow = next(r for r in rows if r["kind"] == "slowdown")
+    assert (slow["attempt"], slow["start_iteration"]) == (2, 1100) and slow["lost_gpu_hours"] > 0

@@ -156,7 +156,7 @@ def test_bloom_report_content(bloom_report: Path, bloom_run: tuple[Path, Truth])
     # the timeline: three lanes with how each ended
     assert "<svg" in html and "crash I1" in text and "hang I2" in text
     # relative inputs stay relative: no tmp path of the test machine in the page
-    assert "main_log.txt:1663" in text and str(bloom_report.parent.parent) not in html
+    assert "main_log.txt:1669" in text and str(bloom_report.parent.parent) not in html
     assert bloom_report.stat().st_size < 1_000_000
 
 

@@ -14,6 +14,7 @@ from .stats import (
 )
 from .store import (
     EVENTS,
+    FINDINGS,
     INCIDENTS,
     JOBS,
     NOT_FAILURES,
@@ -28,6 +29,7 @@ from .store import (
 
 __all__ = [
     "EVENTS",
+    "FINDINGS",
     "INCIDENTS",
     "JOBS",
     "NOT_FAILURES",

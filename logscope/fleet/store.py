@@ -1,6 +1,6 @@
-"""The fleet store: each analysis as rows of the `jobs`, `incidents` and `events` tables, written
-as Hive-partitioned Parquet (one file per job and table in each date partition) and read back as
-DataFrames, with DuckDB when installed."""
+"""The fleet store: each analysis as rows of the `jobs`, `incidents`, `events` and `findings`
+tables, written as Hive-partitioned Parquet (one file per job and table in each date partition)
+and read back as DataFrames, with DuckDB when installed."""
 
 from __future__ import annotations
 
@@ -90,7 +90,27 @@ EVENTS = pa.schema(
         ("date", pa.string()),
     ]
 )
-SCHEMAS = {"jobs": JOBS, "incidents": INCIDENTS, "events": EVENTS}
+FINDINGS = pa.schema(
+    [
+        ("job_id", pa.string()),
+        ("kind", pa.string()),
+        ("severity", pa.string()),
+        ("title", pa.string()),
+        ("attempt", pa.int64()),
+        ("start_iteration", pa.int64()),
+        ("end_iteration", pa.int64()),
+        ("start", TS),
+        ("end", TS),
+        ("magnitude", pa.float64()),
+        ("lost_s", pa.float64()),
+        ("lost_gpu_hours", pa.float64()),
+        ("hosts_joined", pa.list_(pa.string())),
+        ("file", pa.string()),
+        ("line", pa.int64()),
+        ("date", pa.string()),
+    ]
+)
+SCHEMAS = {"jobs": JOBS, "incidents": INCIDENTS, "events": EVENTS, "findings": FINDINGS}
 PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
 
 NOT_FAILURES = frozenset({"timelimit", "cancelled", "preemption"})
@@ -117,7 +137,7 @@ def _rank(e: Event, world: World) -> int | None:
 
 
 def tables(analysis: Analysis, job_id: str) -> JobTables:
-    """The job's rows of the `jobs`, `incidents` and `events` tables."""
+    """The job's rows of the `jobs`, `incidents`, `events` and `findings` tables."""
     job = analysis.job
     world: World = analysis.extra["world"]
     ledger = analysis.extra.get("ledger")
@@ -189,7 +209,26 @@ def tables(analysis: Analysis, job_id: str) -> JobTables:
         "n_incidents": len(analysis.incidents),
         "n_failures": sum(1 for r in incidents if r["failure"]),
     }
-    rows = {"jobs": [job_row], "incidents": incidents, "events": events}
+    findings = [
+        {
+            "kind": f.kind,
+            "severity": f.severity,
+            "title": f.title[:TEXT_CHARS],
+            "attempt": f.attempt,
+            "start_iteration": f.start_iteration,
+            "end_iteration": f.end_iteration,
+            "start": f.start,
+            "end": f.end,
+            "magnitude": f.magnitude,
+            "lost_s": f.lost_s,
+            "lost_gpu_hours": f.lost_gpu_hours,
+            "hosts_joined": list(f.hosts_joined),
+            "file": f.file,
+            "line": f.line,
+        }
+        for f in analysis.findings
+    ]
+    rows = {"jobs": [job_row], "incidents": incidents, "events": events, "findings": findings}
     return JobTables(
         job_id,
         date,

@@ -205,6 +205,9 @@ def findings_doc(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
             "hosts_joined": list(f.hosts_joined),
             "file": f.file,
             "line": f.line,
+            "explanation": f.explanation or None,
+            "remedies": list(f.remedies),
+            "evidence": [{"file": p, "line": n, "text": t} for p, n, t in f.evidence],
         }
         for f in findings
     ]

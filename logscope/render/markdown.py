@@ -103,6 +103,15 @@ def render(doc: dict[str, Any]) -> str:
                 f"| {f['severity']} | {f['kind']} | {_cell(f['title'])} | {span} | "
                 f"{duration(f['lost_s'])} | {gpu_hours(f['lost_gpu_hours'])} | {where} |"
             )
+        for f in findings:
+            if not f["explanation"]:
+                continue
+            out += ["", f"**{f['kind']}**: {_prose(f['explanation'])}", ""]
+            out += [f"- {_prose(r)}" for r in f["remedies"]]
+            out += ["", "Evidence:", ""]
+            out.append(
+                _fence("\n".join(f"{e['file']}:{e['line']}: {e['text']}" for e in f["evidence"]))
+            )
     if ledger and ledger["incidents"]:
         out += ["", "## Lost compute", ""]
         out.append("| incident | attempt | kind | wasted progress | hang | restart | GPU-hours |")

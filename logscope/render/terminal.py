@@ -95,10 +95,12 @@ def _spark(analysis: Analysis) -> str | None:
         return None
     size = math.ceil(len(steps) / SPARK_WIDTH)
     cells = [statistics.median(steps[k : k + size]) for k in range(0, len(steps), size)]
-    lo, hi = min(cells), max(cells)
+    # at least +-10% of the median: noise of a few percent stays flat, a 5% step shows
+    mid = statistics.median(cells)
+    lo, hi = min(min(cells), mid * 0.9), max(max(cells), mid * 1.1)
     span = (hi - lo) or 1.0
     bars = "".join(_BARS[min(7, int((v - lo) / span * 8))] for v in cells)
-    return f"{bars}  {lo:.3g} to {hi:.3g} s/iteration"
+    return f"{bars}  {min(cells):.3g} to {max(cells):.3g} s/iteration"
 
 
 def _findings(console: Console, analysis: Analysis) -> None:

@@ -285,6 +285,17 @@ def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
     nccl_t = at(0.08)
     host0, pid0 = HOSTS[0], 257_700
     log.add(nccl_t, f"[default0]:{host0}:{pid0}:{pid0} [0] NCCL INFO NCCL version 2.10.3+cuda11.3")
+    # torch 1.11's ProcessGroupNCCL logs its options, one per line; async error handling was
+    # off by default then (FORMATS-style: BLOOM's first jobs ran so, and hung for hours)
+    log.add(
+        nccl_t,
+        "[default0]:[I ProcessGroupNCCL.cpp:587] [Rank 0] ProcessGroupNCCL initialized with following options:",
+        "[default0]:NCCL_ASYNC_ERROR_HANDLING: 0",
+        "[default0]:NCCL_DESYNC_DEBUG: 0",
+        "[default0]:NCCL_BLOCKING_WAIT: 0",
+        "[default0]:TIMEOUT(ms): 1800000",
+        "[default0]:USE_HIGH_PRIORITY_STREAM: 0",
+    )
     for line in _nccl_startup(rng, 240):
         log.add(nccl_t + rng.randrange(_whole(d * 0.1)), line)
     for _ in range(16):
