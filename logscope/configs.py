@@ -44,6 +44,7 @@ def find_configs(
         *_gloo_on_gpu(configs, failures, library),
         *_duplicate_gpu(failures, library),
         *_mixed_gpu_memory(configs, failures, library),
+        *_device_order(configs, library),
     ]
     return [f for f in out if f is not None]
 
@@ -215,6 +216,39 @@ def _mixed_gpu_memory(
             library, "config.mixed_gpu_memory", "mixed_gpu_memory", "warning", detail, evidence
         )
     ]
+
+
+def _device_order(configs: Sequence[Event], library: Library) -> list[Finding | None]:
+    """A rank's card, as NCCL reports it (its CUDA index and its nvidia-smi index), is not the
+    nvidia-smi GPU that CUDA_VISIBLE_DEVICES named for that CUDA index (on the same host)."""
+    visible: dict[str | None, tuple[Event, list[int]]] = {}
+    for e in configs:
+        if "visible" in e.fields:
+            digits = [int(v) for v in re.findall(r"\d+", e.fields["visible"])]
+            if digits:
+                visible.setdefault(e.line.host, (e, digits))
+    wrong: list[tuple[Event, Event, int]] = []
+    for e in configs:
+        if "nvml_dev" not in e.fields:
+            continue
+        named = visible.get(e.line.host) or visible.get(None)
+        if named is None:
+            continue
+        cuda, nvml = int(e.fields["cuda_dev"]), int(e.fields["nvml_dev"])
+        if cuda < len(named[1]) and named[1][cuda] != nvml:
+            wrong.append((named[0], e, named[1][cuda]))
+    if not wrong:
+        return []
+    first_visible, first, asked = wrong[0]
+    detail = (
+        f"rank {first.fields['comm_rank']} was given GPU {asked} and runs on nvidia-smi GPU "
+        f"{first.fields['nvml_dev']}"
+        + (f" (bus {first.fields['bus_id']})" if "bus_id" in first.fields else "")
+    )
+    if len(wrong) > 1:
+        detail += f"; {len(wrong) - 1} more rank{'s' if len(wrong) > 2 else ''} likewise"
+    evidence = [first_visible, *[e for _, e, _ in wrong[:3]]]
+    return [_finding(library, "config.device_order", "device_order", "warning", detail, evidence)]
 
 
 def _rank(e: Event) -> str:

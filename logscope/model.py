@@ -359,6 +359,7 @@ FINDING_KINDS = (
     "gloo_on_gpu",
     "duplicate_gpu",
     "mixed_gpu_memory",
+    "device_order",
 )
 
 

@@ -112,3 +112,30 @@ def test_bloom_like_run_hang_exposure_in_its_own_numbers(tmp_path: Path) -> None
         "[default0]:NCCL_ASYNC_ERROR_HANDLING: 0",
         "[default0]:TIMEOUT(ms): 1800000",
     ]
+
+
+def test_cuda_visible_devices_counting_otherwise_than_nvidia_smi(tmp_path: Path) -> None:
+    """NCCL reports each rank's card by its CUDA index and its nvidia-smi (NVML) index: when the
+    GPU CUDA_VISIBLE_DEVICES names for that CUDA index is another nvidia-smi GPU, the orders
+    differ (CUDA_DEVICE_ORDER is not PCI_BUS_ID)."""
+    nccl = (
+        "gpu-b12:{pid}:{pid} [{d}] NCCL INFO comm 0x55d2a8c1f0a0 rank {d} nranks 2 cudaDev {d} "
+        "nvmlDev {n} busId {b} commId 0x5e0c1d7a90b2f311 - Init START"
+    )
+    lines = [
+        "+ export CUDA_VISIBLE_DEVICES=2,3",
+        nccl.format(pid=90211, d=0, n=1, b="1e000"),
+        nccl.format(pid=90212, d=1, n=3, b="9a000"),
+    ]
+    (f,) = _findings(tmp_path, lines)
+    assert f.kind == "device_order"
+    assert "rank 0 was given GPU 2 and runs on nvidia-smi GPU 1 (bus 1e000)" in f.title
+    assert [line for _, line, _ in f.evidence] == [1, 2]
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in f.remedies[0]
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID: the indices agree, nothing to say
+    agree = [
+        lines[0],
+        nccl.format(pid=1, d=0, n=2, b="1e000"),
+        nccl.format(pid=2, d=1, n=3, b="9a000"),
+    ]
+    assert _findings(tmp_path, agree) == []
