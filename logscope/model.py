@@ -399,6 +399,31 @@ class Finding:
     """Configuration findings: the lines that show it, (file, line, text)."""
 
 
+def finding_doc(f: Finding) -> dict[str, Any]:
+    """A finding as plain JSON values: the document's `findings`, `tail --json`'s warnings."""
+    return {
+        "kind": f.kind,
+        "severity": f.severity,
+        "title": f.title,
+        "attempt": f.attempt,
+        "start_iteration": f.start_iteration,
+        "end_iteration": f.end_iteration,
+        "start": f.start.isoformat() if f.start is not None else None,
+        "end": f.end.isoformat() if f.end is not None else None,
+        "magnitude": rounded(f.magnitude, 4),
+        "baseline": rounded(f.baseline, 6),
+        "lost_s": rounded(f.lost_s),
+        "lost_gpu_hours": rounded(f.lost_gpu_hours, 3),
+        "recovered_after": f.recovered_after,
+        "hosts_joined": list(f.hosts_joined),
+        "file": f.file,
+        "line": f.line,
+        "explanation": f.explanation or None,
+        "remedies": list(f.remedies),
+        "evidence": [{"file": p, "line": n, "text": t} for p, n, t in f.evidence],
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Analysis:
     inputs: tuple[InputInfo, ...]

@@ -293,28 +293,7 @@ class Timeline:
         cur = self._cur
         if cur is None or cur.first_idx < 0:
             return list(self.attempts)
-        t = self.progress.time
-        return [
-            *self.attempts,
-            Attempt(
-                index=cur.index,
-                input=cur.input,
-                first_seq=cur.first_seq,
-                last_seq=cur.last_seq,
-                boundary=cur.boundary,
-                start=from_timestamp(cur.start),
-                loop_start=from_timestamp(cur.loop_start),
-                end=None,
-                last_progress=from_timestamp(t[cur.last_idx]),
-                first_iteration=cur.first_it,
-                last_iteration=cur.last_it,
-                resumed_from=cur.resumed_from,
-                saves=(),
-                unfinished_saves=(),
-                progress=(cur.first_idx, cur.last_idx),
-                last_event=None,
-            ),
-        ]
+        return [*self.attempts, self._attempt(cur, [], None, False)]
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -335,29 +314,33 @@ class Timeline:
                     duration_s=d,
                 )
             )
+        end = from_timestamp(max([cur.end, *(s.end.timestamp() for s in saves if s.end)]))
+        self.attempts.append(self._attempt(cur, saves, end, ended_saving))
+
+    def _attempt(
+        self, cur: _Open, saves: list[Save], end: datetime | None, ended_saving: bool
+    ) -> Attempt:
         last_t = self.progress.time[cur.last_idx] if cur.last_idx >= 0 else math.nan
-        self.attempts.append(
-            Attempt(
-                index=cur.index,
-                input=cur.input,
-                first_seq=cur.first_seq,
-                last_seq=cur.last_seq,
-                boundary=cur.boundary,
-                start=from_timestamp(cur.start),
-                loop_start=from_timestamp(cur.loop_start),
-                end=from_timestamp(max([cur.end, *(s.end.timestamp() for s in saves if s.end)])),
-                last_progress=from_timestamp(last_t),
-                first_iteration=cur.first_it,
-                last_iteration=cur.last_it,
-                resumed_from=cur.resumed_from,
-                saves=tuple(saves),
-                unfinished_saves=tuple(cur.unfinished),
-                progress=(cur.first_idx, cur.last_idx),
-                last_event=cur.last_event
-                if cur.last_event is None or math.isnan(last_t)
-                else replace(cur.last_event, time=from_timestamp(last_t)),
-                ended_saving=ended_saving,
-            )
+        return Attempt(
+            index=cur.index,
+            input=cur.input,
+            first_seq=cur.first_seq,
+            last_seq=cur.last_seq,
+            boundary=cur.boundary,
+            start=from_timestamp(cur.start),
+            loop_start=from_timestamp(cur.loop_start),
+            end=end,
+            last_progress=from_timestamp(last_t),
+            first_iteration=cur.first_it,
+            last_iteration=cur.last_it,
+            resumed_from=cur.resumed_from,
+            saves=tuple(saves),
+            unfinished_saves=tuple(cur.unfinished),
+            progress=(cur.first_idx, cur.last_idx),
+            last_event=cur.last_event
+            if cur.last_event is None or math.isnan(last_t)
+            else replace(cur.last_event, time=from_timestamp(last_t)),
+            ended_saving=ended_saving,
         )
 
     def _place_companions(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from .engine import Engine
 from .findings import find
 from .incidents import build_incidents, signal_death
-from .model import Event, Finding, Progress, duration, field_int
+from .model import Event, Finding, Progress, duration, field_int, finding_doc
 from .outcome import allowed_silence
 from .sources import Block
 
@@ -89,21 +89,7 @@ class HealthWarning:
     finding: Finding
 
     def doc(self) -> dict[str, Any]:
-        f = self.finding
-        return {
-            "type": "warning",
-            "id": self.id,
-            "kind": f.kind,
-            "severity": f.severity,
-            "title": f.title,
-            "attempt": f.attempt,
-            "start_iteration": f.start_iteration,
-            "end_iteration": f.end_iteration,
-            "magnitude": round(f.magnitude, 4),
-            "lost_s": _round(f.lost_s),
-            "file": f.file,
-            "line": f.line,
-        }
+        return {"type": "warning", "id": self.id, **finding_doc(self.finding)}
 
 
 def _round(v: float | None) -> float | None:

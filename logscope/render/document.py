@@ -16,6 +16,7 @@ from ..model import (
     Incident,
     Progress,
     duration,
+    finding_doc,
     gpu_hours,
     rounded,
 )
@@ -187,30 +188,7 @@ def advice_doc(advice: Advice | None) -> dict[str, Any] | None:
 
 def findings_doc(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
     """What cost the run without stopping it (issue 14), in the order they began."""
-    return [
-        {
-            "kind": f.kind,
-            "severity": f.severity,
-            "title": f.title,
-            "attempt": f.attempt,
-            "start_iteration": f.start_iteration,
-            "end_iteration": f.end_iteration,
-            "start": _iso(f.start),
-            "end": _iso(f.end),
-            "magnitude": rounded(f.magnitude, 4),
-            "baseline": rounded(f.baseline, 6),
-            "lost_s": rounded(f.lost_s),
-            "lost_gpu_hours": rounded(f.lost_gpu_hours, 3),
-            "recovered_after": f.recovered_after,
-            "hosts_joined": list(f.hosts_joined),
-            "file": f.file,
-            "line": f.line,
-            "explanation": f.explanation or None,
-            "remedies": list(f.remedies),
-            "evidence": [{"file": p, "line": n, "text": t} for p, n, t in f.evidence],
-        }
-        for f in findings
-    ]
+    return [finding_doc(f) for f in findings]
 
 
 PROGRESS_POINTS = 400
