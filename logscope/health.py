@@ -16,16 +16,18 @@ from datetime import datetime
 
 import numpy as np
 
-from .changepoints import Floats, trailing_scores, trailing_sum
+from .changepoints import Floats, trailing_scores
 from .model import Event, Finding, Progress
 from .slowdowns import Locate, StepTimes, step_times
 from .timeline import Attempt
 
-WINDOW = 20
-"""Lines of recent history a value is compared with."""
+WINDOW = 100
+"""Lines of history a value's noise is measured over (from consecutive differences, so a trend
+is no noise; long enough that a quiet stretch does not make ordinary noise look like a spike).
+The baseline itself is the median of the last 5 lines."""
 MIN_HISTORY = 10
 """A value is judged only with at least this many lines before it in its attempt."""
-SPIKE_SCORE = 6.0
+SPIKE_SCORE = 8.0
 """Robust spreads above the trailing median for a spike."""
 LOSS_SPIKE_RISE = 0.10
 """...and at least this much above it, relative: noise in a small-batch run is no spike."""
@@ -33,12 +35,10 @@ GRAD_SPIKE_RATIO = 5.0
 """A gradient-norm spike is at least this many times the trailing median."""
 TAIL_WINDOW = 200
 """Lines of history for a series' usual outliers."""
-ROUTINE_SPIKES = 2
-"""Per-step losses and norms of a small-batch run are heavy-tailed: where more than this many
-candidate spikes began in the TAIL_WINDOW lines before, they are the run's usual outliers, and a
-spike must stand TAIL_RATIO times above them (their 99th percentile: of the value, or of the
-loss's rise over its baseline)."""
 TAIL_RATIO = 2.0
+"""Per-step losses and norms of a small-batch run are heavy-tailed: a spike also stands this many
+times above every value of the TAIL_WINDOW lines before it (of the loss's rise over its
+baseline, of the norm), the spikes already found left out."""
 GAP = 3
 """Lines a spike or NaN episode may pause for and still be one episode."""
 SKIP_BURST = 4
@@ -181,13 +181,14 @@ def _loss_spikes(rows: _Rows) -> list[Finding]:
     base, spread, score, pos = _spikes(rows.loss, 0.005)
     y = rows.loss[pos]
     rise = y - base
+    calm = base + np.maximum(3 * spread, 0.02 * np.abs(base))
     with np.errstate(invalid="ignore"):
-        flags = _rare((score >= SPIKE_SCORE) & (rise >= LOSS_SPIKE_RISE * np.abs(base)), rise)
+        candidates = (score >= SPIKE_SCORE) & (rise >= LOSS_SPIKE_RISE * np.abs(base))
+    flags = _outstanding(candidates, rise, calm - base)
     out = []
     for a, b in episodes(flags, GAP):
         peak = a + int(np.argmax(y[a : b + 1]))
-        level = base[a] + max(3 * spread[a], 0.02 * abs(base[a]))
-        back = _recovery(y, peak, level)
+        back = _recovery(y, peak, float(calm[a]))
         first, top = int(pos[a]), int(pos[peak])
         after = _iterations_between(rows, first, int(pos[back])) if back is not None else None
         recovered = (
@@ -211,16 +212,24 @@ def _loss_spikes(rows: _Rows) -> list[Finding]:
     return out
 
 
-def _rare(candidates: np.ndarray, y: Floats) -> np.ndarray:
-    """Candidate spikes that are spikes: few in their recent past, or far above the usual
-    outliers of a run that has many (the 99th percentile of the TAIL_WINDOW values before)."""
-    # count onsets, not lines: a spike that decays over a few lines is one
-    onsets = candidates & (trailing_sum(candidates, GAP + 1) == 0)
-    routine = trailing_sum(onsets, TAIL_WINDOW) > ROUTINE_SPIKES
-    keep = candidates.copy()
-    for i in np.flatnonzero(candidates & routine).tolist():
-        past = y[max(0, i - TAIL_WINDOW) : i]
-        keep[i] = len(past) >= MIN_HISTORY and y[i] >= TAIL_RATIO * np.quantile(past, 0.99)
+def _outstanding(candidates: np.ndarray, y: Floats, calm: Floats) -> np.ndarray:
+    """The candidate spikes that stand TAIL_RATIO times above every value of the TAIL_WINDOW
+    lines before them, leaving out the spikes already found (until `y` is back at or below
+    `calm`): a heavy-tailed series' usual outliers are no spikes, a second spike soon after a
+    first one still is."""
+    keep = np.zeros(len(y), dtype=bool)
+    masked = np.zeros(len(y), dtype=bool)
+    for i in np.flatnonzero(candidates).tolist():
+        if masked[i]:
+            keep[i] = True  # the spike found just before, still high
+            continue
+        lo = max(0, i - TAIL_WINDOW)
+        past = y[lo:i][~masked[lo:i]]
+        if len(past) < MIN_HISTORY or y[i] < TAIL_RATIO * float(np.max(past)):
+            continue
+        keep[i] = True
+        back = _recovery(y, i, float(calm[i]))
+        masked[i : (back if back is not None else len(y))] = True
     return keep
 
 
@@ -234,7 +243,8 @@ def _grad_spikes(rows: _Rows) -> list[Finding]:
     base, _, score, pos = _spikes(g, 0.05)
     y = g[pos]
     with np.errstate(invalid="ignore"):
-        flags = _rare((score >= SPIKE_SCORE) & (y >= GRAD_SPIKE_RATIO * base), y)
+        candidates = (score >= SPIKE_SCORE) & (y >= GRAD_SPIKE_RATIO * base)
+    flags = _outstanding(candidates, y, 2 * base)
     out = []
     for a, b in episodes(flags, GAP):
         peak = a + int(np.argmax(y[a : b + 1]))
