@@ -24,25 +24,33 @@ Floats = NDArray[np.float64]
 
 MAD_TO_SIGMA = 1.4826
 """Median absolute deviation to standard deviation, for Gaussian noise."""
-CHUNK = 65_536
-"""Windows taken at once by `trailing_median` (its memory: CHUNK x window values)."""
+CHUNK_VALUES = 1 << 20
+"""Values `trailing_median` sorts at once (8 MB): windows are taken CHUNK_VALUES // window at a
+time, so a long window does not cost a copy of the whole series times the window."""
 
 
-def trailing_median(y: Floats, window: int, min_periods: int = 1) -> Floats:
-    """At each point, the median of the `window` points before it (fewer at the start, NaN with
-    fewer than `min_periods`). numpy only: the analysis never imports pandas (~40 MB, 0.4 s)."""
+def window_medians(y: Floats, window: int) -> Floats:
+    """At each point, the median of the `window` points that end there (fewer at the start).
+    numpy only: the analysis never imports pandas (~40 MB, 0.4 s)."""
     n = len(y)
-    out = np.full(n, np.nan)
-    ends = np.empty(n)  # ends[i]: the median of the window that ends at i
+    ends = np.empty(n)
     for i in range(min(window - 1, n)):
         ends[i] = np.median(y[: i + 1])
     if n >= window:
         view = sliding_window_view(y, window)
-        for a in range(0, len(view), CHUNK):
-            part = view[a : a + CHUNK]
+        chunk = max(1, CHUNK_VALUES // window)
+        for a in range(0, len(view), chunk):
+            part = view[a : a + chunk]
             ends[window - 1 + a : window - 1 + a + len(part)] = np.median(part, axis=1)
-    out[1:] = ends[:-1]
-    out[: min(min_periods, n)] = np.nan
+    return ends
+
+
+def trailing_median(y: Floats, window: int, min_periods: int = 1) -> Floats:
+    """At each point, the median of the `window` points before it (fewer at the start, NaN with
+    fewer than `min_periods`)."""
+    out = np.full(len(y), np.nan)
+    out[1:] = window_medians(y, window)[:-1]
+    out[: min(min_periods, len(y))] = np.nan
     return out
 
 
@@ -68,7 +76,7 @@ def winsorize(y: Floats, sigma: float, window: int = 9, k: float = 4.0) -> Float
         return y
     half = window // 2
     med = np.empty(len(y))
-    med[half : len(y) - half] = np.median(sliding_window_view(y, window), axis=1)
+    med[: len(y) - half] = window_medians(y, window)[half:]  # centred: the window ending later
     for i in [*range(half), *range(len(y) - half, len(y))]:
         med[i] = np.median(y[max(0, i - half) : i + half + 1])  # the ends: part windows
     return np.clip(y, med - k * sigma, med + k * sigma)
