@@ -25,7 +25,6 @@ CUDA_CATEGORIES = frozenset({"gpu_hardware", "cuda_error", "oom_gpu"})
 _SIZE = re.compile(r"([\d.]+) ([KMGT]?)i?B")
 _KILL_ON_BAD_EXIT = re.compile(r"(?:^|\s)(?:--kill-on-bad-exit(?:=1)?|-K1?)(?:\s|$)")
 
-Locate = Callable[[Event], tuple[str, int, str]]
 
 
 def _where(e: Event) -> tuple[str, int, str]:
