@@ -99,7 +99,10 @@ def test_nan_weights_on_one_rank_make_every_later_loss_nan(tmp_path: Path, analy
     log = run_scenario("nan_rank2", tmp_path, timeout_s=120)
     code, doc = analyze_json(log)
     assert code == 0 and doc["incidents"] == []
-    (f,) = doc["findings"]
+    # step times on 2 shared cores may also show a slowdown; nothing else may appear
+    found = doc["findings"]
+    assert {x["kind"] for x in found} <= {"nan_loss", "slowdown"}, found
+    (f,) = [x for x in found if x["kind"] == "nan_loss"]
     assert (f["kind"], f["start_iteration"], f["end_iteration"], f["magnitude"]) == (
         "nan_loss",
         25,
