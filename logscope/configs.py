@@ -26,7 +26,6 @@ _SIZE = re.compile(r"([\d.]+) ([KMGT]?)i?B")
 _KILL_ON_BAD_EXIT = re.compile(r"(?:^|\s)(?:--kill-on-bad-exit(?:=1)?|-K1?)(?:\s|$)")
 
 
-
 def _where(e: Event) -> tuple[str, int, str]:
     return e.line.path, e.line.lineno, e.line.raw
 
