@@ -28,6 +28,10 @@ MIN_LINES = 10
 """A regime shorter than this many progress lines is a blip (a save, an evaluation), not one."""
 WARMUP_LINES = 3
 """The first lines of an attempt include compilation, autotuning and warm-up: not compared."""
+WARMUP_MAX = 50
+"""A slower stretch at an attempt's start that ends within its first 50 lines (or 5%) is the
+attempt warming up (allocator, autotuning, recompiles, data-loader workers, NCCL connections
+set up lazily), not a slowdown; one that lasts to the attempt's end is (a slower restart)."""
 MIN_SHIFT = 0.02
 """Regimes closer than this (relative) are one."""
 MIN_SLOWDOWN = 0.025
@@ -139,7 +143,11 @@ def find_slowdowns(
             if slower < MIN_SLOWDOWN:
                 continue
             at_start = start == first
-            if at_start and end < last and end - start < BASELINE_SHARE * len(s.iteration):
+            if (
+                at_start
+                and end < last
+                and end - start < max(WARMUP_MAX, BASELINE_SHARE * len(s.iteration))
+            ):
                 continue  # the attempt warming up
             before = hosts.get(s.attempt - 1)
             joined = hosts.get(s.attempt, before) - before if at_start and before else frozenset()
