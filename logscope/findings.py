@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from .health import find_health
 from .model import Event, Finding, Progress
-from .slowdowns import Locate, find_slowdowns
+from .slowdowns import Locate, find_slowdowns, step_times
 from .timeline import Attempt
 
 
@@ -19,6 +19,7 @@ def find(
     locate: Locate,
 ) -> tuple[Finding, ...]:
     """Every finding of a run, in the order they began."""
-    found = find_slowdowns(progress, attempts, gpus, hosts, locate)
-    found += find_health(progress, attempts, overflows, gpus, locate)
+    series = [(a, s) for a in attempts if (s := step_times(progress, a)) is not None]
+    found = find_slowdowns([s for _, s in series], gpus, hosts, locate)
+    found += find_health(progress, series, overflows, gpus, locate)
     return tuple(sorted(found, key=lambda f: (f.attempt or 0, f.start_iteration or 0, f.kind)))

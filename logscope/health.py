@@ -18,7 +18,7 @@ import numpy as np
 
 from .changepoints import Floats, trailing_scores
 from .model import Event, Finding, Progress
-from .slowdowns import Locate, StepTimes, step_times
+from .slowdowns import Locate, StepTimes
 from .timeline import Attempt
 
 WINDOW = 100
@@ -54,7 +54,7 @@ SCALE_COLLAPSE = 2.0**10
 
 def find_health(
     progress: Progress,
-    attempts: Sequence[Attempt],
+    series: Sequence[tuple[Attempt, StepTimes]],
     overflows: Sequence[Event],
     gpus: int | None,
     locate: Locate,
@@ -66,10 +66,7 @@ def find_health(
         (e.seq, float(e.fields["new_scale"])) for e in overflows if "new_scale" in e.fields
     )
     out: list[Finding] = []
-    for a in attempts:
-        s = step_times(progress, a)
-        if s is None:
-            continue
+    for a, s in series:
         rows = _Rows(s, progress, locate, gpus)
         out += _loss_spikes(rows)
         out += _grad_spikes(rows)

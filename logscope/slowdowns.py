@@ -60,10 +60,9 @@ class StepTimes:
     """Iterations the line covers (its log interval)."""
     seconds: Floats
     """Seconds the line covers."""
-    per_unit: Floats
-    """Seconds per iteration, per sample where the batch size is known."""
     units: Floats
-    """What per_unit multiplies to give `seconds`: iterations x batch size."""
+    """What the line's seconds cover: iterations, x the batch size where it is known (so a
+    slowdown is compared per sample)."""
     time: Floats
     """POSIX end time of the line (NaN if unknown)."""
 
@@ -97,12 +96,11 @@ def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
     units = covered.copy()
     if np.isfinite(batch).all() and (batch > 0).all():
         units = covered * batch
-    return StepTimes(attempt.index, index, seq, it, covered, secs, secs / units, units, time)
+    return StepTimes(attempt.index, index, seq, it, covered, secs, units, time)
 
 
 def find_slowdowns(
-    progress: Progress,
-    attempts: Sequence[Attempt],
+    series: Sequence[StepTimes],
     gpus: int | None,
     hosts: Mapping[int, frozenset[str]],
     locate: Locate,
@@ -110,12 +108,11 @@ def find_slowdowns(
     """Slowdowns of a run (see the module docstring). `hosts` maps an attempt to the nodes a
     node list in its lines named, for the hosts a slower restart brought in."""
     regimes: list[tuple[StepTimes, list[tuple[int, int, float]]]] = []
-    for a in attempts:
-        s = step_times(progress, a)
-        if s is None:
-            continue
+    for s in series:
         with np.errstate(divide="ignore", invalid="ignore"):
-            y = np.log(s.per_unit)  # a zero or negative step (stamps out of order) is no value
+            y = np.log(
+                s.seconds / s.units
+            )  # a zero or negative step (stamps out of order) is no value
         ok = np.isfinite(y)
         ok[:WARMUP_LINES] = False
         pos = np.flatnonzero(ok)

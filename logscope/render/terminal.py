@@ -63,9 +63,10 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     for inc in analysis.incidents:
         console.print()
         _incident(console, inc, world)
-    if analysis.findings or _spark(analysis):
+    spark = _spark(analysis)
+    if analysis.findings or spark:
         console.print()
-        _findings(console, analysis)
+        _findings(console, analysis, spark)
     ledger = analysis.extra.get("ledger")
     if ledger is not None:
         console.print()
@@ -103,7 +104,7 @@ def _spark(analysis: Analysis) -> str | None:
     return f"{bars}  {min(cells):.3g} to {max(cells):.3g} s/iteration"
 
 
-def _findings(console: Console, analysis: Analysis) -> None:
+def _findings(console: Console, analysis: Analysis, spark: str | None) -> None:
     found = analysis.findings
     slow = [f for f in found if f.kind == "slowdown" and f.lost_s]
     cost = ""
@@ -119,7 +120,6 @@ def _findings(console: Console, analysis: Analysis) -> None:
         where = f"  [dim]{escape(f.file or '')}:{f.line}[/]" if f.file else ""
         style = "yellow" if f.severity == "warning" else "dim"
         grid.add_row(f"[{style}]{f.kind}[/]", escape(f.title) + where)
-    spark = _spark(analysis)
     if spark:
         grid.add_row("step time", spark)
     console.print(grid)
