@@ -42,8 +42,31 @@ def _chatter(rng: random.Random, nodes: int, it: int) -> str:
     return f"[default{lr}]:time (ms) | forward-compute: {rng.uniform(1000, 9000):.2f} | backward-compute: {rng.uniform(1000, 9000):.2f}"
 
 
-def generate(out: Path, size: int, nodes: int = 48, seed: int = 1) -> dict[str, int]:
+PROFILES = ("sparse", "dense", "hf")
+"""sparse: 200 chatter lines per Megatron iteration line (0.5% of lines are candidates); dense:
+30 per iteration line (log interval 1, ~3% of lines); hf: an HF Trainer run logging every step
+(`logging_steps=1`): a tqdm bar and a loss dict per step among 20 chatter lines."""
+_CHATTER = {"sparse": 200, "dense": 30, "hf": 20}
+
+
+def _hf_step(rng: random.Random, it: int, total: int = 200_000) -> str:
+    """One step of an HF Trainer run with logging_steps=1: tqdm's bar (a `\r` state, as a bar
+    written to a file looks) and the Trainer's loss dict on the same physical line."""
+    pct = it * 100 // total
+    bar = "█" * (pct // 10) + " " * (10 - pct // 10)
+    return (
+        f"\r{pct:3d}%|{bar}| {it}/{total} [1:{it % 60:02d}:{it % 60:02d}<40:00:00,  "
+        f"{rng.uniform(1.3, 1.5):.2f}it/s]{{'loss': {rng.uniform(1, 3):.4f}, "
+        f"'grad_norm': {rng.uniform(0.5, 2):.6f}, 'learning_rate': 4.9e-05, "
+        f"'epoch': {it / 10_000:.2f}}}"
+    )
+
+
+def generate(
+    out: Path, size: int, nodes: int = 48, seed: int = 1, profile: str = "sparse"
+) -> dict[str, int]:
     """Write about `size` bytes; return the truth the benchmark can check."""
+    chatter = _CHATTER[profile]
     rng = random.Random(seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -55,16 +78,21 @@ def generate(out: Path, size: int, nodes: int = 48, seed: int = 1) -> dict[str, 
         f.write("START TIME: Mon Mar 21 08:00:00 CET 2022\n")
         while written < fail_at:
             it += 1
-            lines.extend(_chatter(rng, nodes, it) for _ in range(200))
-            lines.append(
-                f"[default7]: iteration {it:8d}/  115311 | consumed samples: {it * 2048:12d} | "
-                f"consumed tokens: {it * 2048 * 2048:12d} | elapsed time per iteration (s): "
-                f"{rng.uniform(104, 107):.2f} | learning rate: 5.969E-05 | global batch size:  2048 "
-                f"| lm loss: {rng.uniform(2, 3):.6E} | grad norm: 0.174 | num zeros: 0.0 | number of "
-                "skipped iterations:   0 | number of nan iterations:   0 | samples per second: "
-                "19.463 | TFLOPs: 149.02 |"
-            )
-            if it % 100 == 0:
+            lines.extend(_chatter(rng, nodes, it) for _ in range(chatter))
+            if profile == "hf":
+                lines.append(_hf_step(rng, it))
+            else:
+                lines.append(
+                    f"[default7]: iteration {it:8d}/  115311 | consumed samples: {it * 2048:12d} | "
+                    f"consumed tokens: {it * 2048 * 2048:12d} | elapsed time per iteration (s): "
+                    f"{rng.uniform(104, 107):.2f} | learning rate: 5.969E-05 | global batch size:  2048 "
+                    f"| lm loss: {rng.uniform(2, 3):.6E} | grad norm: 0.174 | num zeros: 0.0 | number of "
+                    "skipped iterations:   0 | number of nan iterations:   0 | samples per second: "
+                    "19.463 | TFLOPs: 149.02 |"
+                )
+            if it % 100 == 0 and profile == "hf":
+                lines.append(f"Saving model checkpoint to /ckpt/checkpoint-{it}")
+            elif it % 100 == 0:
                 lines.append(f"[default0]:saving checkpoint at iteration {it:7d} to /ckpt/main")
                 lines.append(
                     f"[default0]:  successfully saved checkpoint at iteration {it:7d} to /ckpt/main"
@@ -98,8 +126,9 @@ def main() -> None:
     ap.add_argument("--size", default="100M")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--nodes", type=int, default=48)
+    ap.add_argument("--profile", choices=PROFILES, default="sparse")
     args = ap.parse_args()
-    truth = generate(args.out, parse_size(args.size), args.nodes)
+    truth = generate(args.out, parse_size(args.size), args.nodes, profile=args.profile)
     print(truth)
 
 

@@ -27,7 +27,8 @@ from generate import generate, parse_size
 
 from logscope.engine import default_library
 from logscope.patterns import Library
-from logscope.scan import Prefilter, RangeTask, escape_literal, scan_range
+from logscope.ranges import RangeTask, scan_range
+from logscope.scan import Prefilter, escape_literal
 from logscope.sources import read_windows
 
 HERE = Path(__file__).resolve().parent

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from .engine import Engine, analyze, default_library
+from .engine import Engine, default_library
 from .errors import InputError, LogscopeError, PatternError
 from .model import Analysis, Culprit, Event, Incident, Job, Line, Outcome
 from .patterns import Library, Signature, builtin_dirs, check_samples, load_library
+from .pipeline import analyze
 from .render.document import document
 
 __all__ = [

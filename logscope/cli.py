@@ -18,10 +18,10 @@ from rich.console import Console
 
 from .actions import Actions, command_argv, run_tail
 from .engine import Engine, default_library
-from .engine import analyze as run_analysis
 from .errors import LogscopeError
 from .model import Analysis
 from .patterns import builtin_dirs, check_samples, load_library
+from .pipeline import analyze as run_analysis
 from .render import FleetFormat, Format, ReportFormat, markdown, terminal
 from .render import json as json_render
 from .render.document import SCHEMA_VERSION, document

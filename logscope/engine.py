@@ -2,36 +2,30 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import re
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from .accounting import advise, attempt_of, build_ledger, headline
 from .clusters import Clusters
-from .compression import compression_of
+from .columns import ProgressColumns
 from .configs import find_configs
-from .context import TAIL_BUDGET, TAIL_BYTES, last_seen, root_context
 from .culprits import Who, World, build_world
 from .endings import attempt_endings
-from .errors import InputError, WorkerError
 from .events import Extractor, who
 from .findings import find
 from .hostlist import expand_hostlist
 from .incidents import build_incidents
 from .jobs import name_jobs
 from .lines import (
-    DISCOVERY_BUDGET,
     DISCOVERY_BYTES,
     prefix_lines,
     routing_prefixes,
-    window_per_input,
 )
 from .model import (
     Analysis,
@@ -51,20 +45,10 @@ from .outcome import (
     make_job,
 )
 from .patterns import Library, builtin_dirs, load_library
-from .scan import Hit, RangeScan, RangeTask, matched_lines, scan_range, unpack
+from .ranges import sort_lines
+from .scan import Hit, candidate_lines, matched
 from .sources import (
-    MAX_LINE,
-    WINDOW,
     Block,
-    ReadStats,
-    Source,
-    coalesce,
-    expand,
-    looks_binary,
-    note_cut,
-    read_blocks,
-    read_blocks_elsewhere,
-    split_ranges,
 )
 from .timeline import Attempt, Timeline, input_of
 from .wrap import WRAP_SAMPLE, wrap_width
@@ -73,8 +57,6 @@ MAX_CONFIG_LINES = 16
 """Configuration lines kept per signature: every rank prints the same options."""
 MAX_EVENTS_PER_SIGNATURE = 5_000
 """Events kept per signature (all are counted): 384 ranks repeating one warning stay bounded."""
-
-_YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
 
 
 @dataclass(slots=True)
@@ -130,22 +112,122 @@ class Engine:
                 self._note_stream(line)
 
     def feed_block(self, block: Block, path: str, year: int | None) -> list[Event]:
-        out: list[Event] = []
+        """Feed a block's candidate lines; returns their events, each run of progress lines
+        parsed in bulk standing as its last line's event."""
         if path not in self.wrap:
             # learned from an input's first block (read_blocks gives whole lines)
             self.wrap[path] = wrap_width(block.data[:WRAP_SAMPLE])
-        for line, hit in matched_lines(
-            self.library,
-            self.extractor.prefilter,
-            block.data,
-            block.first_lineno,
-            path,
-            year,
-            block.truncated,
-            self.wrap[path],
-        ):
+        width = self.wrap[path]
+        candidates = candidate_lines(
+            self.extractor.prefilter, block.data, block.first_lineno, block.truncated, width
+        )
+        lines, progress = sort_lines(self.library, candidates, path, year, width)
+        return self.feed_sorted(lines, progress, path)
+
+    def feed_sorted(
+        self,
+        lines: Sequence[tuple[Line, Hit | None]],
+        progress: ProgressColumns,
+        path: str,
+        base: int = 0,
+    ) -> list[Event]:
+        """Feed decoded lines and bulk-parsed progress lines (numbered from `base`) in line
+        order."""
+        out: list[Event] = []
+        n = len(progress)
+        j = 0
+        for line, hit in lines:
+            if j < n and progress.lineno[j] + base < line.lineno:
+                k = bisect_left(progress.lineno, line.lineno - base, j)
+                out.append(self._feed_progress(progress, j, k, path, base))
+                j = k
             out.extend(self.feed_line(line, hit))
+        if j < n:
+            out.append(self._feed_progress(progress, j, n, path, base))
         return out
+
+    def _feed_progress(
+        self, cols: ProgressColumns, lo: int, hi: int, path: str, base: int
+    ) -> Event:
+        """A run of bulk-parsed progress lines, `cols[lo:hi]`, as `feed_line` would take them
+        one by one; returns the last one's event."""
+        index = self._input_index.setdefault(path, len(self._input_index))
+        seq0 = (index << 40) + base
+
+        def event(i: int) -> Event:
+            return self._progress_event(cols, i, path, base)
+
+        self._progress_streams(cols, lo, hi, path)
+        progress, timeline = self.progress, self.timeline
+        first = len(progress)
+        its = cols.values["iteration"]
+        seqs = array("q", (seq0 + n for n in cols.lineno[lo:hi]))
+        seconds = array("d")
+        for i in range(lo, hi):
+            it = its[i]
+            step = self._log_interval(None if it != it else int(it))
+            s = cols.values["iter_s"][i]
+            if s != s:
+                s = cols.values["iter_ms"][i] / 1000
+            seconds.append(s * step)
+        columns: dict[str, array[Any]] = {
+            name: cols.values[name][lo:hi]
+            for name in ("loss", "grad_norm", "loss_scale", "skipped", "nan_iters", "batch")
+        }
+        columns["seq"] = seqs
+        columns["iteration"] = array("q", (-1 if v != v else int(v) for v in its[lo:hi]))
+        columns["time"] = array("d", cols.time[lo:hi])
+        columns["iter_s"] = seconds
+        columns["nonfinite"] = cols.nonfinite[lo:hi]
+        totals = [v for v in cols.values["train_iters"][lo:hi] if v == v]
+        progress.extend(columns, int(totals[-1]) if totals else None)
+        if first == 0:
+            progress.keep(0, event(lo))
+        progress.resolve = lambda idx: event(lo + idx - first)
+        try:
+            derived = -math.inf
+            t_lo, t_hi = math.inf, -math.inf
+            iteration = columns["iteration"]
+            for k in range(hi - lo):
+                seq, stamp, it_k = seqs[k], cols.time[lo + k], iteration[k]
+                if stamp == stamp:
+                    t_lo, t_hi = min(t_lo, stamp), max(t_hi, stamp)
+                    timeline.stamp_at(seq, stamp)
+                t = timeline.add_progress(seq, stamp, first + k, None if it_k < 0 else it_k)
+                if t is not None and t > derived:
+                    derived = t
+        finally:
+            progress.resolve = None
+        last = event(hi - 1)
+        progress.keep(first + hi - lo - 1, last)
+        if derived > self._derived_until:
+            self._derived_until = derived
+        if t_lo <= t_hi:
+            self._tick(datetime.fromtimestamp(t_lo))
+            self._tick(datetime.fromtimestamp(t_hi))
+        return last
+
+    def _progress_streams(self, cols: ProgressColumns, lo: int, hi: int, path: str) -> None:
+        """The streams and hosts of a run of progress lines; a torchrun failure block open in
+        one of their streams ends, as a line of the stream would end it."""
+        for h in set(cols.head[lo:hi]):
+            host, rank, local_rank, task, _, _ = cols.heads[h]
+            if local_rank is not None or rank is not None:
+                self.streams.add((task, host, local_rank, rank))
+            if host:
+                self.hosts.add(host)
+            for e in self.extractor.interrupt(path, task, host):
+                self._add(e)
+
+    def _progress_event(self, cols: ProgressColumns, i: int, path: str, base: int) -> Event:
+        """The event of bulk-parsed line `i`, built as the per-line path builds it."""
+        lineno = base + cols.lineno[i]
+        sig = self.library.signatures[cols.signature[i]]
+        raw = cols.raw_line(i)
+        for line, hit in matched(self.library, raw, path, lineno, cols.year, False, None):
+            if hit is not None and hit[0] is sig:
+                return self.extractor.event_of(line, hit, self._seq(line))
+        raise AssertionError(f"{path}:{lineno}: a bulk-parsed line no longer matches")
 
     def feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
         self._note_stream(line)
@@ -195,7 +277,8 @@ class Engine:
         if e.kind == "iteration":
             it = field_int(e, "iteration")
             idx = self.progress.add(e, it, line_seconds(e, self._log_interval(it)))
-            t = self.timeline.add_progress(e, idx, it)
+            exact = e.time.timestamp() if e.time is not None and e.time_exact else math.nan
+            t = self.timeline.add_progress(e.seq, exact, idx, it)
             if t is not None and t > self._derived_until:
                 self._derived_until = t
             return
@@ -434,222 +517,5 @@ def _stamp_kind(e: Event) -> str:
     return "anchor"
 
 
-def _feed_sequential(
-    engine: Engine,
-    src: Source,
-    stats: ReadStats,
-    block_size: int,
-    tick: Callable[[int], None],
-    elsewhere: bool = False,
-) -> None:
-    """Read an input block by block here, or (`elsewhere`) in a child process."""
-    year: int | None = None
-    if elsewhere:
-        blocks = read_blocks_elsewhere(src, stats, block_size)
-    else:
-        blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
-    for i, block in enumerate(blocks):
-        if i == 0:
-            year = _year_hint(src, block.data[:65536])
-        engine.discover(block, src.path)
-        engine.feed_block(block, src.path, year)
-        tick(stats.bytes)
-
-
-def _range_tasks(
-    src: Source, engine: Engine, min_bytes: int, chunk_bytes: int
-) -> list[RangeTask] | None:
-    """The ranges of an uncompressed file of `min_bytes` and up, each starting at a line start;
-    None for any other input, and for a file the sequential path must explain (unreadable,
-    binary)."""
-    if src.path == "-":
-        return None
-    try:
-        size = Path(src.path).stat().st_size
-        if size < min_bytes or compression_of(src.path) is not None:
-            return None
-        with Path(src.path).open("rb") as f:
-            head = f.read(WRAP_SAMPLE)
-        if looks_binary(head[:65536]):
-            return None
-        ranges = split_ranges(src.path, size, chunk_bytes)
-    except OSError:
-        return None
-    pattern = engine.extractor.prefilter.pattern
-    year = _year_hint(src, head[:65536])
-    wrap = engine.wrap[src.path] = wrap_width(head[: head.rfind(b"\n") + 1])
-    return [
-        RangeTask(
-            src.path,
-            a,
-            b,
-            pattern,
-            engine.library,
-            year,
-            discovery=engine.discovery,
-            wrap=wrap,
-            literals=engine.extractor.prefilter.literals,
-        )
-        for a, b in ranges
-    ]
-
-
-def _compressed(src: Source, min_bytes: int) -> bool:
-    """A compressed file of `min_bytes` and up."""
-    if src.path == "-":
-        return False
-    try:
-        return Path(src.path).stat().st_size >= min_bytes and compression_of(src.path) is not None
-    except OSError:
-        return False  # the read explains
-
-
-def _feed_ranges(
-    engine: Engine,
-    src: Source,
-    stats: ReadStats,
-    tasks: list[RangeTask],
-    scans: Iterator[RangeScan],
-    tick: Callable[[int], None],
-) -> None:
-    """Feed the scans of a file's ranges (the next len(tasks) of `scans`) in order."""
-    base = 0
-    marks = engine.line_marks.setdefault(src.path, [])
-    error: str | None = None
-    for task in tasks:
-        scan = next(scans)  # taken even after an error: the next input's scans follow
-        if error is not None or scan.error is not None:
-            error = error or scan.error
-            continue
-        marks.append((base + 1, task.start))
-        engine.note_prefixes(src.path, scan.prefixes)
-        for match in scan.matches:
-            engine.feed_line(*unpack(match, src.path, base + 1, engine.library))
-        note_cut(stats, src.path, [base + c for c in scan.cut], MAX_LINE)
-        base += scan.lines
-        stats.bytes += scan.size
-        stats.lines = base
-        tick(stats.bytes)
-    if error is not None:
-        raise InputError(src.path, error)
-
-
-def _in_order(
-    pool: ProcessPoolExecutor, workers: int, tasks: Sequence[RangeTask]
-) -> Iterator[RangeScan]:
-    """Scans of the tasks in order, with at most two per worker submitted ahead: results wait
-    in memory only while this process is behind (Executor.map would submit them all)."""
-    ahead = 2 * workers
-    pending: deque[tuple[str, Future[RangeScan]]] = deque()
-    path = ""
-    try:
-        for task in tasks:
-            pending.append((task.path, pool.submit(scan_range, task)))
-            if len(pending) > ahead:
-                path, future = pending.popleft()
-                yield future.result()
-        while pending:
-            path, future = pending.popleft()
-            yield future.result()
-    except BrokenProcessPool:
-        raise WorkerError(
-            f"{path}: a worker process died (killed? out of memory?); try again with --jobs 1"
-        ) from None
-
-
-def _year_hint(src: Source, first: bytes) -> int | None:
-    m = _YEAR.search(first)
-    if m:
-        return int(m.group(1))
-    if src.path != "-":
-        try:
-            return datetime.fromtimestamp(Path(src.path).stat().st_mtime).year
-        except OSError:
-            return None
-    return None
-
-
 def default_library(extra: Iterable[Path | str] = ()) -> Library:
     return load_library([*builtin_dirs(), *extra])
-
-
-RANGE_MIN_BYTES = 1 << 20
-"""Uncompressed files this size and up are read in ranges (by workers, when there are)."""
-PARALLEL_MIN_BYTES = 64 << 20
-"""Fewer bytes in ranges are read in this process: starting workers costs more than it saves."""
-CHUNK_BYTES = 32 << 20
-
-
-def analyze(
-    paths: Sequence[str],
-    library: Library | None = None,
-    warn: list[str] | None = None,
-    block_size: int = WINDOW,
-    gpus: int | None = None,
-    mtbf_s: float | None = None,
-    jobs: int = 1,
-    on_progress: Callable[[int], None] | None = None,
-    chunk_bytes: int = CHUNK_BYTES,
-    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
-    range_min_bytes: int = RANGE_MIN_BYTES,
-) -> Analysis:
-    """Analyze logs that have ended. `warn` collects non-fatal input problems.
-
-    Uncompressed files of `range_min_bytes` and up are read as ranges that start at line
-    starts, scanned by `jobs` worker processes when `jobs` > 1 and the ranges hold
-    `parallel_min_bytes` in all; the matched lines are fed to the one engine in input order, so
-    the result is the same with any `jobs`. `on_progress` gets the bytes read so far.
-    """
-    library = library or default_library()
-    sources = expand(list(paths))
-    engine = Engine(library)
-    engine.discovery = window_per_input(len(sources), DISCOVERY_BUDGET, 1 << 20, DISCOVERY_BYTES)
-    inputs: list[InputInfo] = []
-    plans = [(src, _range_tasks(src, engine, range_min_bytes, chunk_bytes)) for src in sources]
-    tasks = [t for _, ts in plans for t in ts or ()]
-    done = 0
-    with contextlib.ExitStack() as stack:
-        if jobs > 1 and sum(t.end - t.start for t in tasks) >= parallel_min_bytes:
-            pool = stack.enter_context(ProcessPoolExecutor(jobs))
-            scans = _in_order(pool, jobs, tasks)
-        else:
-            scans = map(scan_range, tasks)
-        for src, ranges in plans:
-            stats = ReadStats()
-
-            def tick(n: int, base: int = done) -> None:
-                if on_progress is not None:
-                    on_progress(base + n)
-
-            try:
-                if ranges is not None:
-                    _feed_ranges(engine, src, stats, ranges, scans, tick)
-                else:
-                    elsewhere = jobs > 1 and _compressed(src, range_min_bytes)
-                    _feed_sequential(engine, src, stats, block_size, tick, elsewhere)
-            except InputError as err:
-                if src.explicit:
-                    raise
-                stats.warnings.append(f"{src.path}: skipped: {err.message}")
-            except OSError as err:
-                raise InputError(src.path, f"cannot read: {err.strerror or err}") from None
-            if stats.bytes == 0 and not stats.warnings:
-                stats.warnings.append(f"{src.path}: {EMPTY_INPUT}")
-            done += stats.bytes
-            if on_progress is not None:
-                on_progress(done)
-            if warn is not None:
-                warn.extend(stats.warnings)
-            inputs.append(
-                InputInfo(
-                    src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings)
-                )
-            )
-    analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
-    analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks)
-    tail = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
-    analysis.extra["last_seen"] = last_seen(analysis, tail)
-    return analysis
-
-
-EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"

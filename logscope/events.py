@@ -10,7 +10,7 @@ from typing import Any
 
 from .clusters import Clusters
 from .model import Event, Line
-from .patterns import Library
+from .patterns import Library, Signature
 from .scan import Hit, Prefilter
 
 _BLOCK_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
@@ -92,6 +92,20 @@ def parse_time(value: str) -> datetime | None:
 
 def looks_like_error(message: str) -> bool:
     return bool(_LOOKS_LIKE_ERROR.search(message)) and not _NOT_AN_ERROR.search(message)
+
+
+def inert(line: Line) -> bool:
+    """A decoded record without a match that the extractor and the engine would keep nothing
+    of: no routing prefix, no time, no error words, not a ChildFailedError block's start."""
+    return (
+        line.host is None
+        and line.rank is None
+        and line.local_rank is None
+        and line.task is None
+        and line.time is None
+        and not _BLOCK_START.match(line.text)
+        and not looks_like_error(line.text)
+    )
 
 
 def who(line: Line) -> tuple[int | None, str | None, int | None, int | None]:
@@ -178,26 +192,7 @@ class Extractor:
             category, fields = self._classified(
                 category, fields, fields.get("exception", ""), fields.get("message", "")
             )
-        time = line.time
-        exact = time is not None
-        if "time" in fields:
-            t = parse_time(fields["time"])
-            if t is not None:
-                time, exact = t, True
-        out.append(
-            Event(
-                seq=seq,
-                signature=sig.id,
-                kind=sig.kind,
-                line=line,
-                fields=fields,
-                category=category,
-                severity=severity,
-                role=sig.role,
-                time=time,
-                time_exact=exact,
-            )
-        )
+        out.append(self._event(line, sig, fields, seq, category, severity))
         if sig.id == "torchrun.child_failed":
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
         if sig.id == TRACEBACK_START:
@@ -205,6 +200,48 @@ class Extractor:
         elif open_traceback and (raised or sig.role == "cause" or severity in ("fatal", "error")):
             del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
         return out
+
+    def event_of(self, line: Line, hit: Hit, seq: int) -> Event:
+        """The event of a line whose signature needs no state of the extractor (a progress
+        line), as `feed` builds it."""
+        sig, fields = hit
+        return self._event(line, sig, fields, seq, sig.category, sig.severity)
+
+    @staticmethod
+    def _event(
+        line: Line,
+        sig: Signature,
+        fields: dict[str, str],
+        seq: int,
+        category: str | None,
+        severity: str | None,
+    ) -> Event:
+        time = line.time
+        exact = time is not None
+        if "time" in fields:
+            t = parse_time(fields["time"])
+            if t is not None:
+                time, exact = t, True
+        return Event(
+            seq=seq,
+            signature=sig.id,
+            kind=sig.kind,
+            line=line,
+            fields=fields,
+            category=category,
+            severity=severity,
+            role=sig.role,
+            time=time,
+            time_exact=exact,
+        )
+
+    def interrupt(self, path: str, task: int | None, host: str | None) -> list[Event]:
+        """A line of a stream that is no part of a torchrun failure block: a block open in
+        that stream has ended (its events)."""
+        key = (path, task, host)
+        if key not in self._blocks:
+            return []
+        return self._close(key, Line(path=path, lineno=0, raw="", text=""))
 
     def _classified(
         self, category: str | None, fields: dict[str, str], exception: str, message: str

@@ -7,7 +7,7 @@ import math
 import statistics
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -274,16 +274,36 @@ class Progress:
     """Global batch size (it ramps up in some runs: step time is compared per sample)."""
     train_iters: int | None = None
     first: Event | None = None
-    _last: Event | None = None
+    _latest: tuple[int, Event] | None = None
+    """The last line added as an Event, with its index."""
+    resolve: Callable[[int], Event] | None = None
+    """Builds the Event of a line added in bulk (`extend`), while its text is at hand."""
 
     @property
     def last(self) -> Event | None:
         """The last iteration line, with the time the timeline gave it (built on demand: one
         Event per line would cost more than the rest of its bookkeeping)."""
-        e = self._last
+        if not self.seq:
+            return None
+        e = self.event(len(self.seq) - 1)
         if e is None or math.isnan(self.time[-1]):
             return e
         return replace(e, time=datetime.fromtimestamp(self.time[-1]))
+
+    def event(self, idx: int) -> Event | None:
+        """The Event of line `idx`: the first and the last line are kept; another one only
+        while the engine feeds the bulk of lines that holds it."""
+        if idx == 0 and self.first is not None:
+            return self.first
+        if self._latest is not None and self._latest[0] == idx:
+            return self._latest[1]
+        return self.resolve(idx) if self.resolve is not None else None
+
+    def keep(self, idx: int, e: Event) -> None:
+        """Hold the Event of line `idx` (the latest so far)."""
+        if idx == 0:
+            self.first = e
+        self._latest = (idx, e)
 
     def add(self, e: Event, iteration: int | None, seconds: float) -> int:
         """Add an iteration line (its iteration number and the seconds it covers, as the
@@ -305,10 +325,18 @@ class Progress:
         total = field_int(e, "train_iters")
         if total is not None:
             self.train_iters = total
-        if self.first is None:
-            self.first = e
-        self._last = e
+        self.keep(len(self.seq) - 1, e)
         return len(self.seq) - 1
+
+    def extend(self, columns: dict[str, array[Any]], train_iters: int | None) -> int:
+        """Add lines parsed in bulk: equal-length arrays named like this class's columns
+        (`time` NaN until the timeline gives one); returns the first one's index."""
+        first = len(self.seq)
+        for name in _BULK_COLUMNS:
+            getattr(self, name).extend(columns[name])
+        if train_iters is not None:
+            self.train_iters = train_iters
+        return first
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -346,6 +374,20 @@ class Progress:
                 return datetime.fromtimestamp(v)
         return None
 
+
+_BULK_COLUMNS = (
+    "seq",
+    "iteration",
+    "time",
+    "iter_s",
+    "loss",
+    "nonfinite",
+    "grad_norm",
+    "loss_scale",
+    "skipped",
+    "nan_iters",
+    "batch",
+)
 
 FINDING_KINDS = (
     "slowdown",

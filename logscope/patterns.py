@@ -26,6 +26,7 @@ _KNOWN = frozenset(
         "references",
         "counter_samples",
         "classify",
+        "columns",
     }
 )
 _RULE_KNOWN = frozenset({"id", "category", "exception", "message", "samples"})
@@ -73,12 +74,22 @@ class Signature:
     classify: bool = False
     """A catch-all (an exception line, an unrecognized error line): the library's classification
     rules decide its category from its `exception` and `message` fields."""
+    columns: tuple[regex.Pattern[str], ...] = ()
+    """Optional fields of a line `regex` matched, each searched on its own in the message: a
+    progress line's loss, grad norm, batch size (see logscope.columns)."""
 
     def match(self, message: str) -> dict[str, str] | None:
         m = self.regex.search(message)
         if m is None:
             return None
-        return {k: v for k, v in m.groupdict().items() if v is not None}
+        fields = {k: v for k, v in m.groupdict().items() if v is not None}
+        for column in self.columns:
+            c = column.search(message)
+            if c is not None:
+                for k, v in c.groupdict().items():
+                    if v is not None:
+                        fields.setdefault(k, v)
+        return fields
 
 
 _BLANK_DIGITS = bytes.maketrans(b"0123456789", b"\0" * 10)
@@ -119,7 +130,10 @@ class _TriggerIndex:
     def candidates(self, raw: str) -> tuple[int, ...]:
         """Indexes of the signatures whose trigger the line holds, ascending."""
         # UTF-8 keeps substrings: a trigger is in the text iff its bytes are in the text's bytes
-        data = raw.encode("utf-8", "surrogatepass")
+        return self.candidates_in(raw.encode("utf-8", "surrogatepass"))
+
+    def candidates_in(self, data: bytes) -> tuple[int, ...]:
+        """`candidates` of a line's UTF-8 bytes."""
         if len(data) > _SHAPE_MAX_LEN:
             found, numeric = self._scan(data, self.triggers), self.numeric
         else:
@@ -227,6 +241,10 @@ class Library:
                 return rule
         return None
 
+    def candidate_signatures(self, raw: bytes) -> tuple[int, ...]:
+        """Indexes of the signatures whose trigger a line (its bytes) holds, ascending."""
+        return self._index.candidates_in(raw)
+
     def match(self, raw: str, message: str) -> tuple[Signature, dict[str, str]] | None:
         """The best signature for a line: triggers checked on the raw line, regex on the message."""
         best: tuple[Signature, dict[str, str]] | None = None
@@ -298,6 +316,14 @@ def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
         compiled = regex.compile(entry["regex"])
     except (regex.error, TypeError) as err:
         raise PatternError(path, f"regex: does not compile: {err}", where) from None
+    columns: list[regex.Pattern[str]] = []
+    for i, text in enumerate(_as_list(entry.get("columns"), path, where, "columns")):
+        try:
+            columns.append(regex.compile(text))
+        except regex.error as err:
+            raise PatternError(path, f"columns[{i}]: does not compile: {err}", where) from None
+        if not columns[-1].groupindex:
+            raise PatternError(path, f"columns[{i}]: needs a named group", where)
     triggers = _as_list(entry["trigger"], path, where, "trigger")
     if not triggers or not all(triggers):
         raise PatternError(path, "trigger: needs at least one non-empty string", where)
@@ -327,6 +353,7 @@ def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
         references=_as_list(entry.get("references"), path, where, "references"),
         source=path,
         classify=classify,
+        columns=tuple(columns),
     )
 
 

@@ -9,31 +9,21 @@ are decoded and matched.
 from __future__ import annotations
 
 import functools
-import operator
 import re
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from dataclasses import fields as dataclass_fields
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InputError
-from .lines import DISCOVERY_BYTES, decode, parse_line, routing_prefixes
+from .lines import decode, parse_line
 from .model import Line
 from .patterns import Library, Signature
 from .sources import (
-    MAX_LINE,
-    WINDOW,
-    LongLine,
-    ReadStats,
-    Source,
     line_numbers,
     newlines_of,
-    read_blocks,
-    read_windows,
 )
 from .wrap import rejoin
 
@@ -189,22 +179,19 @@ Hit = tuple[Signature, dict[str, str]]
 """The best signature for a line and the fields its regex captured."""
 
 
-def matched_lines(
-    library: Library,
+def candidate_lines(
     prefilter: Prefilter,
     block: bytes,
     first_lineno: int,
-    path: str,
-    year: int | None,
     truncated: Collection[int] = (),
     width: int | None = None,
-) -> Iterator[tuple[Line, Hit | None]]:
-    """Decode the candidate lines of a block and match each against the library."""
+) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, raw bytes, cut at MAX_LINE) of each candidate line of a block."""
     for lineno, raw in prefilter.lines(block, first_lineno, width):
-        yield from _matched(library, raw, path, lineno, year, lineno in truncated, width)
+        yield lineno, raw, lineno in truncated
 
 
-def _matched(
+def matched(
     library: Library,
     raw: bytes,
     path: str,
@@ -240,116 +227,3 @@ def _matched_record(
                     offset -= len(texts[at])
                     at += 1
         yield replace(line, lineno=lineno + at, raw=texts[at], truncated=cut), hit
-
-
-_line_state = operator.attrgetter(*(f.name for f in dataclass_fields(Line)[1:]))
-PackedMatch = tuple[tuple[Any, ...], int, dict[str, str] | None]
-"""A matched line as plain data: the Line's fields after `path`, signature index (-1: none)
-and fields. Plain tuples cross processes five times faster than pickled dataclasses."""
-
-
-@dataclass(frozen=True, slots=True)
-class RangeTask:
-    """One worker's share of a file: bytes [start, end), which begin at a line start."""
-
-    path: str
-    start: int
-    end: int
-    pattern: str
-    library: Library
-    year: int | None
-    window: int = WINDOW
-    max_line: int = MAX_LINE
-    discovery: int = DISCOVERY_BYTES
-    """Bytes at the input's start whose lines' routing prefixes are collected."""
-    wrap: int | None = None
-    """The width the input's lines were hard-wrapped at (wrap.wrap_width), if they were."""
-    literals: tuple[str, ...] = ()
-    """The prefilter's triggers (Prefilter.literals), for Hyperscan."""
-
-
-@dataclass(frozen=True, slots=True)
-class RangeScan:
-    matches: list[PackedMatch]
-    """Line numbers count from the range's first line (1)."""
-    lines: int
-    size: int
-    cut: list[int]
-    """Line numbers (from the range's first line) cut at MAX_LINE."""
-    prefixes: tuple[bytes, ...]
-    """Routing prefixes of its lines in the input's discovery window (lines.routing_prefixes)."""
-    error: str | None = None
-    """Why the range could not be read (the file vanished, say): its input's error."""
-
-
-def scan_range(task: RangeTask) -> RangeScan:
-    """Find, decode and match the candidate lines of a range. Runs in a worker process."""
-    try:
-        try:
-            return _scan(task, _window_lines)
-        except LongLine:
-            # rare: a line over MAX_LINE, which read_blocks cuts and reports
-            return _scan(task, _block_lines)
-    except InputError as err:
-        return RangeScan([], 0, 0, [], (), err.message)
-    except OSError as err:
-        return RangeScan([], 0, 0, [], (), f"cannot read: {err.strerror or err}")
-
-
-@dataclass(slots=True)
-class _Tally:
-    lines: int = 0
-    cut: list[int] = field(default_factory=list)
-    prefixes: set[bytes] = field(default_factory=set)
-
-
-_RangeLines = Callable[[RangeTask, _Tally], Iterator[tuple[int, bytes, bool]]]
-
-
-def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
-    index = {id(s): i for i, s in enumerate(task.library.signatures)}
-    out: list[PackedMatch] = []
-    tally = _Tally()
-    for lineno, raw, truncated in read(task, tally):
-        for line, hit in _matched(
-            task.library, raw, task.path, lineno, task.year, truncated, task.wrap
-        ):
-            state = _line_state(line)
-            out.append((state, -1, None) if hit is None else (state, index[id(hit[0])], hit[1]))
-    prefixes = tuple(sorted(tally.prefixes))
-    return RangeScan(out, tally.lines, task.end - task.start, tally.cut, prefixes)
-
-
-def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
-    prefilter = Prefilter(task.pattern, task.literals)
-    for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
-        tally.prefixes |= routing_prefixes(w.data, w.offset, w.size, task.discovery)
-        spans = rejoin(w.data, list(prefilter.candidates(w.data, w.size)), task.wrap, w.size)
-        numbers = w.lineno_at([start for start, _ in spans])
-        for (start, end), lineno in zip(spans, numbers, strict=True):
-            yield lineno, bytes(w.data[start:end]), False
-        tally.lines = w.first_lineno - 1 + w.nlines
-
-
-def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
-    prefilter = Prefilter(task.pattern, task.literals)
-    stats = ReadStats()
-    offset = task.start  # as Engine.discover counts: the bytes of the blocks, cut lines cut
-    for block in read_blocks(
-        Source(task.path), stats, max_line=task.max_line, byte_range=(task.start, task.end)
-    ):
-        tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
-        offset += len(block.data)
-        for lineno, raw in prefilter.lines(block.data, block.first_lineno, task.wrap):
-            yield lineno, raw, lineno in block.truncated
-        tally.cut.extend(block.truncated)
-        tally.lines = block.first_lineno - 1 + block.nlines
-
-
-def unpack(
-    match: PackedMatch, path: str, first_lineno: int, library: Library
-) -> tuple[Line, Hit | None]:
-    """A worker's match back as a Line (numbered in the file) and its hit."""
-    state, sig, captured = match
-    line = Line(path, first_lineno - 1 + state[0], *state[1:])
-    return line, None if sig < 0 or captured is None else (library.signatures[sig], captured)

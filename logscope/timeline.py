@@ -102,8 +102,6 @@ class _Open:
     saves: list[list[float | int | None]] = field(default_factory=list)
     """[iteration, start, duration or None]"""
     unfinished: list[int | None] = field(default_factory=list)
-    last_event: Event | None = None
-    """The last progress line, given its time (progress.time) when the attempt closes."""
 
 
 def timestamp(t: datetime | None) -> float | None:
@@ -148,8 +146,11 @@ class Timeline:
     def stamp(self, seq: int, t: datetime, kind: str = "anchor") -> None:
         """A wall-clock time seen in the log. `kind`: anchor, loop (the training loop starts
         now), start, end, waiting."""
+        self.stamp_at(seq, t.timestamp(), kind)
+
+    def stamp_at(self, seq: int, v: float, kind: str = "anchor") -> None:
+        """`stamp` with POSIX seconds."""
         inp = input_of(seq)
-        v = t.timestamp()
         cur = self._cur
         if inp in self._pending or (
             (cur is None or cur.input != inp) and inp not in self._has_progress
@@ -171,10 +172,10 @@ class Timeline:
         if kind in ("anchor", "start", "loop"):
             cur.anchor = v if cur.anchor is None else max(cur.anchor, v)
 
-    def add_progress(self, e: Event, idx: int, it: int | None) -> float | None:
-        """An iteration line (index `idx` in Progress, iteration `it`); returns the time given
-        to it."""
-        inp = input_of(e.seq)
+    def add_progress(self, seq: int, exact: float, idx: int, it: int | None) -> float | None:
+        """An iteration line (order key `seq`, index `idx` in Progress, iteration `it`, the
+        time it states or NaN); returns the time given to it."""
+        inp = input_of(seq)
         cur = self._cur
         pending = self._pending.pop(inp, None)
         reset = cur is not None and it is not None and cur.last_it is not None and it <= cur.last_it
@@ -184,7 +185,7 @@ class Timeline:
             if pending is not None:
                 first_seq, kind, resumed = pending
             else:
-                first_seq, kind, resumed = e.seq, "iteration_reset" if reset else "input", None
+                first_seq, kind, resumed = seq, "iteration_reset" if reset else "input", None
             if cur is None and pending is None:
                 kind = "start"
             cur = self._cur = _Open(len(self.attempts), inp, first_seq, kind, resumed)
@@ -193,8 +194,7 @@ class Timeline:
         self._has_progress.add(inp)
         d = self.progress.iter_s[idx]
         d = 0.0 if math.isnan(d) else d
-        exact = e.time.timestamp() if e.time is not None and e.time_exact else None
-        if exact is not None:
+        if exact == exact:  # not NaN
             t: float | None = exact
         elif cur.t_prev is not None:
             t = cur.t_prev + d + cur.pending_save_s
@@ -225,8 +225,7 @@ class Timeline:
             cur.first_it = it
         cur.last_idx = idx
         cur.last_it = it if it is not None else cur.last_it
-        cur.last_seq = max(cur.last_seq, e.seq)
-        cur.last_event = e
+        cur.last_seq = max(cur.last_seq, seq)
         return t
 
     def now(self, seq: int) -> float | None:
@@ -321,6 +320,8 @@ class Timeline:
         self, cur: _Open, saves: list[Save], end: datetime | None, ended_saving: bool
     ) -> Attempt:
         last_t = self.progress.time[cur.last_idx] if cur.last_idx >= 0 else math.nan
+        # the last progress line, given its time (progress.time) when the attempt closes
+        last_event = self.progress.event(cur.last_idx) if cur.last_idx >= 0 else None
         return Attempt(
             index=cur.index,
             input=cur.input,
@@ -337,9 +338,9 @@ class Timeline:
             saves=tuple(saves),
             unfinished_saves=tuple(cur.unfinished),
             progress=(cur.first_idx, cur.last_idx),
-            last_event=cur.last_event
-            if cur.last_event is None or math.isnan(last_t)
-            else replace(cur.last_event, time=from_timestamp(last_t)),
+            last_event=last_event
+            if last_event is None or math.isnan(last_t)
+            else replace(last_event, time=from_timestamp(last_t)),
             ended_saving=ended_saving,
         )
 

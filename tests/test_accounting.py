@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logscope.accounting import Ledger, advise, build_ledger, daly, young
-from logscope.engine import analyze
 from logscope.model import Analysis
+from logscope.pipeline import analyze
 from logscope.render.terminal import render as render_terminal
 from logscope.timeline import Attempt, Save
 

@@ -23,6 +23,8 @@ ORDER = [
     "patterns",
     "scan",
     "events",
+    "columns",
+    "ranges",
     "culprits",
     "incidents",
     "outcome",
@@ -37,6 +39,7 @@ ORDER = [
     "endings",
     "context",
     "engine",
+    "pipeline",
     "watch",
     "actions",
     "fleet",
@@ -121,7 +124,7 @@ def test_an_analysis_with_findings_does_not_import_pandas(tmp_path: Path) -> Non
 
     generate(tmp_path, Plan(seed=1, slowdown=0.05, spikes=1, nan=True))
     code = (
-        "import sys; from logscope.engine import analyze; from logscope.render.document import "
+        "import sys; from logscope.pipeline import analyze; from logscope.render.document import "
         f"document; a = analyze([{str(tmp_path / 'train.log')!r}]); document(a); "
         "assert a.findings; print('pandas' in sys.modules)"
     )

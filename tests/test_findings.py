@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from logscope.engine import analyze, default_library
+from logscope.engine import default_library
 from logscope.model import Analysis, Finding
+from logscope.pipeline import analyze
 from logscope.render.document import document
 
 from .conftest import FIXTURES

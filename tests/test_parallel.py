@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from logscope import engine as engine_module
-from logscope.engine import analyze, default_library
+from logscope import pipeline as pipeline_module
+from logscope.engine import default_library
 from logscope.errors import InputError, WorkerError
-from logscope.render.document import document
-from logscope.scan import (
-    Prefilter,
+from logscope.pipeline import analyze
+from logscope.ranges import (
     RangeTask,
     _block_lines,
     _scan,
@@ -23,6 +22,8 @@ from logscope.scan import (
     _window_lines,
     scan_range,
 )
+from logscope.render.document import document
+from logscope.scan import Prefilter
 from logscope.sources import MAX_LINE, LongLine, split_ranges
 
 from .conftest import FIXTURES
@@ -144,7 +145,7 @@ def test_a_dead_worker_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     log = tmp_path / "big.log"
     log.write_bytes((FIXTURES / "lab" / "raise_rank1.log").read_bytes() * 20)
     # the pool pickles the function by name: the forked workers find this module's _die
-    monkeypatch.setattr(engine_module, "scan_range", _die)
+    monkeypatch.setattr(pipeline_module, "scan_range", _die)
     with pytest.raises(WorkerError, match=r"big\.log: a worker process died"):
         analyze([str(log)], jobs=2, parallel_min_bytes=0, range_min_bytes=0, chunk_bytes=4096)
 

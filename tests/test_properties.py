@@ -15,9 +15,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logscope.engine import analyze, default_library
+from logscope.engine import default_library
 from logscope.errors import InputError
 from logscope.model import Analysis
+from logscope.pipeline import analyze
 from logscope.render.document import document
 
 from .conftest import FIXTURES

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from logscope.engine import analyze
 from logscope.jobs import job_in_name
+from logscope.pipeline import analyze
 
 from .conftest import child_failed_block
 

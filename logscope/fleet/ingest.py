@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..engine import analyze, default_library
+from ..engine import default_library
 from ..errors import LogscopeError
 from ..model import Analysis
 from ..patterns import Library
+from ..pipeline import analyze
 from .store import tables, write
 
 _SLURM_ID = re.compile(r"^\d+$")

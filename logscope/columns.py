@@ -1,0 +1,370 @@
+"""Progress lines as columns (issue 13): the iteration lines of a range parsed in bulk.
+
+A log that prints every step is mostly iteration lines, and decoding each into a Line, a dict of
+fields and an Event costs ~50 us of Python a line. Here a range's plain progress lines (every
+trigger they hold belongs to an iteration signature) are parsed together: each signature's regex
+and its `columns` run once over all of them inside pyarrow (RE2), numbers become float arrays,
+and the prefix before each match (`[default7]: `, a timestamp) is decoded once per distinct
+prefix. The engine receives arrays, not one object per line.
+
+Lines this path cannot vouch for take the per-line path instead, whole: a line cut at MAX_LINE
+or rejoined from a hard-wrapped record, one with control characters or non-ASCII text (RE2 and
+the `regex` module agree on `\\d`, `\\s` and `\\b` over ASCII only), one whose `\\r` states before
+the last say anything, one with another rank's output glued into it, one no regex matches.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .events import inert, parse_time
+from .lines import _EMBEDDED, parse_line
+from .patterns import Library
+from .scan import BLOCK_TRIGGERS, escape_literal
+
+VALUES = (
+    "iteration",
+    "train_iters",
+    "iter_s",
+    "iter_ms",
+    "loss",
+    "grad_norm",
+    "loss_scale",
+    "skipped",
+    "nan_iters",
+    "batch",
+)
+"""The numeric fields of a progress line that Progress keeps (model.Progress)."""
+
+_HEAD = "_head"
+_BLOCK = re.compile(b"|".join(re.escape(t.encode()) for t in BLOCK_TRIGGERS))
+_BLOCK_RE2 = "|".join(escape_literal(t) for t in BLOCK_TRIGGERS)
+_CONTROL = bytes(range(32)) + b"\x7f"
+HeadFields = tuple[str | None, int | None, int | None, int | None, str | None, str | None]
+"""What a line's prefix says: (host, rank, local rank, srun task, tee role, log level)."""
+
+
+def _re2_ok(pattern: str) -> bool:
+    """RE2 compiles the pattern and every group in it is named (extract_regex needs both)."""
+    try:
+        pc.extract_regex(_strings([]), pattern)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+_BULK: dict[int, tuple[Library, frozenset[int]]] = {}
+
+
+def bulk_signatures(library: Library) -> frozenset[int]:
+    """Indexes of the iteration signatures whose regex and columns RE2 runs as written
+    (worked out once per library and process)."""
+    known = _BULK.get(id(library))
+    if known is not None and known[0] is library:
+        return known[1]
+    out: set[int] = set()
+    for i, s in enumerate(library.signatures):
+        patterns = [s.regex.pattern, *(c.pattern for c in s.columns)]
+        if s.kind == "iteration" and all(_re2_ok(p) for p in patterns):
+            out.add(i)
+    if len(_BULK) >= 8:
+        _BULK.clear()
+    _BULK[id(library)] = (library, frozenset(out))
+    return _BULK[id(library)][1]
+
+
+@dataclass(slots=True, eq=False)
+class ProgressColumns:
+    """A range's progress lines parsed in bulk, in line order. Plain arrays: they cross
+    processes as a few buffers."""
+
+    lineno: array[int] = field(default_factory=lambda: array("q"))
+    signature: array[int] = field(default_factory=lambda: array("i"))
+    """Index of the line's signature in the library."""
+    head: array[int] = field(default_factory=lambda: array("i"))
+    """Index of the line's prefix fields in `heads`."""
+    heads: list[HeadFields] = field(default_factory=list)
+    time: array[float] = field(default_factory=lambda: array("d"))
+    """POSIX seconds the line states (its prefix's stamp, or its regex's `time`); NaN if none."""
+    values: dict[str, array[float]] = field(default_factory=dict)
+    """VALUES by name; NaN where the line does not say."""
+    nonfinite: array[int] = field(default_factory=lambda: array("b"))
+    """1 where the line has a loss that is not a finite number."""
+    raw: bytes = b""
+    """The lines themselves, back to back: an event is built from one when the engine needs
+    it (the first and last line of a run), by the per-line path."""
+    ends: array[int] = field(default_factory=lambda: array("q"))
+    """End offset of each line in `raw`."""
+    year: int | None = None
+    """The year the lines' stamps were completed with (lines.parse_line)."""
+
+    def __len__(self) -> int:
+        return len(self.lineno)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal lines and values, NaN equal to NaN (as bytes)."""
+        if not isinstance(other, ProgressColumns):
+            return NotImplemented
+        return _state(self) == _state(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def raw_line(self, i: int) -> bytes:
+        return self.raw[self.ends[i - 1] if i else 0 : self.ends[i]]
+
+
+@dataclass(slots=True)
+class Collector:
+    """Sorts a range's candidate lines into plain progress lines, parsed in bulk by `finish`,
+    and the rest, which the caller decodes line by line."""
+
+    library: Library
+    path: str
+    year: int | None
+    _bulk: frozenset[int] = field(init=False)
+    _lineno: list[int] = field(default_factory=list)
+    _text: list[str] = field(default_factory=list)
+    _raw: list[bytes] = field(default_factory=list)
+    _sigs: list[tuple[int, ...]] = field(default_factory=list)
+    _heads: dict[HeadFields, int] = field(default_factory=dict)
+    _head_fields: list[HeadFields] = field(default_factory=list)
+    _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
+    _inert: dict[str, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._bulk = bulk_signatures(self.library)
+
+    def take(self, lineno: int, raw: bytes) -> bool:
+        """Keep a plain progress line for the bulk parse; False: the caller decodes it."""
+        if not self._bulk or b"\n" in raw:
+            return False
+        sigs = self.library.candidate_signatures(raw)
+        if not sigs or not self._bulk.issuperset(sigs):
+            return False
+        raw = raw.rstrip(b"\r")
+        cut = raw.rfind(b"\r")
+        last = raw[cut + 1 :] if cut >= 0 else raw
+        if not last.isascii() or len(last.translate(None, _CONTROL)) != len(last):
+            return False
+        # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
+        if cut >= 0 and (_BLOCK.search(raw) or not self._inert_states(raw[:cut])):
+            return False
+        self._lineno.append(lineno)
+        self._text.append(last.decode("ascii"))
+        self._raw.append(raw)
+        self._sigs.append(sigs)
+        return True
+
+    def _inert_states(self, states: bytes) -> bool:
+        """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
+        time, no error words (as the per-line path would decode them). Decided once per shape:
+        a redrawn bar differs only in its digits."""
+        text = states.decode("utf-8", "replace")
+        key = text.translate(_BLANK_DIGITS)
+        known = self._inert.get(key)
+        if known is None:
+            known = all(inert(line) for line in parse_line(text, self.path, 1, self.year))
+            if len(self._inert) < 4096:
+                self._inert[key] = known
+        return known
+
+    def finish(self) -> tuple[ProgressColumns, list[tuple[int, bytes]]]:
+        """The bulk-parsed lines, and the taken lines no regex matched after all (to be decoded
+        line by line), in line order."""
+        n = len(self._lineno)
+        if not n:
+            return ProgressColumns(), []
+        texts = _strings(self._text)
+        # a line of torchrun's failure block is read with the block (events.Extractor)
+        block = pc.match_substring_regex(texts, _BLOCK_RE2)
+        in_block = _numpy(pc.cast(block, pa.int8()), np.int8).astype(bool)
+        chosen = np.full(n, -1, np.int32)
+        head = np.full(n, -1, np.int32)
+        times = np.full(n, np.nan)
+        values = {name: np.full(n, np.nan) for name in VALUES}
+        nonfinite = np.zeros(n, np.int8)
+        # each line's signatures in the order Library.match prefers them, tried in turn
+        order = {
+            sigs: sorted(sigs, key=lambda i: (-self.library.signatures[i].priority, i))
+            for sigs in set(self._sigs)
+        }
+        pending = [int(r) for r in np.flatnonzero(~in_block)]
+        depth = 0
+        while pending:
+            by_sig: dict[int, list[int]] = {}
+            for r in pending:
+                ranked = order[self._sigs[r]]
+                if depth < len(ranked):
+                    by_sig.setdefault(ranked[depth], []).append(r)
+            pending = []
+            for sig, members in by_sig.items():
+                pending += self._parse(sig, members, texts, chosen, head, times, values, nonfinite)
+            depth += 1
+        keep = np.flatnonzero(chosen >= 0)
+        rejected = [(self._lineno[r], self._raw[r]) for r in np.flatnonzero(chosen < 0)]
+        raw = [self._raw[r] for r in keep]
+        out = ProgressColumns(
+            lineno=_array("q", np.asarray(self._lineno, np.int64)[keep]),
+            signature=_array("i", chosen[keep]),
+            head=_array("i", head[keep]),
+            heads=list(self._head_fields),
+            time=_array("d", times[keep]),
+            values={name: _array("d", v[keep]) for name, v in values.items()},
+            nonfinite=_array("b", nonfinite[keep]),
+            raw=b"".join(raw),
+            ends=_array("q", np.cumsum([len(x) for x in raw], dtype=np.int64)),
+            year=self.year,
+        )
+        return out, rejected
+
+    def _parse(
+        self,
+        sig: int,
+        members: list[int],
+        texts: pa.Array,
+        chosen: np.ndarray[Any, Any],
+        head: np.ndarray[Any, Any],
+        times: np.ndarray[Any, Any],
+        values: dict[str, np.ndarray[Any, Any]],
+        nonfinite: np.ndarray[Any, Any],
+    ) -> list[int]:
+        """Parse the lines `members` with one signature; returns those it does not match."""
+        s = self.library.signatures[sig]
+        taken = texts.take(_indices(members))
+        found = pc.extract_regex(taken, f"^(?P<{_HEAD}>.*?)(?:{s.regex.pattern})")
+        matched = found.is_valid()
+        valid = _numpy(pc.cast(matched, pa.int8()), np.int8).astype(bool)
+        missed = [r for r, ok in zip(members, valid, strict=True) if not ok]
+        if not valid.any():
+            return missed
+        rows = np.asarray(members)[valid]
+        found = found.filter(matched)
+        taken = taken.filter(matched)
+        glued = np.zeros(len(rows), bool)
+        for k, (r, prefix) in enumerate(zip(rows, found.field(_HEAD).to_pylist(), strict=True)):
+            text = self._text[r]
+            if _EMBEDDED.search(text, len(prefix)):
+                glued[k] = True  # another stream's output glued in: decoded line by line
+                continue
+            head[r], stamp = self._head(prefix, text)
+            times[r] = stamp
+        columns = {name: found.field(name) for name in found.type.names if name != _HEAD}
+        for column in s.columns:
+            extra = pc.extract_regex(taken, column.pattern)
+            for name in extra.type.names:
+                columns.setdefault(name, extra.field(name))
+        for name, col in columns.items():
+            if name == "time":
+                # a time the regex captured comes before the prefix's, as in Extractor.feed
+                for k, v in enumerate(col.to_pylist()):
+                    t = parse_time(v) if v else None
+                    if t is not None:
+                        times[rows[k]] = t.timestamp()
+            elif name in values:
+                present, numbers = _numbers(col)
+                values[name][rows] = numbers
+                if name == "loss":
+                    bad = present & ~np.isfinite(numbers)
+                    nonfinite[rows[bad]] = 1
+                    values[name][rows[bad]] = np.nan
+        chosen[rows[~glued]] = sig
+        return missed
+
+    def _head(self, prefix: str, text: str) -> tuple[int, float]:
+        """The index of a prefix's fields and the time it states (NaN if none). The first
+        characters of the message go with it: a prefix decoder looks one or two ahead."""
+        key = text[: len(prefix) + 2]
+        known = self._parsed.get(key)
+        if known is None:
+            line = parse_line(key, self.path, 1, self.year)[0]
+            fields = (line.host, line.rank, line.local_rank, line.task, line.role, line.level)
+            index = self._heads.get(fields)
+            if index is None:
+                index = self._heads[fields] = len(self._head_fields)
+                self._head_fields.append(fields)
+            stamp = math.nan if line.time is None else line.time.timestamp()
+            known = (index, stamp)
+            if len(self._parsed) >= _MAX_CACHED:
+                self._parsed.clear()  # stamped prefixes are all distinct
+            self._parsed[key] = known
+        return known
+
+
+_MAX_CACHED = 4096
+_BLANK_DIGITS = str.maketrans("0123456789", "0" * 10)
+
+
+def _array(typecode: str, values: np.ndarray[Any, Any]) -> array[Any]:
+    out = array(typecode)
+    out.frombytes(values.astype(_NP[typecode]).tobytes())
+    return out
+
+
+_NP = {"q": np.int64, "i": np.int32, "b": np.int8, "d": np.float64}
+
+
+def _state(c: ProgressColumns) -> tuple[Any, ...]:
+    plain = (c.lineno, c.signature, c.head, c.time, c.nonfinite, c.ends)
+    values = sorted((k, v.tobytes()) for k, v in c.values.items())
+    return (*(a.tobytes() for a in plain), values, c.heads, c.raw, c.year)
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _numbers(col: pa.Array) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """A column of number strings: where a number is present, and the floats (NaN where absent
+    or not a number). RE2 gives a group that took no part as '', never a number."""
+    out = np.full(len(col), np.nan)
+    present = (
+        _numpy(pc.binary_length(col), np.int64 if col.type == pa.large_string() else np.int32) > 0
+    )
+    if present.any():
+        some = col.filter(_mask(present))
+        try:
+            out[present] = _numpy(pc.cast(some, pa.float64()), np.float64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            out[present] = [_float(v) for v in some.to_pylist()]
+    return present, out
+
+
+# pyarrow's conversions from Python lists and scalars import pandas (~0.4 s, ~40 MB) when it is
+# installed: arrays are made from buffers here, and read back as buffers.
+
+
+def _strings(texts: list[str]) -> pa.Array:
+    """ASCII texts as an Arrow string array."""
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum([len(t) for t in texts], out=offsets[1:])
+    data = "".join(texts).encode("ascii")
+    return pa.Array.from_buffers(
+        pa.large_string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def _indices(rows: list[int]) -> pa.Array:
+    values = np.asarray(rows, np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _mask(flags: np.ndarray[Any, Any]) -> pa.Array:
+    bits = np.packbits(flags.astype(bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(flags), [None, pa.py_buffer(bits)])
+
+
+def _numpy(values: pa.Array, dtype: Any) -> np.ndarray[Any, Any]:
+    """A null-free fixed-width Arrow array's values (a view)."""
+    data = np.frombuffer(values.buffers()[1], dtype)
+    return data[values.offset : values.offset + len(values)]

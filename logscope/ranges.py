@@ -1,0 +1,164 @@
+"""One range of a file, start to end: its candidate lines found, its plain progress lines parsed
+in bulk (columns.Collector) and the rest decoded and matched line by line. Runs in a worker
+process for `analyze` on a large file, in this process for a stream or a compressed input."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from typing import Any
+
+from .columns import Collector, ProgressColumns
+from .errors import InputError
+from .lines import DISCOVERY_BYTES, routing_prefixes
+from .model import Line
+from .patterns import Library
+from .scan import Hit, Prefilter, matched
+from .sources import (
+    MAX_LINE,
+    WINDOW,
+    LongLine,
+    ReadStats,
+    Source,
+    read_blocks,
+    read_windows,
+)
+from .wrap import rejoin
+
+_line_state = operator.attrgetter(*(f.name for f in dataclass_fields(Line)[1:]))
+PackedMatch = tuple[tuple[Any, ...], int, dict[str, str] | None]
+"""A matched line as plain data: the Line's fields after `path`, signature index (-1: none)
+and fields. Plain tuples cross processes five times faster than pickled dataclasses."""
+
+Matched = tuple[Line, Hit | None]
+
+
+def sort_lines(
+    library: Library,
+    lines: Iterable[tuple[int, bytes, bool]],
+    path: str,
+    year: int | None,
+    width: int | None,
+) -> tuple[list[Matched], ProgressColumns]:
+    """Candidate lines (line number, raw bytes, cut at MAX_LINE) as decoded, matched lines and
+    the progress lines parsed in bulk; both in line order."""
+    collector = Collector(library, path, year)
+    out: list[Matched] = []
+    for lineno, raw, truncated in lines:
+        if truncated or not collector.take(lineno, raw):
+            out.extend(matched(library, raw, path, lineno, year, truncated, width))
+    columns, rejected = collector.finish()
+    if rejected:
+        for lineno, raw in rejected:
+            out.extend(matched(library, raw, path, lineno, year, False, width))
+        out.sort(key=lambda m: m[0].lineno)  # stable: a line's records stay in order
+    return out, columns
+
+
+@dataclass(frozen=True, slots=True)
+class RangeTask:
+    """One worker's share of a file: bytes [start, end), which begin at a line start."""
+
+    path: str
+    start: int
+    end: int
+    pattern: str
+    library: Library
+    year: int | None
+    window: int = WINDOW
+    max_line: int = MAX_LINE
+    discovery: int = DISCOVERY_BYTES
+    """Bytes at the input's start whose lines' routing prefixes are collected."""
+    wrap: int | None = None
+    """The width the input's lines were hard-wrapped at (wrap.wrap_width), if they were."""
+    literals: tuple[str, ...] = ()
+    """The prefilter's triggers (Prefilter.literals), for Hyperscan."""
+
+
+@dataclass(frozen=True, slots=True)
+class RangeScan:
+    matches: list[PackedMatch]
+    """Line numbers count from the range's first line (1)."""
+    lines: int
+    size: int
+    cut: list[int]
+    """Line numbers (from the range's first line) cut at MAX_LINE."""
+    prefixes: tuple[bytes, ...]
+    """Routing prefixes of its lines in the input's discovery window (lines.routing_prefixes)."""
+    progress: ProgressColumns = field(default_factory=ProgressColumns)
+    """Its plain progress lines, parsed in bulk (numbered like `matches`)."""
+    error: str | None = None
+    """Why the range could not be read (the file vanished, say): its input's error."""
+
+
+def scan_range(task: RangeTask) -> RangeScan:
+    """Find, decode and match the candidate lines of a range. Runs in a worker process."""
+    try:
+        try:
+            return _scan(task, _window_lines)
+        except LongLine:
+            # rare: a line over MAX_LINE, which read_blocks cuts and reports
+            return _scan(task, _block_lines)
+    except InputError as err:
+        return RangeScan([], 0, 0, [], (), error=err.message)
+    except OSError as err:
+        return RangeScan([], 0, 0, [], (), error=f"cannot read: {err.strerror or err}")
+
+
+@dataclass(slots=True)
+class _Tally:
+    lines: int = 0
+    cut: list[int] = field(default_factory=list)
+    prefixes: set[bytes] = field(default_factory=set)
+
+
+_RangeLines = Callable[[RangeTask, _Tally], Iterator[tuple[int, bytes, bool]]]
+
+
+def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
+    index = {id(s): i for i, s in enumerate(task.library.signatures)}
+    tally = _Tally()
+    lines, progress = sort_lines(task.library, read(task, tally), task.path, task.year, task.wrap)
+    out: list[PackedMatch] = []
+    for line, hit in lines:
+        state = _line_state(line)
+        out.append((state, -1, None) if hit is None else (state, index[id(hit[0])], hit[1]))
+    prefixes = tuple(sorted(tally.prefixes))
+    return RangeScan(out, tally.lines, task.end - task.start, tally.cut, prefixes, progress)
+
+
+def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
+    prefilter = Prefilter(task.pattern, task.literals)
+    for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
+        tally.prefixes |= routing_prefixes(w.data, w.offset, w.size, task.discovery)
+        spans = rejoin(w.data, list(prefilter.candidates(w.data, w.size)), task.wrap, w.size)
+        numbers = w.lineno_at([start for start, _ in spans])
+        for (start, end), lineno in zip(spans, numbers, strict=True):
+            yield lineno, bytes(w.data[start:end]), False
+        tally.lines = w.first_lineno - 1 + w.nlines
+
+
+def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
+    prefilter = Prefilter(task.pattern, task.literals)
+    stats = ReadStats()
+    offset = task.start  # as Engine.discover counts: the bytes of the blocks, cut lines cut
+    for block in read_blocks(
+        Source(task.path), stats, max_line=task.max_line, byte_range=(task.start, task.end)
+    ):
+        tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
+        offset += len(block.data)
+        for lineno, raw in prefilter.lines(block.data, block.first_lineno, task.wrap):
+            yield lineno, raw, lineno in block.truncated
+        tally.cut.extend(block.truncated)
+        tally.lines = block.first_lineno - 1 + block.nlines
+
+
+def unpack(
+    match: PackedMatch, path: str, first_lineno: int, library: Library
+) -> tuple[Line, Hit | None]:
+    """A worker's match back as a Line (numbered in the file) and its hit."""
+    state, sig, captured = match
+    line = Line(path, first_lineno - 1 + state[0], *state[1:])
+    return line, None if sig < 0 or captured is None else (library.signatures[sig], captured)
