@@ -16,7 +16,6 @@ the last say anything, one with another rank's output glued into it, one no rege
 from __future__ import annotations
 
 import math
-import re
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +26,8 @@ import pyarrow.compute as pc
 
 from .events import inert, parse_time
 from .lines import _EMBEDDED, parse_line
-from .patterns import Library
-from .scan import BLOCK_TRIGGERS, escape_literal
+from .patterns import Library, TriggerIndex
+from .scan import BLOCK_TRIGGERS
 
 VALUES = (
     "iteration",
@@ -45,8 +44,6 @@ VALUES = (
 """The numeric fields of a progress line that Progress keeps (model.Progress)."""
 
 _HEAD = "_head"
-_BLOCK = re.compile(b"|".join(re.escape(t.encode()) for t in BLOCK_TRIGGERS))
-_BLOCK_RE2 = "|".join(escape_literal(t) for t in BLOCK_TRIGGERS)
 _CONTROL = bytes(range(32)) + b"\x7f"
 HeadFields = tuple[str | None, int | None, int | None, int | None, str | None, str | None]
 """What a line's prefix says: (host, rank, local rank, srun task, tee role, log level)."""
@@ -61,13 +58,21 @@ def _re2_ok(pattern: str) -> bool:
     return True
 
 
-_BULK: dict[int, tuple[Library, frozenset[int]]] = {}
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    bulk: frozenset[int]
+    """Indexes of the iteration signatures whose regex and columns RE2 runs as written."""
+    index: TriggerIndex
+    """The library's triggers and, last, torchrun's failure-block words (scan.BLOCK_TRIGGERS):
+    a line of that block is read with the block (events.Extractor)."""
 
 
-def bulk_signatures(library: Library) -> frozenset[int]:
-    """Indexes of the iteration signatures whose regex and columns RE2 runs as written
-    (worked out once per library and process)."""
-    known = _BULK.get(id(library))
+_PLANS: dict[int, tuple[Library, _Plan]] = {}
+
+
+def _plan(library: Library) -> _Plan:
+    """What the bulk path may take, worked out once per library and process."""
+    known = _PLANS.get(id(library))
     if known is not None and known[0] is library:
         return known[1]
     out: set[int] = set()
@@ -75,10 +80,11 @@ def bulk_signatures(library: Library) -> frozenset[int]:
         patterns = [s.regex.pattern, *(c.pattern for c in s.columns)]
         if s.kind == "iteration" and all(_re2_ok(p) for p in patterns):
             out.add(i)
-    if len(_BULK) >= 8:
-        _BULK.clear()
-    _BULK[id(library)] = (library, frozenset(out))
-    return _BULK[id(library)][1]
+    index = TriggerIndex.build([*(s.trigger for s in library.signatures), BLOCK_TRIGGERS])
+    if len(_PLANS) >= 8:
+        _PLANS.clear()
+    _PLANS[id(library)] = (library, _Plan(frozenset(out), index))
+    return _PLANS[id(library)][1]
 
 
 @dataclass(slots=True, eq=False)
@@ -130,6 +136,7 @@ class Collector:
     path: str
     year: int | None
     _bulk: frozenset[int] = field(init=False)
+    _index: TriggerIndex = field(init=False)
     _lineno: list[int] = field(default_factory=list)
     _text: list[str] = field(default_factory=list)
     _raw: list[bytes] = field(default_factory=list)
@@ -140,13 +147,14 @@ class Collector:
     _inert: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._bulk = bulk_signatures(self.library)
+        plan = _plan(self.library)
+        self._bulk, self._index = plan.bulk, plan.index
 
     def take(self, lineno: int, raw: bytes) -> bool:
         """Keep a plain progress line for the bulk parse; False: the caller decodes it."""
         if not self._bulk or b"\n" in raw:
             return False
-        sigs = self.library.candidate_signatures(raw)
+        sigs = self._index.candidates_in(raw)
         if not sigs or not self._bulk.issuperset(sigs):
             return False
         raw = raw.rstrip(b"\r")
@@ -155,7 +163,7 @@ class Collector:
         if not last.isascii() or len(last.translate(None, _CONTROL)) != len(last):
             return False
         # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
-        if cut >= 0 and (_BLOCK.search(raw) or not self._inert_states(raw[:cut])):
+        if cut >= 0 and not self._inert_states(raw[:cut]):
             return False
         self._lineno.append(lineno)
         self._text.append(last.decode("ascii"))
@@ -183,9 +191,6 @@ class Collector:
         if not n:
             return ProgressColumns(), []
         texts = _strings(self._text)
-        # a line of torchrun's failure block is read with the block (events.Extractor)
-        block = pc.match_substring_regex(texts, _BLOCK_RE2)
-        in_block = _numpy(pc.cast(block, pa.int8()), np.int8).astype(bool)
         chosen = np.full(n, -1, np.int32)
         head = np.full(n, -1, np.int32)
         times = np.full(n, np.nan)
@@ -196,7 +201,7 @@ class Collector:
             sigs: sorted(sigs, key=lambda i: (-self.library.signatures[i].priority, i))
             for sigs in set(self._sigs)
         }
-        pending = [int(r) for r in np.flatnonzero(~in_block)]
+        pending = list(range(n))
         depth = 0
         while pending:
             by_sig: dict[int, list[int]] = {}

@@ -11,6 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from .accounting import advise, attempt_of, build_ledger, headline
 from .clusters import Clusters
 from .columns import ProgressColumns
@@ -152,60 +155,60 @@ class Engine:
         """A run of bulk-parsed progress lines, `cols[lo:hi]`, as `feed_line` would take them
         one by one; returns the last one's event."""
         index = self._input_index.setdefault(path, len(self._input_index))
-        seq0 = (index << 40) + base
-
-        def event(i: int) -> Event:
-            return self._progress_event(cols, i, path, base)
-
         self._progress_streams(cols, lo, hi, path)
-        progress, timeline = self.progress, self.timeline
-        first = len(progress)
-        its = cols.values["iteration"]
-        seqs = array("q", (seq0 + n for n in cols.lineno[lo:hi]))
-        seconds = array("d")
-        for i in range(lo, hi):
-            it = its[i]
-            step = self._log_interval(None if it != it else int(it))
-            s = cols.values["iter_s"][i]
-            if s != s:
-                s = cols.values["iter_ms"][i] / 1000
-            seconds.append(s * step)
+        values = cols.values
+        seqs = _np(cols.lineno, np.int64, lo, hi) + ((index << 40) + base)
+        its = _np(values["iteration"], np.float64, lo, hi)
+        iterations = np.where(np.isnan(its), -1, its).astype(np.int64)
+        per = _np(values["iter_s"], np.float64, lo, hi)
+        per = np.where(np.isnan(per), _np(values["iter_ms"], np.float64, lo, hi) / 1000, per)
+        seconds = per * self._log_intervals(iterations)
+        times = _np(cols.time, np.float64, lo, hi)
         columns: dict[str, array[Any]] = {
-            name: cols.values[name][lo:hi]
+            name: values[name][lo:hi]
             for name in ("loss", "grad_norm", "loss_scale", "skipped", "nan_iters", "batch")
         }
-        columns["seq"] = seqs
-        columns["iteration"] = array("q", (-1 if v != v else int(v) for v in its[lo:hi]))
-        columns["time"] = array("d", cols.time[lo:hi])
-        columns["iter_s"] = seconds
+        columns["seq"] = array("q", seqs.tobytes())
+        columns["iteration"] = array("q", iterations.tobytes())
+        columns["time"] = cols.time[lo:hi]
+        columns["iter_s"] = array("d", seconds.tobytes())
         columns["nonfinite"] = cols.nonfinite[lo:hi]
-        totals = [v for v in cols.values["train_iters"][lo:hi] if v == v]
-        progress.extend(columns, int(totals[-1]) if totals else None)
+        totals = _np(values["train_iters"], np.float64, lo, hi)
+        totals = totals[~np.isnan(totals)]
+        progress = self.progress
+        first = progress.extend(columns, int(totals[-1]) if len(totals) else None)
         if first == 0:
-            progress.keep(0, event(lo))
-        progress.resolve = lambda idx: event(lo + idx - first)
+            progress.keep(0, self._progress_event(cols, lo, path, base))
+        progress.resolve = lambda idx: self._progress_event(cols, lo + idx - first, path, base)
         try:
-            derived = -math.inf
-            t_lo, t_hi = math.inf, -math.inf
-            iteration = columns["iteration"]
-            for k in range(hi - lo):
-                seq, stamp, it_k = seqs[k], cols.time[lo + k], iteration[k]
-                if stamp == stamp:
-                    t_lo, t_hi = min(t_lo, stamp), max(t_hi, stamp)
-                    timeline.stamp_at(seq, stamp)
-                t = timeline.add_progress(seq, stamp, first + k, None if it_k < 0 else it_k)
-                if t is not None and t > derived:
-                    derived = t
+            derived = self.timeline.add_progress_run(seqs, times, seconds, first, iterations)
         finally:
             progress.resolve = None
-        last = event(hi - 1)
+        last = self._progress_event(cols, hi - 1, path, base)
         progress.keep(first + hi - lo - 1, last)
-        if derived > self._derived_until:
-            self._derived_until = derived
-        if t_lo <= t_hi:
-            self._tick(datetime.fromtimestamp(t_lo))
-            self._tick(datetime.fromtimestamp(t_hi))
+        self._derived_until = max(self._derived_until, derived)
+        stated = times[~np.isnan(times)]
+        if len(stated):
+            self._tick(datetime.fromtimestamp(float(stated.min())))
+            self._tick(datetime.fromtimestamp(float(stated.max())))
         return last
+
+    def _log_intervals(self, its: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """`_log_interval` of each line of a run (-1: no iteration number)."""
+        steps = np.ones(len(its))
+        rows = np.flatnonzero(its >= 0)
+        if len(rows):
+            values = its[rows]
+            before = np.empty_like(values)
+            before[0] = -1 if self._last_iter is None else self._last_iter
+            before[1:] = values[:-1]
+            gap = values - before
+            ok = (gap > 1) & (gap <= 100_000)
+            if self._last_iter is None:
+                ok[0] = False
+            steps[rows] = np.where(ok, gap, 1)
+            self._last_iter = int(values[-1])
+        return steps
 
     def _progress_streams(self, cols: ProgressColumns, lo: int, hi: int, path: str) -> None:
         """The streams and hosts of a run of progress lines; a torchrun failure block open in
@@ -475,6 +478,11 @@ class Engine:
         finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
         extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
         return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
+
+
+def _np(values: array[Any], dtype: Any, lo: int, hi: int) -> npt.NDArray[Any]:
+    """A copy of `values[lo:hi]` as a numpy array (a copy: the array may grow afterwards)."""
+    return np.frombuffer(values, dtype)[lo:hi].copy()
 
 
 def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:

@@ -98,7 +98,7 @@ _SHAPE_MAX_LEN = 512
 
 
 @dataclass(frozen=True, slots=True)
-class _TriggerIndex:
+class TriggerIndex:
     """Which signatures a line can match, from one scan for all triggers.
 
     Most candidate lines of a large log share a few shapes (progress lines differing only in
@@ -115,13 +115,13 @@ class _TriggerIndex:
     )
 
     @classmethod
-    def build(cls, signatures: Sequence[Signature]) -> _TriggerIndex:
-        triggers = sorted(
-            {t.encode() for s in signatures for t in s.trigger}, key=len, reverse=True
-        )
+    def build(cls, trigger_sets: Sequence[Sequence[str]]) -> TriggerIndex:
+        """The index of sets of triggers (a signature's each): `candidates` gives their
+        positions."""
+        triggers = sorted({t.encode() for ts in trigger_sets for t in ts}, key=len, reverse=True)
         by_trigger: dict[bytes, list[int]] = {t: [] for t in triggers}
-        for i, s in enumerate(signatures):
-            for t in s.trigger:
+        for i, ts in enumerate(trigger_sets):
+            for t in ts:
                 by_trigger[t.encode()].append(i)
         numeric = tuple(t for t in triggers if t.translate(_BLANK_DIGITS) != t)
         plain = tuple(t for t in triggers if t not in numeric)
@@ -204,11 +204,11 @@ class Library:
     """Classification rules, first match wins."""
     findings: dict[str, FindingText] = field(default_factory=dict)
     """Configuration findings' texts by id."""
-    _index: _TriggerIndex = field(init=False, compare=False, repr=False)
+    _index: TriggerIndex = field(init=False, compare=False, repr=False)
     _by_id: dict[str, Signature] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_index", _TriggerIndex.build(self.signatures))
+        object.__setattr__(self, "_index", TriggerIndex.build([s.trigger for s in self.signatures]))
         object.__setattr__(self, "_by_id", {s.id: s for s in self.signatures})
 
     def by_id(self, sig_id: str) -> Signature | None:
@@ -240,10 +240,6 @@ class Library:
             if rule.applies(exception, message):
                 return rule
         return None
-
-    def candidate_signatures(self, raw: bytes) -> tuple[int, ...]:
-        """Indexes of the signatures whose trigger a line (its bytes) holds, ascending."""
-        return self._index.candidates_in(raw)
 
     def match(self, raw: str, message: str) -> tuple[Signature, dict[str, str]] | None:
         """The best signature for a line: triggers checked on the raw line, regex on the message."""

@@ -16,8 +16,12 @@ attempt's first anchor are placed backwards from the first line whose time is kn
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
 
 from .model import Event, Progress, field_int
 
@@ -102,6 +106,20 @@ class _Open:
     saves: list[list[float | int | None]] = field(default_factory=list)
     """[iteration, start, duration or None]"""
     unfinished: list[int | None] = field(default_factory=list)
+
+
+def _no_reset_until(its: npt.NDArray[np.int64], k: int, last_it: int | None) -> int:
+    """The first line from k on whose iteration is not above the one before it (a restart
+    from a checkpoint: a new attempt), or len(its)."""
+    rows = np.flatnonzero(its[k:] >= 0)
+    if not len(rows):
+        return len(its)
+    values = its[k:][rows]
+    before = np.empty_like(values)
+    before[0] = -1 if last_it is None else last_it
+    before[1:] = values[:-1]
+    back = np.flatnonzero(values <= before)
+    return k + int(rows[back[0]]) if len(back) else len(its)
 
 
 def timestamp(t: datetime | None) -> float | None:
@@ -227,6 +245,93 @@ class Timeline:
         cur.last_it = it if it is not None else cur.last_it
         cur.last_seq = max(cur.last_seq, seq)
         return t
+
+    def add_progress_run(
+        self,
+        seqs: npt.NDArray[np.int64],
+        exact: npt.NDArray[np.float64],
+        seconds: npt.NDArray[np.float64],
+        first_idx: int,
+        its: npt.NDArray[np.int64],
+    ) -> float:
+        """Consecutive iteration lines of one input, as `stamp_at` (when the line states a
+        time) and `add_progress` would take them one by one; returns the latest time given to
+        them (-inf if none). A stretch that extends an attempt whose clock runs is done with
+        arrays; a line that starts an attempt, or follows a stamp or a save, goes alone."""
+        n, k, latest = len(seqs), 0, -math.inf
+        while k < n:
+            cur = self._cur
+            if (
+                cur is None
+                or cur.input != input_of(int(seqs[k]))
+                or cur.input in self._pending
+                or cur.t_prev is None
+                or cur.unknown
+                or cur.anchor is not None
+                or cur.loop_anchor is not None
+                or cur.pending_save_s
+            ):
+                m = k + 1
+                t = self._progress_one(int(seqs[k]), float(exact[k]), first_idx + k, int(its[k]))
+                latest = max(latest, -math.inf if t is None else t)
+            else:
+                m = _no_reset_until(its, k, cur.last_it)
+                if m > k:
+                    latest = max(
+                        latest, self._stretch(cur, seqs, exact, seconds, first_idx, its, k, m)
+                    )
+                else:
+                    m = k + 1
+                    t = self._progress_one(
+                        int(seqs[k]), float(exact[k]), first_idx + k, int(its[k])
+                    )
+                    latest = max(latest, -math.inf if t is None else t)
+            k = m
+        return latest
+
+    def _progress_one(self, seq: int, exact: float, idx: int, it: int) -> float | None:
+        if exact == exact:
+            self.stamp_at(seq, exact)
+        return self.add_progress(seq, exact, idx, None if it < 0 else it)
+
+    def _stretch(
+        self,
+        cur: _Open,
+        seqs: npt.NDArray[np.int64],
+        exact: npt.NDArray[np.float64],
+        seconds: npt.NDArray[np.float64],
+        first_idx: int,
+        its: npt.NDArray[np.int64],
+        k: int,
+        m: int,
+    ) -> float:
+        """Lines k..m-1 extend the open attempt: each time is the line's own, else the one
+        before plus the seconds it covers."""
+        d = np.nan_to_num(seconds[k:m])
+        e = exact[k:m]
+        stated = ~np.isnan(e)
+        t = e.copy()
+        # added one by one, in order (np.add.accumulate), as add_progress adds: the same floats
+        gaps = np.flatnonzero(~stated)
+        if len(gaps):
+            breaks = np.flatnonzero(np.diff(gaps) != 1)
+            starts = np.concatenate(([gaps[0]], gaps[breaks + 1]))
+            ends = np.concatenate((gaps[breaks] + 1, [gaps[-1] + 1]))
+            for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+                before = float(t[a - 1]) if a else cur.t_prev or 0.0  # not None: see the caller
+                t[a:b] = np.add.accumulate(np.concatenate(([before], d[a:b])))[1:]
+        self.progress.time[first_idx + k : first_idx + m] = array("d", t.tobytes())
+        if stated.any():
+            cur.start = min(cur.start, float(e[stated].min()))
+        cur.end = max(cur.end, float(t.max()))
+        cur.t_prev = float(t[-1])
+        cur.last_idx = first_idx + m - 1
+        valid = its[k:m][its[k:m] >= 0]
+        if len(valid):
+            cur.last_it = int(valid[-1])
+        cur.last_seq = max(cur.last_seq, int(seqs[m - 1]))
+        self._has_progress.add(cur.input)
+        return float(t.max())
 
     def now(self, seq: int) -> float | None:
         """The clock of the attempt a line without a stamp belongs to: its last known moment."""
