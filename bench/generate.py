@@ -50,13 +50,17 @@ _CHATTER = {"sparse": 200, "dense": 30, "hf": 20}
 
 
 def _hf_step(rng: random.Random, it: int, total: int = 200_000) -> str:
-    """One step of an HF Trainer run with logging_steps=1: tqdm's bar (a `\r` state, as a bar
-    written to a file looks) and the Trainer's loss dict on the same physical line."""
+    """One step of an HF Trainer run with logging_steps=1, stdout and stderr in one file: tqdm
+    redraws its bar (`\r` states), and tqdm.write clears it (`\r`, blanks, `\r`) before the
+    Trainer's loss dict."""
     pct = it * 100 // total
     bar = "█" * (pct // 10) + " " * (10 - pct // 10)
+    state = (
+        f"{pct:3d}%|{bar}| {it}/{total} [1:{it % 60:02d}:{it % 60:02d}<40:00:00,  "
+        f"{rng.uniform(1.3, 1.5):.2f}it/s]"
+    )
     return (
-        f"\r{pct:3d}%|{bar}| {it}/{total} [1:{it % 60:02d}:{it % 60:02d}<40:00:00,  "
-        f"{rng.uniform(1.3, 1.5):.2f}it/s]{{'loss': {rng.uniform(1, 3):.4f}, "
+        f"\r{state}\r{' ' * len(state)}\r{{'loss': {rng.uniform(1, 3):.4f}, "
         f"'grad_norm': {rng.uniform(0.5, 2):.6f}, 'learning_rate': 4.9e-05, "
         f"'epoch': {it / 10_000:.2f}}}"
     )

@@ -144,7 +144,7 @@ class Collector:
     _heads: dict[HeadFields, int] = field(default_factory=dict)
     _head_fields: list[HeadFields] = field(default_factory=list)
     _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
-    _inert: dict[str, bool] = field(default_factory=dict)
+    _inert: dict[bytes, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         plan = _plan(self.library)
@@ -175,10 +175,10 @@ class Collector:
         """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
         time, no error words (as the per-line path would decode them). Decided once per shape:
         a redrawn bar differs only in its digits."""
-        text = states.decode("utf-8", "replace")
-        key = text.translate(_BLANK_DIGITS)
+        key = states.translate(_BLANK_DIGITS)
         known = self._inert.get(key)
         if known is None:
+            text = states.decode("utf-8", "replace")
             known = all(inert(line) for line in parse_line(text, self.path, 1, self.year))
             if len(self._inert) < 4096:
                 self._inert[key] = known
@@ -304,7 +304,7 @@ class Collector:
 
 
 _MAX_CACHED = 4096
-_BLANK_DIGITS = str.maketrans("0123456789", "0" * 10)
+_BLANK_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
 
 
 def _array(typecode: str, values: np.ndarray[Any, Any]) -> array[Any]:
