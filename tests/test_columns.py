@@ -1,0 +1,231 @@
+"""Progress lines parsed in bulk (logscope.columns) say what the per-line path says: the same
+document on every fixture, every real log of the corpus and generated runs, and each line the
+bulk path must not vouch for goes the per-line way."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logscope import columns as columns_module
+from logscope.columns import Collector
+from logscope.engine import default_library
+from logscope.errors import PatternError
+from logscope.model import Event, Line, Progress
+from logscope.patterns import load_library
+from logscope.pipeline import analyze
+from logscope.render.document import document
+
+from .conftest import FIXTURES
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "cases"
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "generate.py"
+LIBRARY = default_library()
+
+
+def _per_line_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No signature is parsed in bulk: every candidate line takes the per-line path."""
+    plan = columns_module._plan
+
+    def none(library: object) -> columns_module._Plan:
+        return columns_module._Plan(frozenset(), plan(library).index)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(columns_module, "_plan", none)
+
+
+def _both(paths: list[str], monkeypatch: pytest.MonkeyPatch, **kw: object) -> tuple[dict, dict]:  # type: ignore[type-arg]
+    bulk = document(analyze(paths, **kw))  # type: ignore[arg-type]
+    with monkeypatch.context() as m:
+        _per_line_only(m)
+        one = document(analyze(paths, **kw))  # type: ignore[arg-type]
+    return bulk, one
+
+
+def _fixture_logs() -> list[Path]:
+    return sorted(
+        p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".log", ".out", ".gz")
+    )
+
+
+@pytest.mark.parametrize("path", _fixture_logs(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_fixture_documents_are_the_same(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bulk, one = _both([str(path)], monkeypatch)
+    assert bulk == one
+
+
+def test_real_logs_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not CORPUS.is_dir():
+        pytest.skip(f"no real-log corpus at {CORPUS}")
+    logs = sorted(p for p in CORPUS.glob("*/*") if p.name != "truth.toml" and p.is_file())
+    assert logs
+    for log in logs:
+        bulk, one = _both([str(log)], monkeypatch)
+        assert bulk == one, log.parent.name
+
+
+def _bench_generator() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_generate", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("profile", ["sparse", "dense", "hf"])
+def test_bench_profiles_read_the_same_in_bulk_and_with_workers(
+    tmp_path: Path, profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / f"{profile}.txt"
+    _bench_generator().generate(path, 3 << 20, nodes=4, profile=profile)
+    bulk, one = _both([str(path)], monkeypatch)
+    assert bulk == one
+    workers = document(
+        analyze([str(path)], jobs=2, chunk_bytes=300_001, parallel_min_bytes=0, range_min_bytes=0)
+    )
+    assert workers == bulk
+    assert bulk["incidents"][-1]["category"] == "gpu_hardware"
+    assert len(analyze([str(path)]).progress) > 200
+
+
+def _values(lines: list[str], prefix: str = "") -> dict[str, dict[str, list[float]]]:
+    """What the bulk path reads from lines (one run), and what the per-line path reads."""
+    collector = Collector(LIBRARY, "x.log", 2024)
+    taken = [collector.take(i + 1, (prefix + t).encode()) for i, t in enumerate(lines)]
+    assert all(taken), taken
+    cols, rejected = collector.finish()
+    assert not rejected
+    by_line: dict[str, list[float]] = {k: [] for k in cols.values}
+    for t in lines:
+        hit = LIBRARY.match(t, t)
+        assert hit is not None
+        for k in by_line:
+            v = math.nan if hit[1].get(k) is None else float(hit[1][k])
+            # Progress keeps a loss that is not finite as NaN, flagged in `nonfinite`
+            by_line[k].append(v if k != "loss" or math.isfinite(v) else math.nan)
+    bulk = {k: list(v) for k, v in cols.values.items()}
+    return {"bulk": bulk, "line": by_line}
+
+
+def _same(a: list[float], b: list[float]) -> bool:
+    return all((math.isnan(x) and math.isnan(y)) or x == y for x, y in zip(a, b, strict=True))
+
+
+def test_optional_fields_in_any_version_are_read_like_the_per_line_path() -> None:
+    # constructed Megatron lines: fields missing, in ms, a NaN loss, a loss scale (fp16)
+    lines = [
+        " iteration        1/     100 | consumed samples:           64 | elapsed time per "
+        "iteration (ms): 812.5 | learning rate: 1.0E-05 | global batch size:    64 | lm loss: "
+        "1.050000E+01 | loss scale: 65536.0 | grad norm: 12.5 | number of skipped iterations:   "
+        "1 | number of nan iterations:   0 |",
+        " iteration        2/     100 | consumed samples:          128 | elapsed time per "
+        "iteration (s): 0.79 | lm loss: nan | number of nan iterations:   2 |",
+        " iteration        3/     100 | consumed samples:          192 |",
+    ]
+    got = _values(lines, "[default0]:")
+    for k in got["bulk"]:
+        assert _same(got["bulk"][k], got["line"][k]), k
+
+
+def test_hf_dicts_with_and_without_grad_norm() -> None:
+    lines = [
+        "{'loss': 2.345, 'grad_norm': 1.5, 'learning_rate': 4.9e-05, 'epoch': 0.01}",
+        "{'loss': '1.2', 'learning_rate': '4.9e-05', 'epoch': '0.02'}",
+        "{'loss': inf, 'grad_norm': nan, 'learning_rate': 4.9e-05, 'epoch': 0.03}",
+    ]
+    got = _values(lines)
+    for k in got["bulk"]:
+        assert _same(got["bulk"][k], got["line"][k]), k
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # another rank's output glued into the progress line
+        b"[default7]: iteration 5/ 10 | consumed samples: 5 |[default3]:RuntimeError: boom",
+        # an earlier `\r` state with a rank prefix and a time
+        b"[default1]:2024-01-02 03:04:05 step\r{'loss': 1.0, 'epoch': 0.1}",
+        # ANSI colour, non-ASCII text
+        b"\x1b[32m iteration 5/ 10 | consumed samples: 5 |\x1b[0m",
+        " iteration 5/ 10 | consumed samples: 5 | note: \u00e9t\u00e9".encode(),
+        # torchrun's failure block words
+        b"  time      : 2024-01-02_03:04:05 {'loss': 1.0, 'epoch': 0.1}",
+        # a failure signature's trigger beside the progress one
+        b"{'loss': 1.0, 'epoch': 0.1} CUDA error: an illegal memory access was encountered",
+    ],
+)
+def test_lines_the_bulk_path_cannot_vouch_for_go_line_by_line(raw: bytes) -> None:
+    collector = Collector(LIBRARY, "x.log", 2024)
+    if collector.take(1, raw):
+        cols, rejected = collector.finish()
+        assert not len(cols) and rejected == [(1, raw)]
+
+
+def test_an_inert_progress_bar_before_a_dict_is_left_behind() -> None:
+    raw = (
+        b"\r 12%|\xe2\x96\x88         | 120/1000 [01:00<07:20,  2.00it/s]\r"
+        + b" " * 50
+        + b"\r{'loss': 1.5, 'grad_norm': 0.5, 'learning_rate': 4.9e-05, 'epoch': 0.12}"
+    )
+    collector = Collector(LIBRARY, "x.log", 2024)
+    assert collector.take(1, raw)
+    cols, rejected = collector.finish()
+    assert not rejected and list(cols.values["loss"]) == [1.5]
+    assert list(cols.values["grad_norm"]) == [0.5]
+
+
+def test_a_prefix_is_decoded_once_and_stamps_each_line() -> None:
+    lines = [
+        f"[rank0]:2024-10-03 15:01:{s:02d},520 - root - INFO - step: {s}  loss:  3.9053"
+        "  memory: 36.20GiB(81.50%)  wps: 1,710  mfu: 23.50%"
+        for s in range(1, 4)
+    ]
+    collector = Collector(LIBRARY, "x.log", 2024)
+    assert all(collector.take(i + 1, t.encode()) for i, t in enumerate(lines))
+    cols, _ = collector.finish()
+    assert cols.heads == [(None, None, 0, None, None, "I")]  # torchtitan's tee header
+    assert [round(b - a, 3) for a, b in itertools.pairwise(cols.time)] == [1.0, 1.0]
+    assert list(cols.values["iteration"]) == [1.0, 2.0, 3.0]
+
+
+def test_columns_must_compile_and_name_their_groups(tmp_path: Path) -> None:
+    base = (
+        '[[signature]]\nid = "x.step"\nkind = "iteration"\ntitle = "t"\ntrigger = ["step "]\n'
+        "regex = 'step (?P<iteration>\\d+)'\nsamples = [\"step 1 loss 2\"]\n"
+    )
+    (tmp_path / "a.toml").write_text(base + "columns = ['loss (\\d+)']\n")
+    with pytest.raises(PatternError, match="named group"):
+        load_library([tmp_path])
+    (tmp_path / "a.toml").write_text(base + "columns = ['loss (?P<loss>']\n")
+    with pytest.raises(PatternError, match="does not compile"):
+        load_library([tmp_path])
+
+
+def test_a_gzipped_real_log_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the sequential path (a compressed input) parses in bulk too
+    src = FIXTURES / "lab" / "healthy.log"
+    packed = tmp_path / "healthy.log.gz"
+    packed.write_bytes(gzip.compress(src.read_bytes()))
+    bulk, one = _both([str(packed)], monkeypatch)
+    assert bulk == one
+    plain = document(analyze([str(src)]))
+    assert bulk["progress"] == plain["progress"] and bulk["training"] == plain["training"]
+
+
+def test_progress_holds_only_the_first_and_latest_events() -> None:
+    # a long run's iteration lines are columns, not Events: only those the timeline can ask for
+    p = Progress()
+    events = [
+        Event(seq=i + 1, signature="s", kind="iteration", line=Line("x", i + 1, "", ""))
+        for i in range(3)
+    ]
+    for e in events:
+        p.add(e, None, math.nan)
+    assert p.event(0) is events[0] and p.event(2) is events[2] and p.event(1) is None
+    p.resolve = lambda idx: events[idx]
+    assert p.event(1) is events[1]
