@@ -1,6 +1,6 @@
 """Benchmark `logscope analyze` against `grep -E -c` with logscope's triggers, same file and run.
 
-    python bench/run.py --sizes 100M 1G [--out bench/RESULTS.md]
+    python bench/run.py --sizes 100M 1G [--profiles sparse dense hf] [--out bench/RESULTS.md]
     python bench/run.py --sizes 1G --compressed gz zst lz4
 
 Generates the logs (bench/generate.py, deterministic) under bench/data/ if missing, then measures
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from generate import generate, parse_size
+from generate import PROFILES, generate, parse_size
 
 from logscope.engine import default_library
 from logscope.patterns import Library
@@ -115,6 +115,12 @@ def stage_parse(path: Path, library: Library, prefilter: Prefilter) -> float:
     return time.perf_counter() - t0
 
 
+def log_path(size: str, profile: str) -> Path:
+    """bench/data/main_log_1G.txt (sparse), dense_1G.txt, hf_1G.txt."""
+    name = "main_log" if profile == "sparse" else profile
+    return HERE / "data" / f"{name}_{size}.txt"
+
+
 def bench(path: Path) -> dict[str, float | int | str]:
     library = default_library()
     prefilter = Prefilter.for_library(library)
@@ -136,6 +142,7 @@ def bench(path: Path) -> dict[str, float | int | str]:
     return {
         "file": path.name,
         "MB": round(mb, 1),
+        "progress_lines": progress_lines(path, library),
         "grep_s": round(g_wall, 2),
         "grep_lines": int(g_out.strip() or 0),
         "grep_rss_MB": g_rss,
@@ -155,6 +162,14 @@ def bench(path: Path) -> dict[str, float | int | str]:
         "scan": prefilter.engine,
         "verdict": verdict(inc),
     }
+
+
+def progress_lines(path: Path, library: Library) -> int:
+    """Lines holding an iteration signature's trigger (grep -c -F)."""
+    triggers = sorted({t for s in library.signatures if s.kind == "iteration" for t in s.trigger})
+    args = [a for t in triggers for a in ("-e", t)]
+    out = subprocess.run(["grep", "-c", "-F", *args, str(path)], capture_output=True, text=True)
+    return int(out.stdout.strip() or 0)
 
 
 def verdict(incident: dict[str, Any]) -> str:
@@ -217,6 +232,7 @@ def machine() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["100M"])
+    ap.add_argument("--profiles", nargs="+", choices=PROFILES, default=["sparse"])
     ap.add_argument("--out", type=Path, default=None, help="append a Markdown table here")
     ap.add_argument(
         "--compressed",
@@ -228,12 +244,13 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     for size in args.sizes:
-        path = HERE / "data" / f"main_log_{size}.txt"
-        if not path.exists():
-            generate(path, parse_size(size))
-        for kind in args.compressed or [None]:
-            rows.append(bench(path) if kind is None else bench_compressed(path, kind))
-            print(json.dumps(rows[-1]), flush=True)
+        for profile in args.profiles:
+            path = log_path(size, profile)
+            if not path.exists():
+                generate(path, parse_size(size), profile=profile)
+            for kind in args.compressed or [None]:
+                rows.append(bench(path) if kind is None else bench_compressed(path, kind))
+                print(json.dumps(rows[-1]), flush=True)
     cols = list(rows[0])
     table = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     table += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]

@@ -28,6 +28,7 @@ from .events import inert, parse_time
 from .lines import _EMBEDDED, parse_line
 from .patterns import Library, TriggerIndex
 from .scan import BLOCK_TRIGGERS
+from .shapes import BLANK_DIGITS, digit_blind, spans
 
 VALUES = (
     "iteration",
@@ -140,6 +141,7 @@ class Collector:
     _lineno: list[int] = field(default_factory=list)
     _text: list[str] = field(default_factory=list)
     _raw: list[bytes] = field(default_factory=list)
+    _shapes: list[bytes] = field(default_factory=list)
     _sigs: list[tuple[int, ...]] = field(default_factory=list)
     _heads: dict[HeadFields, int] = field(default_factory=dict)
     _head_fields: list[HeadFields] = field(default_factory=list)
@@ -166,6 +168,7 @@ class Collector:
         if cut >= 0 and not self._inert_states(raw[:cut]):
             return False
         self._lineno.append(lineno)
+        self._shapes.append(last.translate(BLANK_DIGITS))
         self._text.append(last.decode("ascii"))
         self._raw.append(raw)
         self._sigs.append(sigs)
@@ -175,7 +178,7 @@ class Collector:
         """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
         time, no error words (as the per-line path would decode them). Decided once per shape:
         a redrawn bar differs only in its digits."""
-        key = states.translate(_BLANK_DIGITS)
+        key = states.translate(BLANK_DIGITS)
         known = self._inert.get(key)
         if known is None:
             text = states.decode("utf-8", "replace")
@@ -190,18 +193,28 @@ class Collector:
         n = len(self._lineno)
         if not n:
             return ProgressColumns(), []
-        texts = _strings(self._text)
         chosen = np.full(n, -1, np.int32)
         head = np.full(n, -1, np.int32)
         times = np.full(n, np.nan)
         values = {name: np.full(n, np.nan) for name in VALUES}
         nonfinite = np.zeros(n, np.int8)
+        out = _Out(chosen, head, times, values, nonfinite)
         # each line's signatures in the order Library.match prefers them, tried in turn
         order = {
             sigs: sorted(sigs, key=lambda i: (-self.library.signatures[i].priority, i))
             for sigs in set(self._sigs)
         }
-        pending = list(range(n))
+        # lines of one shape are read from one match (shapes.py); the others by RE2, in bulk
+        groups: dict[tuple[bytes, tuple[int, ...]], list[int]] = {}
+        for r, key in enumerate(zip(self._shapes, self._sigs, strict=True)):
+            groups.setdefault(key, []).append(r)
+        pending: list[int] = []
+        for (_, sigs), rows in groups.items():
+            if len(rows) >= MIN_SHAPE_LINES and self._blind(order[sigs]):
+                self._by_shape(rows, order[sigs], out)
+            else:
+                pending += rows
+        pending.sort()
         depth = 0
         while pending:
             by_sig: dict[int, list[int]] = {}
@@ -211,12 +224,12 @@ class Collector:
                     by_sig.setdefault(ranked[depth], []).append(r)
             pending = []
             for sig, members in by_sig.items():
-                pending += self._parse(sig, members, texts, chosen, head, times, values, nonfinite)
+                pending += self._parse(sig, members, out)
             depth += 1
         keep = np.flatnonzero(chosen >= 0)
         rejected = [(self._lineno[r], self._raw[r]) for r in np.flatnonzero(chosen < 0)]
         raw = [self._raw[r] for r in keep]
-        out = ProgressColumns(
+        columns = ProgressColumns(
             lineno=_array("q", np.asarray(self._lineno, np.int64)[keep]),
             signature=_array("i", chosen[keep]),
             head=_array("i", head[keep]),
@@ -228,22 +241,58 @@ class Collector:
             ends=_array("q", np.cumsum([len(x) for x in raw], dtype=np.int64)),
             year=self.year,
         )
-        return out, rejected
+        return columns, rejected
 
-    def _parse(
-        self,
-        sig: int,
-        members: list[int],
-        texts: pa.Array,
-        chosen: np.ndarray[Any, Any],
-        head: np.ndarray[Any, Any],
-        times: np.ndarray[Any, Any],
-        values: dict[str, np.ndarray[Any, Any]],
-        nonfinite: np.ndarray[Any, Any],
-    ) -> list[int]:
+    def _blind(self, ranked: list[int]) -> bool:
+        """Every signature a line may match reads all lines of a shape alike (shapes.py)."""
+        sigs = [self.library.signatures[i] for i in ranked]
+        patterns = [p for s in sigs for p in (s.regex.pattern, *(c.pattern for c in s.columns))]
+        return _EMBEDDED_BLIND and all(digit_blind(p) for p in patterns)
+
+    def _by_shape(self, rows: list[int], ranked: list[int], out: _Out) -> None:
+        """Lines of one shape: the first one's match places every field of each of them."""
+        text = self._text[rows[0]]
+        for sig in ranked:
+            s = self.library.signatures[sig]
+            found = spans(s.regex, s.columns, text)
+            if found is not None:
+                break
+        else:
+            return  # no regex matches them: each is decoded line by line
+        start, where = found
+        if _EMBEDDED.search(text, start):
+            return  # another stream's output glued in: decoded line by line
+        index = np.asarray(rows)
+        when = where.pop("time", None)
+        for r in rows:
+            line = self._text[r]
+            out.head[r], out.times[r] = self._head(line[:start], line)
+            if when is not None:
+                t = parse_time(line[when[0] : when[1]])
+                if t is not None:
+                    out.times[r] = t.timestamp()
+        for name, (a, b) in where.items():
+            if name not in out.values or b <= a:
+                continue
+            numbers = np.array([_float(self._text[r][a:b]) for r in rows])
+            out.values[name][index] = numbers
+            if name == "loss":
+                bad = index[~np.isfinite(numbers)]
+                out.nonfinite[bad] = 1
+                out.values[name][bad] = np.nan
+        out.chosen[index] = sig
+
+    def _parse(self, sig: int, members: list[int], out: _Out) -> list[int]:
         """Parse the lines `members` with one signature; returns those it does not match."""
+        chosen, head, times, values, nonfinite = (
+            out.chosen,
+            out.head,
+            out.times,
+            out.values,
+            out.nonfinite,
+        )
         s = self.library.signatures[sig]
-        taken = texts.take(_indices(members))
+        taken = _strings([self._text[r] for r in members])
         found = pc.extract_regex(taken, f"^(?P<{_HEAD}>.*?)(?:{s.regex.pattern})")
         matched = found.is_valid()
         valid = _numpy(pc.cast(matched, pa.int8()), np.int8).astype(bool)
@@ -303,8 +352,22 @@ class Collector:
         return known
 
 
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """What `finish` fills in, a row per taken line."""
+
+    chosen: np.ndarray[Any, Any]
+    """The signature each line matched, -1 if none (it is decoded line by line)."""
+    head: np.ndarray[Any, Any]
+    times: np.ndarray[Any, Any]
+    values: dict[str, np.ndarray[Any, Any]]
+    nonfinite: np.ndarray[Any, Any]
+
+
+MIN_SHAPE_LINES = 8
+"""Lines of one shape read from one match; fewer go to RE2 with the others."""
+_EMBEDDED_BLIND = digit_blind(_EMBEDDED.pattern)
 _MAX_CACHED = 4096
-_BLANK_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
 
 
 def _array(typecode: str, values: np.ndarray[Any, Any]) -> array[Any]:

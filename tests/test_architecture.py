@@ -23,6 +23,7 @@ ORDER = [
     "patterns",
     "scan",
     "events",
+    "shapes",
     "columns",
     "ranges",
     "culprits",
