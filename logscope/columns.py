@@ -45,7 +45,8 @@ VALUES = (
 """The numeric fields of a progress line that Progress keeps (model.Progress)."""
 
 _HEAD = "_head"
-_CONTROL = bytes(range(32)) + b"\x7f"
+_SHAPE = BLANK_DIGITS.translate(bytes.maketrans(bytes(range(32)) + b"\x7f", b"\0" * 33))
+"""A line's shape (shapes.BLANK_DIGITS), its control characters made NUL to be found."""
 HeadFields = tuple[str | None, int | None, int | None, int | None, str | None, str | None]
 """What a line's prefix says: (host, rank, local rank, srun task, tee role, log level)."""
 
@@ -162,13 +163,14 @@ class Collector:
         raw = raw.rstrip(b"\r")
         cut = raw.rfind(b"\r")
         last = raw[cut + 1 :] if cut >= 0 else raw
-        if not last.isascii() or len(last.translate(None, _CONTROL)) != len(last):
+        shape = last.translate(_SHAPE)  # digits made 0, control characters NUL
+        if not last.isascii() or b"\0" in shape:
             return False
         # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
         if cut >= 0 and not self._inert_states(raw[:cut]):
             return False
         self._lineno.append(lineno)
-        self._shapes.append(last.translate(BLANK_DIGITS))
+        self._shapes.append(shape)
         self._text.append(last.decode("ascii"))
         self._raw.append(raw)
         self._sigs.append(sigs)
@@ -274,7 +276,7 @@ class Collector:
         for name, (a, b) in where.items():
             if name not in out.values or b <= a:
                 continue
-            numbers = np.array([_float(self._text[r][a:b]) for r in rows])
+            numbers = _floats([self._text[r][a:b] for r in rows])
             out.values[name][index] = numbers
             if name == "loss":
                 bad = index[~np.isfinite(numbers)]
@@ -383,6 +385,14 @@ def _state(c: ProgressColumns) -> tuple[Any, ...]:
     plain = (c.lineno, c.signature, c.head, c.time, c.nonfinite, c.ends)
     values = sorted((k, v.tobytes()) for k, v in c.values.items())
     return (*(a.tobytes() for a in plain), values, c.heads, c.raw, c.year)
+
+
+def _floats(texts: list[str]) -> np.ndarray[Any, Any]:
+    """Number strings as floats, NaN where one is not a number (numpy parses them in C)."""
+    try:
+        return np.array(texts, dtype=np.float64)
+    except ValueError:
+        return np.array([_float(t) for t in texts])
 
 
 def _float(text: str) -> float:
