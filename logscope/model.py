@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 import math
-import statistics
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -12,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+import numpy as np
 
 
 def gpu_hours(value: float | None) -> str:
@@ -362,11 +362,14 @@ class Progress:
 
     def median_interval_s(self) -> float | None:
         """Typical seconds per logged progress line: from the lines' own durations, else times."""
-        values = [v for v in self.iter_s if not math.isnan(v)]
-        if not values:
-            t = [v for v in self.time if not math.isnan(v)]
-            values = [b - a for a, b in itertools.pairwise(t) if b > a]
-        return statistics.median(values) if values else None
+        values = np.frombuffer(self.iter_s, np.float64) if self.iter_s else np.empty(0)
+        values = values[~np.isnan(values)]
+        if not len(values):
+            t = np.frombuffer(self.time, np.float64) if self.time else np.empty(0)
+            gaps = np.diff(t[~np.isnan(t)])
+            values = gaps[gaps > 0]
+        # the middle value, or the mean of the two middle ones (statistics.median's floats)
+        return float(np.median(values)) if len(values) else None
 
     def last_time(self) -> datetime | None:
         for v in reversed(self.time):
