@@ -226,11 +226,20 @@ class Engine:
         """The event of bulk-parsed line `i`, built as the per-line path builds it."""
         lineno = base + cols.lineno[i]
         sig = self.library.signatures[cols.signature[i]]
-        raw = cols.raw_line(i)
-        for line, hit in matched(self.library, raw, path, lineno, cols.year, False, None):
+        records = list(
+            matched(self.library, cols.raw_line(i), path, lineno, cols.year, False, None)
+        )
+        for line, hit in records:
             if hit is not None and hit[0] is sig:
                 return self.extractor.event_of(line, hit, self._seq(line))
-        raise AssertionError(f"{path}:{lineno}: a bulk-parsed line no longer matches")
+        # the regex found it in the whole line, not in the message left after its prefix: the
+        # event carries what the bulk parse read
+        fields = {k: repr(v[i]) for k, v in cols.values.items() if v[i] == v[i]}
+        for k in ("iteration", "train_iters"):
+            if k in fields:
+                fields[k] = str(int(cols.values[k][i]))
+        line = records[-1][0]
+        return self.extractor.event_of(line, (sig, fields), self._seq(line))
 
     def feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
         self._note_stream(line)

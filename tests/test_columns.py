@@ -229,3 +229,27 @@ def test_progress_holds_only_the_first_and_latest_events() -> None:
     assert p.event(0) is events[0] and p.event(2) is events[2] and p.event(1) is None
     p.resolve = lambda idx: events[idx]
     assert p.event(1) is events[1]
+
+
+def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # should the per-line path not find the signature in the message left after the prefix,
+    # the event carries what the bulk parse read, never a traceback
+    from logscope import engine as engine_module
+    from logscope.engine import Engine
+
+    raw = b"[default3]: iteration       43/     100 | consumed samples:  5504 | lm loss: 1.5 |"
+    collector = Collector(LIBRARY, "x.log", 2024)
+    assert collector.take(7, raw)
+    cols, _ = collector.finish()
+    real = engine_module.matched
+
+    def no_hit(*args: Any) -> Any:
+        return [(line, None) for line, _ in real(*args)]
+
+    monkeypatch.setattr(engine_module, "matched", no_hit)
+    e = Engine(LIBRARY)._progress_event(cols, 0, "x.log", 0)
+    assert e.kind == "iteration" and e.line.lineno == 7 and e.line.local_rank == 3
+    assert e.fields["iteration"] == "43" and e.fields["train_iters"] == "100"
+    assert float(e.fields["loss"]) == 1.5
