@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 from bisect import bisect_left
@@ -114,9 +115,10 @@ class Engine:
             for line in prefix_lines(prefix, path):
                 self._note_stream(line)
 
-    def feed_block(self, block: Block, path: str, year: int | None) -> list[Event]:
-        """Feed a block's candidate lines; returns their events, each run of progress lines
-        parsed in bulk standing as its last line's event."""
+    def feed_block(
+        self, block: Block, path: str, year: int | None, events: bool = True
+    ) -> list[Event]:
+        """Feed a block's candidate lines; returns their events (see `feed_sorted`)."""
         if path not in self.wrap:
             # learned from an input's first block (read_blocks gives whole lines)
             self.wrap[path] = wrap_width(block.data[:WRAP_SAMPLE])
@@ -125,7 +127,7 @@ class Engine:
             self.extractor.prefilter, block.data, block.first_lineno, block.truncated, width
         )
         lines, progress = sort_lines(self.library, candidates, path, year, width)
-        return self.feed_sorted(lines, progress, path)
+        return self.feed_sorted(lines, progress, path, events=events)
 
     def feed_sorted(
         self,
@@ -133,27 +135,39 @@ class Engine:
         progress: ProgressColumns,
         path: str,
         base: int = 0,
+        events: bool = True,
     ) -> list[Event]:
         """Feed decoded lines and bulk-parsed progress lines (numbered from `base`) in line
-        order."""
+        order; returns their events, each run of progress lines standing as its last line's
+        (`events=False`: none, and a run's last event is built only if asked for later)."""
         out: list[Event] = []
         n = len(progress)
         j = 0
         for line, hit in lines:
             if j < n and progress.lineno[j] + base < line.lineno:
                 k = bisect_left(progress.lineno, line.lineno - base, j)
-                out.append(self._feed_progress(progress, j, k, path, base))
+                self._feed_progress(progress, j, k, path, base)
                 j = k
-            out.extend(self.feed_line(line, hit))
+                if events:
+                    out.append(self._last_progress_event())
+            found = self.feed_line(line, hit)
+            if events:
+                out.extend(found)
         if j < n:
-            out.append(self._feed_progress(progress, j, n, path, base))
+            self._feed_progress(progress, j, n, path, base)
+            if events:
+                out.append(self._last_progress_event())
         return out
 
-    def _feed_progress(
-        self, cols: ProgressColumns, lo: int, hi: int, path: str, base: int
-    ) -> Event:
+    def _last_progress_event(self) -> Event:
+        e = self.progress.event(len(self.progress) - 1)
+        if e is None:  # pragma: no cover - every line added is kept or can be built
+            raise ValueError("no progress event")
+        return e
+
+    def _feed_progress(self, cols: ProgressColumns, lo: int, hi: int, path: str, base: int) -> None:
         """A run of bulk-parsed progress lines, `cols[lo:hi]`, as `feed_line` would take them
-        one by one; returns the last one's event."""
+        one by one."""
         index = self._input_index.setdefault(path, len(self._input_index))
         self._progress_streams(cols, lo, hi, path)
         values = cols.values
@@ -184,14 +198,13 @@ class Engine:
             derived = self.timeline.add_progress_run(seqs, times, seconds, first, iterations)
         finally:
             progress.resolve = None
-        last = self._progress_event(cols, hi - 1, path, base)
+        last = functools.partial(self._progress_event, cols, hi - 1, path, base)
         progress.keep(first + hi - lo - 1, last)
         self._derived_until = max(self._derived_until, derived)
         stated = times[~np.isnan(times)]
         if len(stated):
             self._tick(datetime.fromtimestamp(float(stated.min())))
             self._tick(datetime.fromtimestamp(float(stated.max())))
-        return last
 
     def _log_intervals(self, its: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """`_log_interval` of each line of a run (-1: no iteration number)."""

@@ -274,8 +274,8 @@ class Progress:
     """Global batch size (it ramps up in some runs: step time is compared per sample)."""
     train_iters: int | None = None
     first: Event | None = None
-    _latest: tuple[int, Event] | None = None
-    """The last line added as an Event, with its index."""
+    _latest: tuple[int, Event | Callable[[], Event]] | None = None
+    """The last line added, with its index: its Event, or how to build it (when asked)."""
     resolve: Callable[[int], Event] | None = None
     """Builds the Event of a line added in bulk (`extend`), while its text is at hand."""
 
@@ -296,13 +296,17 @@ class Progress:
         if idx == 0 and self.first is not None:
             return self.first
         if self._latest is not None and self._latest[0] == idx:
-            return self._latest[1]
+            e = self._latest[1]
+            if not isinstance(e, Event):
+                e = e()
+                self._latest = (idx, e)
+            return e
         return self.resolve(idx) if self.resolve is not None else None
 
-    def keep(self, idx: int, e: Event) -> None:
-        """Hold the Event of line `idx` (the latest so far)."""
+    def keep(self, idx: int, e: Event | Callable[[], Event]) -> None:
+        """Hold the Event of line `idx` (the latest so far), or how to build it."""
         if idx == 0:
-            self.first = e
+            self.first = e if isinstance(e, Event) else e()
         self._latest = (idx, e)
 
     def add(self, e: Event, iteration: int | None, seconds: float) -> int:

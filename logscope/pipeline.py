@@ -57,7 +57,7 @@ def _feed_sequential(
         if i == 0:
             year = _year_hint(src, block.data[:65536])
         engine.discover(block, src.path)
-        engine.feed_block(block, src.path, year)
+        engine.feed_block(block, src.path, year, events=False)
         tick(stats.bytes)
 
 
@@ -129,7 +129,7 @@ def _feed_ranges(
         marks.append((base + 1, task.start))
         engine.note_prefixes(src.path, scan.prefixes)
         lines = [unpack(match, src.path, base + 1, engine.library) for match in scan.matches]
-        engine.feed_sorted(lines, scan.progress, src.path, base)
+        engine.feed_sorted(lines, scan.progress, src.path, base, events=False)
         note_cut(stats, src.path, [base + c for c in scan.cut], MAX_LINE)
         base += scan.lines
         stats.bytes += scan.size
