@@ -1,4 +1,5 @@
-"""The prefilter (Hyperscan, else RE2) finds exactly the lines of a block that contain a trigger."""
+"""The prefilter (Hyperscan, else RE2) finds exactly the lines of a block that contain a trigger,
+as byte spans and as line indexes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from logscope.engine import default_library
 from logscope.scan import BLOCK_TRIGGERS, Prefilter
+from logscope.sources import newlines_of
 
 LIBRARY = default_library()
 REAL = Prefilter.for_library(LIBRARY)
@@ -51,6 +53,9 @@ def check(prefilter: Prefilter, triggers: Sequence[str], block: bytes) -> None:
             f"got  ={[block[s:e] for s, e in got]}\n"
             f"want ={[block[s:e] for s, e in want]}"
         )
+        # the same lines as indexes, placed with the block's newlines (ranges._window_lines)
+        indexes = scan.line_indexes(block, len(block), newlines_of(block)).tolist()
+        assert indexes == [block.count(b"\n", 0, s) for s, _ in want], scan.engine
 
 
 def test_hyperscan_scans_when_installed() -> None:
