@@ -28,7 +28,7 @@ from .events import inert, parse_time
 from .lines import _EMBEDDED, parse_line
 from .patterns import Library, TriggerIndex
 from .scan import BLOCK_TRIGGERS
-from .shapes import BLANK_DIGITS, digit_blind, spans
+from .shapes import digit_blind, spans
 
 VALUES = (
     "iteration",
@@ -45,8 +45,10 @@ VALUES = (
 """The numeric fields of a progress line that Progress keeps (model.Progress)."""
 
 _HEAD = "_head"
-_SHAPE = BLANK_DIGITS.translate(bytes.maketrans(bytes(range(32)) + b"\x7f", b"\0" * 33))
-"""A line's shape (shapes.BLANK_DIGITS), its control characters made NUL to be found."""
+_CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
+_SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_CONTROL))
+"""A line's shape: its digits made NUL (patterns.TriggerIndex's key), its control characters
+but `\r` made \x01 to be found (a line with any is decoded line by line)."""
 HeadFields = tuple[str | None, int | None, int | None, int | None, str | None, str | None]
 """What a line's prefix says: (host, rank, local rank, srun task, tee role, log level)."""
 
@@ -155,19 +157,24 @@ class Collector:
 
     def take(self, lineno: int, raw: bytes) -> bool:
         """Keep a plain progress line for the bulk parse; False: the caller decodes it."""
-        if not self._bulk or b"\n" in raw:
-            return False
-        sigs = self._index.candidates_in(raw)
-        if not sigs or not self._bulk.issuperset(sigs):
+        if not self._bulk:
             return False
         raw = raw.rstrip(b"\r")
-        cut = raw.rfind(b"\r")
-        last = raw[cut + 1 :] if cut >= 0 else raw
-        shape = last.translate(_SHAPE)  # digits made 0, control characters NUL
-        if not last.isascii() or b"\0" in shape:
+        shape = raw.translate(_SHAPE)  # digits NUL, control characters but `\r` \x01
+        if b"\x01" in shape:
             return False
-        # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
-        if cut >= 0 and not self._inert_states(raw[:cut]):
+        sigs = self._index.candidates_in(raw, shape)
+        if not sigs or not self._bulk.issuperset(sigs):
+            return False
+        cut = raw.rfind(b"\r")
+        if cut < 0:
+            last = raw
+        else:
+            # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
+            last, shape = raw[cut + 1 :], shape[cut + 1 :]
+            if not self._inert_states(raw[:cut], shape[:cut]):
+                return False
+        if not last.isascii():
             return False
         self._lineno.append(lineno)
         self._shapes.append(shape)
@@ -176,11 +183,10 @@ class Collector:
         self._sigs.append(sigs)
         return True
 
-    def _inert_states(self, states: bytes) -> bool:
+    def _inert_states(self, states: bytes, key: bytes) -> bool:
         """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
         time, no error words (as the per-line path would decode them). Decided once per shape:
         a redrawn bar differs only in its digits."""
-        key = states.translate(BLANK_DIGITS)
         known = self._inert.get(key)
         if known is None:
             text = states.decode("utf-8", "replace")

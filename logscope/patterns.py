@@ -94,7 +94,7 @@ class Signature:
 
 _BLANK_DIGITS = bytes.maketrans(b"0123456789", b"\0" * 10)
 _SHAPE_CACHE_SIZE = 4096
-_SHAPE_MAX_LEN = 512
+_SHAPE_MAX_LEN = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,14 +132,15 @@ class TriggerIndex:
         # UTF-8 keeps substrings: a trigger is in the text iff its bytes are in the text's bytes
         return self.candidates_in(raw.encode("utf-8", "surrogatepass"))
 
-    def candidates_in(self, data: bytes) -> tuple[int, ...]:
-        """`candidates` of a line's UTF-8 bytes."""
+    def candidates_in(self, data: bytes, shape: bytes | None = None) -> tuple[int, ...]:
+        """`candidates` of a line's UTF-8 bytes (`shape`: the bytes with their digits made
+        NUL, when the caller has them)."""
         if len(data) > _SHAPE_MAX_LEN:
             found, numeric = self._scan(data, self.triggers), self.numeric
         else:
             # blanking digits keeps every digit-free trigger's occurrences, and makes none; a
             # trigger with digits can be in the line only if its blanked form is in the shape
-            shape = data.translate(_BLANK_DIGITS)
+            shape = data.translate(_BLANK_DIGITS) if shape is None else shape
             cached = self._by_shape.get(shape)
             if cached is None:
                 if len(self._by_shape) >= _SHAPE_CACHE_SIZE:

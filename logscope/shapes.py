@@ -16,7 +16,6 @@ from re import _constants as sre_constants  # type: ignore[attr-defined]  # Pyth
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-BLANK_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
 _DIGITS = range(ord("0"), ord("9") + 1)
 Spans = dict[str, tuple[int, int]]
 
