@@ -99,7 +99,10 @@ class _Open:
     """The stamp of the line that says the training loop starts now (Megatron's `[before the
     start of training step]`), until the first progress line."""
     pending_save_s: float = 0.0
-    unknown: list[tuple[int, float]] = field(default_factory=list)
+    unknown: array[int] = field(default_factory=lambda: array("q"))
+    """Progress indexes of the lines before the first known time, for the backward fill."""
+    unknown_s: array[float] = field(default_factory=lambda: array("d"))
+    """The seconds each of them covers (arrays: a log without times has millions)."""
     """(progress index, seconds) of lines before the first known time, for the backward fill."""
     loop_start: float | None = None
     open_save: tuple[int | None, float | None] | None = None
@@ -120,6 +123,12 @@ def _no_reset_until(its: npt.NDArray[np.int64], k: int, last_it: int | None) -> 
     before[1:] = values[:-1]
     back = np.flatnonzero(values <= before)
     return k + int(rows[back[0]]) if len(back) else len(its)
+
+
+def _first_stated(exact: npt.NDArray[np.float64], k: int) -> int:
+    """The first line from k on that states its time, or len(exact)."""
+    stated = np.flatnonzero(~np.isnan(exact[k:]))
+    return k + int(stated[0]) if len(stated) else len(exact)
 
 
 def timestamp(t: datetime | None) -> float | None:
@@ -226,7 +235,8 @@ class Timeline:
             t = cur.anchor + d
         else:
             t = None
-            cur.unknown.append((idx, d))
+            cur.unknown.append(idx)
+            cur.unknown_s.append(d)
         if t is not None and cur.unknown:
             self._backfill(cur, t, d)
         if t is not None:
@@ -262,6 +272,22 @@ class Timeline:
         while k < n:
             cur = self._cur
             if (
+                cur is not None
+                and cur.t_prev is None
+                and cur.first_idx >= 0
+                and cur.input == input_of(int(seqs[k]))
+                and cur.input not in self._pending
+                and cur.anchor is None
+                and cur.loop_anchor is None
+                and np.isnan(exact[k])
+            ):
+                # no clock yet (a log without times): the lines wait for the backward fill
+                m = min(_no_reset_until(its, k, cur.last_it), _first_stated(exact, k))
+                if m > k:
+                    self._unclocked(cur, seqs, seconds, first_idx, its, k, m)
+                    k = m
+                    continue
+            if (
                 cur is None
                 or cur.input != input_of(int(seqs[k]))
                 or cur.input in self._pending
@@ -293,6 +319,27 @@ class Timeline:
         if exact == exact:
             self.stamp_at(seq, exact)
         return self.add_progress(seq, exact, idx, None if it < 0 else it)
+
+    def _unclocked(
+        self,
+        cur: _Open,
+        seqs: npt.NDArray[np.int64],
+        seconds: npt.NDArray[np.float64],
+        first_idx: int,
+        its: npt.NDArray[np.int64],
+        k: int,
+        m: int,
+    ) -> None:
+        """Lines k..m-1 extend an attempt that has no time yet, as add_progress takes them."""
+        cur.unknown.extend(array("q", range(first_idx + k, first_idx + m)))
+        cur.unknown_s.frombytes(np.nan_to_num(seconds[k:m]).tobytes())
+        cur.pending_save_s = 0.0
+        cur.last_idx = first_idx + m - 1
+        valid = its[k:m][its[k:m] >= 0]
+        if len(valid):
+            cur.last_it = int(valid[-1])
+        cur.last_seq = max(cur.last_seq, int(seqs[m - 1]))
+        self._has_progress.add(cur.input)
 
     def _stretch(
         self,
@@ -343,12 +390,12 @@ class Timeline:
 
     def _backfill(self, cur: _Open, t_known: float, d_known: float) -> None:
         t = t_known - d_known
-        for idx, d in reversed(cur.unknown):
+        for idx, d in zip(reversed(cur.unknown), reversed(cur.unknown_s), strict=True):
             self.progress.time[idx] = t
             t -= d
         cur.loop_start = t
         cur.start = min(cur.start, t)
-        cur.unknown.clear()
+        cur.unknown, cur.unknown_s = array("q"), array("d")
 
     def save_start(self, e: Event) -> None:
         cur = self._cur
