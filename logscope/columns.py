@@ -2,8 +2,9 @@
 
 A log that prints every step is mostly iteration lines, and decoding each into a Line, a dict of
 fields and an Event costs ~50 us of Python a line. Here a range's plain progress lines (every
-trigger they hold belongs to an iteration signature) are parsed together: each signature's regex
-and its `columns` run once over all of them inside pyarrow (RE2), numbers become float arrays,
+trigger they hold belongs to an iteration signature) are parsed together: lines that differ only
+in their digits from one match of the first of them (shapes.py), the others by each signature's
+regex and `columns` run once over all of them inside pyarrow (RE2). Numbers become float arrays,
 and the prefix before each match (`[default7]: `, a timestamp) is decoded once per distinct
 prefix. The engine receives arrays, not one object per line.
 
