@@ -138,8 +138,8 @@ class Engine:
         events: bool = True,
     ) -> list[Event]:
         """Feed decoded lines and bulk-parsed progress lines (numbered from `base`) in line
-        order; returns their events, each run of progress lines standing as its last line's
-        (`events=False`: none, and a run's last event is built only if asked for later)."""
+        order; returns their events (`events=False`: none, and a progress line's event is built
+        only if the timeline asks for it: `analyze` needs none, `tail` streams them all)."""
         out: list[Event] = []
         n = len(progress)
         j = 0
@@ -147,23 +147,17 @@ class Engine:
             if j < n and progress.lineno[j] + base < line.lineno:
                 k = bisect_left(progress.lineno, line.lineno - base, j)
                 self._feed_progress(progress, j, k, path, base)
-                j = k
                 if events:
-                    out.append(self._last_progress_event())
+                    out.extend(self._progress_event(progress, i, path, base) for i in range(j, k))
+                j = k
             found = self.feed_line(line, hit)
             if events:
                 out.extend(found)
         if j < n:
             self._feed_progress(progress, j, n, path, base)
             if events:
-                out.append(self._last_progress_event())
+                out.extend(self._progress_event(progress, i, path, base) for i in range(j, n))
         return out
-
-    def _last_progress_event(self) -> Event:
-        e = self.progress.event(len(self.progress) - 1)
-        if e is None:  # pragma: no cover - every line added is kept or can be built
-            raise ValueError("no progress event")
-        return e
 
     def _feed_progress(self, cols: ProgressColumns, lo: int, hi: int, path: str, base: int) -> None:
         """A run of bulk-parsed progress lines, `cols[lo:hi]`, as `feed_line` would take them

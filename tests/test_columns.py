@@ -253,3 +253,22 @@ def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
     assert e.kind == "iteration" and e.line.lineno == 7 and e.line.local_rank == 3
     assert e.fields["iteration"] == "43" and e.fields["train_iters"] == "100"
     assert float(e.fields["loss"]) == 1.5
+
+
+def test_tail_gets_an_event_for_every_progress_line_read_in_bulk() -> None:
+    # `tail --format json` streams each iteration line; in bulk, analyze builds none of them
+    from logscope.engine import Engine
+    from logscope.sources import Block
+
+    lines = [
+        f"[default7]: iteration {it:8d}/     100 | consumed samples: {it * 64:8d} | "
+        f"elapsed time per iteration (ms): 812.5 | lm loss: 2.5E+00 |"
+        for it in range(1, 41)
+    ]
+    lines.insert(20, "[default0]:saving checkpoint at iteration      20 to /ckpt")
+    block = Block(("\n".join(lines) + "\n").encode(), 1)
+    events = Engine(LIBRARY).feed_block(block, "x.log", 2024)
+    its = [e.fields["iteration"] for e in events if e.kind == "iteration"]
+    assert its == [str(i) for i in range(1, 41)]
+    assert [e.line.lineno for e in events if e.kind == "iteration"][19:21] == [20, 22]
+    assert Engine(LIBRARY).feed_block(block, "x.log", 2024, events=False) == []
