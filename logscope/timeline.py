@@ -271,48 +271,38 @@ class Timeline:
         n, k, latest = len(seqs), 0, -math.inf
         while k < n:
             cur = self._cur
-            if (
+            plain = (
                 cur is not None
-                and cur.t_prev is None
-                and cur.first_idx >= 0
                 and cur.input == input_of(int(seqs[k]))
                 and cur.input not in self._pending
                 and cur.anchor is None
                 and cur.loop_anchor is None
-                and np.isnan(exact[k])
-            ):
+            )
+            if plain and cur is not None and cur.t_prev is None and cur.first_idx >= 0:
                 # no clock yet (a log without times): the lines wait for the backward fill
                 m = min(_no_reset_until(its, k, cur.last_it), _first_stated(exact, k))
                 if m > k:
-                    self._unclocked(cur, seqs, seconds, first_idx, its, k, m)
+                    self._unclocked(cur, seconds, first_idx, k, m)
+                    self._extended(cur, seqs, first_idx, its, k, m)
                     k = m
                     continue
-            if (
-                cur is None
-                or cur.input != input_of(int(seqs[k]))
-                or cur.input in self._pending
-                or cur.t_prev is None
-                or cur.unknown
-                or cur.anchor is not None
-                or cur.loop_anchor is not None
-                or cur.pending_save_s
+            elif (
+                plain
+                and cur is not None
+                and cur.t_prev is not None
+                and not cur.unknown
+                and not cur.pending_save_s
             ):
-                m = k + 1
-                t = self._progress_one(int(seqs[k]), float(exact[k]), first_idx + k, int(its[k]))
-                latest = max(latest, -math.inf if t is None else t)
-            else:
                 m = _no_reset_until(its, k, cur.last_it)
                 if m > k:
-                    latest = max(
-                        latest, self._stretch(cur, seqs, exact, seconds, first_idx, its, k, m)
-                    )
-                else:
-                    m = k + 1
-                    t = self._progress_one(
-                        int(seqs[k]), float(exact[k]), first_idx + k, int(its[k])
-                    )
-                    latest = max(latest, -math.inf if t is None else t)
-            k = m
+                    latest = max(latest, self._stretch(cur, exact, seconds, first_idx, k, m))
+                    self._extended(cur, seqs, first_idx, its, k, m)
+                    k = m
+                    continue
+            # a line that starts an attempt, or follows a stamp or a save, goes alone
+            t = self._progress_one(int(seqs[k]), float(exact[k]), first_idx + k, int(its[k]))
+            latest = max(latest, -math.inf if t is None else t)
+            k += 1
         return latest
 
     def _progress_one(self, seq: int, exact: float, idx: int, it: int) -> float | None:
@@ -323,10 +313,8 @@ class Timeline:
     def _unclocked(
         self,
         cur: _Open,
-        seqs: npt.NDArray[np.int64],
         seconds: npt.NDArray[np.float64],
         first_idx: int,
-        its: npt.NDArray[np.int64],
         k: int,
         m: int,
     ) -> None:
@@ -334,6 +322,17 @@ class Timeline:
         cur.unknown.extend(array("q", range(first_idx + k, first_idx + m)))
         cur.unknown_s.frombytes(np.nan_to_num(seconds[k:m]).tobytes())
         cur.pending_save_s = 0.0
+
+    def _extended(
+        self,
+        cur: _Open,
+        seqs: npt.NDArray[np.int64],
+        first_idx: int,
+        its: npt.NDArray[np.int64],
+        k: int,
+        m: int,
+    ) -> None:
+        """Lines k..m-1 are the open attempt's latest."""
         cur.last_idx = first_idx + m - 1
         valid = its[k:m][its[k:m] >= 0]
         if len(valid):
@@ -344,11 +343,9 @@ class Timeline:
     def _stretch(
         self,
         cur: _Open,
-        seqs: npt.NDArray[np.int64],
         exact: npt.NDArray[np.float64],
         seconds: npt.NDArray[np.float64],
         first_idx: int,
-        its: npt.NDArray[np.int64],
         k: int,
         m: int,
     ) -> float:
@@ -372,12 +369,6 @@ class Timeline:
             cur.start = min(cur.start, float(e[stated].min()))
         cur.end = max(cur.end, float(t.max()))
         cur.t_prev = float(t[-1])
-        cur.last_idx = first_idx + m - 1
-        valid = its[k:m][its[k:m] >= 0]
-        if len(valid):
-            cur.last_it = int(valid[-1])
-        cur.last_seq = max(cur.last_seq, int(seqs[m - 1]))
-        self._has_progress.add(cur.input)
         return float(t.max())
 
     def now(self, seq: int) -> float | None:
