@@ -223,7 +223,6 @@ class Collector:
                 self._by_shape(rows, order[sigs], out)
             else:
                 pending += rows
-        pending.sort()
         depth = 0
         while pending:
             by_sig: dict[int, list[int]] = {}
@@ -437,11 +436,6 @@ def _strings(texts: list[str]) -> pa.Array:
     return pa.Array.from_buffers(
         pa.large_string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
-
-
-def _indices(rows: list[int]) -> pa.Array:
-    values = np.asarray(rows, np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
 def _mask(flags: np.ndarray[Any, Any]) -> pa.Array:

@@ -241,7 +241,7 @@ class Extractor:
         key = (path, task, host)
         if key not in self._blocks:
             return []
-        return self._close(key, Line(path=path, lineno=0, raw="", text=""))
+        return self._close(key)
 
     def _classified(
         self, category: str | None, fields: dict[str, str], exception: str, message: str
@@ -278,7 +278,7 @@ class Extractor:
             return None
         if line.lineno - blk.last_lineno > 4:
             # the block's lines are consecutive; a gap means it ended without its border
-            return self._close(key, line) or None
+            return self._close(key) or None
         text = line.text
         blk.last_lineno = line.lineno
         if text.startswith("Root Cause"):
@@ -305,16 +305,16 @@ class Extractor:
                 blk.exit_lines[len(blk.entries) - 1] = line
             return []
         if text.startswith("=====") and blk.section == "root" and blk.current is not None:
-            return self._close(key, line)
+            return self._close(key)
         if (
             text.lstrip().startswith(("-----", "=====", "<NO_OTHER_FAILURES>"))
             or text.endswith(" FAILED")
             or not text.strip()
         ):
             return []
-        return self._close(key, line) or None
+        return self._close(key) or None
 
-    def _close(self, key: tuple[str, int | None, str | None], line: Line) -> list[Event]:
+    def _close(self, key: tuple[str, int | None, str | None]) -> list[Event]:
         blk = self._blocks.pop(key)
         return [
             self._entry_event(e, blk.exit_lines[i])
@@ -370,8 +370,7 @@ class Extractor:
         last resort: a traceback is printed for an exception only."""
         out: list[Event] = []
         for key in list(self._blocks):
-            dummy = Line(path=key[0], lineno=0, raw="", text="")
-            out.extend(self._close(key, dummy))
+            out.extend(self._close(key))
         for start in self._tracebacks.values():
             self.unrecognized_events.append(
                 replace(

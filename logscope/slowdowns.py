@@ -110,9 +110,8 @@ def find_slowdowns(
     regimes: list[tuple[StepTimes, list[tuple[int, int, float]]]] = []
     for s in series:
         with np.errstate(divide="ignore", invalid="ignore"):
-            y = np.log(
-                s.seconds / s.units
-            )  # a zero or negative step (stamps out of order) is no value
+            # seconds per sample; a zero or negative step (stamps out of order) is no value
+            y = np.log(s.seconds / s.units)
         ok = np.isfinite(y)
         ok[:WARMUP_LINES] = False
         pos = np.flatnonzero(ok)
