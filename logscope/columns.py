@@ -29,7 +29,7 @@ from .events import inert, parse_time
 from .lines import _EMBEDDED, parse_line
 from .patterns import Library, TriggerIndex
 from .scan import BLOCK_TRIGGERS
-from .shapes import digit_blind, spans
+from .shapes import digit_blind
 
 VALUES = (
     "iteration",
@@ -261,8 +261,7 @@ class Collector:
         """Lines of one shape: the first one's match places every field of each of them."""
         text = self._text[rows[0]]
         for sig in ranked:
-            s = self.library.signatures[sig]
-            found = spans(s.regex, s.columns, text)
+            found = self.library.signatures[sig].spans(text)
             if found is not None:
                 break
         else:

@@ -79,6 +79,8 @@ class Signature:
     progress line's loss, grad norm, batch size (see logscope.columns)."""
 
     def match(self, message: str) -> dict[str, str] | None:
+        """The fields of a message the regex matches: its groups, then each column's groups
+        it has not (None if the regex does not match)."""
         m = self.regex.search(message)
         if m is None:
             return None
@@ -90,6 +92,20 @@ class Signature:
                     if v is not None:
                         fields.setdefault(k, v)
         return fields
+
+    def spans(self, message: str) -> tuple[int, dict[str, tuple[int, int]]] | None:
+        """`match` as places: where the regex match starts, and each field's span."""
+        m = self.regex.search(message)
+        if m is None:
+            return None
+        out = {k: m.span(k) for k in self.regex.groupindex if m.group(k) is not None}
+        for column in self.columns:
+            c = column.search(message)
+            if c is not None:
+                for k in column.groupindex:
+                    if k not in out and c.group(k) is not None:
+                        out[k] = c.span(k)
+        return m.start(), out
 
 
 _BLANK_DIGITS = bytes.maketrans(b"0123456789", b"\0" * 10)

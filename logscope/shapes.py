@@ -1,6 +1,6 @@
 """Lines that differ only in their digits, and the regexes that read them all alike.
 
-A progress line's shape is its bytes with every digit made `0`: a run that logs every step
+A progress line's shape is its bytes with every digit blanked: a run that logs every step
 prints thousands of lines of a few shapes. When every character class and literal of a regex
 holds either all ten digits or none of them (`\\d`, `\\w`, `\\S`, `.`, `[^|]`, but not `[01]` or
 a literal `7`, nor a back-reference), the regex cannot tell two lines of one shape apart: it
@@ -17,7 +17,6 @@ from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
 _DIGITS = range(ord("0"), ord("9") + 1)
-Spans = dict[str, tuple[int, int]]
 
 
 @functools.lru_cache(maxsize=256)
@@ -94,26 +93,3 @@ def _uniform_set(items: Any) -> bool:
             return False
     # a negated set holds the complement of the digits it names: uniform iff they are
     return len(held) in (0, len(_DIGITS))
-
-
-def spans(
-    regex: re.Pattern[str] | Any, columns: tuple[Any, ...], text: str
-) -> tuple[int, Spans] | None:
-    """Where a signature's regex matches a line (its start) and the span of every field its
-    regex and its columns capture (a column's field only where the regex has none); None if
-    the regex does not match."""
-    m = regex.search(text)
-    if m is None:
-        return None
-    out: Spans = {}
-    for name in regex.groupindex:
-        if m.group(name) is not None:
-            out[name] = m.span(name)
-    for column in columns:
-        c = column.search(text)
-        if c is None:
-            continue
-        for name in column.groupindex:
-            if name not in out and c.group(name) is not None:
-                out[name] = c.span(name)
-    return m.start(), out

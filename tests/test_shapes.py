@@ -10,7 +10,7 @@ import pytest
 
 from logscope.columns import MIN_SHAPE_LINES, Collector
 from logscope.engine import default_library
-from logscope.shapes import digit_blind, spans
+from logscope.shapes import digit_blind
 
 LIBRARY = default_library()
 
@@ -36,7 +36,8 @@ def test_which_regexes_read_every_digit_alike(pattern: str, blind: bool) -> None
 def test_spans_take_the_regex_fields_before_the_columns() -> None:
     sig = next(s for s in LIBRARY.signatures if s.id == "progress.hf_log")
     text = "[rank0]: {'loss': 2.5, 'grad_norm': 0.75, 'epoch': 0.5}"
-    found = spans(sig.regex, sig.columns, text)
+    found = sig.spans(text)
+    assert found is not None and sig.match(text) == {k: text[a:b] for k, (a, b) in found[1].items()}
     assert found is not None
     start, where = found
     assert text[:start] == "[rank0]: "
