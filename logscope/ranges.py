@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
-import numpy as np
-
 from .columns import Collector, ProgressColumns
 from .errors import InputError
 from .lines import DISCOVERY_BYTES, routing_prefixes
@@ -27,7 +25,6 @@ from .sources import (
     read_blocks,
     read_windows,
 )
-from .wrap import rejoin
 
 _line_state = operator.attrgetter(*(f.name for f in dataclass_fields(Line)[1:]))
 PackedMatch = tuple[tuple[Any, ...], int, dict[str, str] | None]
@@ -135,18 +132,10 @@ def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, 
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
         tally.prefixes |= routing_prefixes(w.data, w.offset, w.size, task.discovery)
-        index = prefilter.line_indexes(w.data, w.size, w.newlines)
-        nl = w.newlines
-        starts = np.where(index > 0, nl[np.maximum(index - 1, 0)] + 1, 0)
-        ends = np.where(index < len(nl), nl[np.minimum(index, len(nl) - 1)], w.size)
-        spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
-        if task.wrap is not None:
-            spans = rejoin(w.data, spans, task.wrap, w.size)
-            numbers = w.lineno_at([start for start, _ in spans])
-        else:
-            numbers = (index + w.first_lineno).tolist()
         data = w.data
-        for (start, end), lineno in zip(spans, numbers, strict=True):
+        for lineno, start, end in prefilter.placed(
+            data, w.size, w.newlines, w.first_lineno, task.wrap
+        ):
             yield lineno, bytes(data[start:end]), False
         tally.lines = w.first_lineno - 1 + w.nlines
 

@@ -125,12 +125,29 @@ class Prefilter:
     ) -> Iterator[tuple[int, bytes]]:
         """(line number, raw bytes) of each candidate line of a block; with a wrap width, of
         each candidate record, its physical lines joined by newlines (wrap.rejoin)."""
-        spans = rejoin(block, list(self.candidates(block)), width)
-        if not spans:
-            return
-        numbers = line_numbers(newlines_of(block), first_lineno, [s for s, _ in spans])
-        for (start, end), lineno in zip(spans, numbers, strict=True):
+        placed = self.placed(block, len(block), newlines_of(block), first_lineno, width)
+        for lineno, start, end in placed:
             yield lineno, block[start:end]
+
+    def placed(
+        self,
+        block: bytes | bytearray,
+        size: int,
+        newlines: npt.NDArray[np.intp],
+        first_lineno: int,
+        width: int | None = None,
+    ) -> list[tuple[int, int, int]]:
+        """(line number, start, end) of each candidate line (or wrapped record) of
+        `block[:size]`, whose newlines are given; end excludes the newline."""
+        index = self.line_indexes(block, size, newlines)
+        # line i runs from the newline before it (or the start) to its own (or `size`)
+        bounds = np.concatenate(([-1], newlines, [size]))
+        starts, ends = (bounds[index] + 1).tolist(), bounds[index + 1].tolist()
+        if width is None:
+            return list(zip((index + first_lineno).tolist(), starts, ends, strict=True))
+        spans = rejoin(block, list(zip(starts, ends, strict=True)), width, size)
+        numbers = line_numbers(newlines, first_lineno, [a for a, _ in spans])
+        return [(n, a, b) for n, (a, b) in zip(numbers, spans, strict=True)]
 
     def candidates(self, block: bytes | bytearray, size: int = -1) -> Iterator[tuple[int, int]]:
         """(start, end) byte offsets of each candidate line of `block[:size]`, in order; end

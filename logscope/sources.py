@@ -380,10 +380,6 @@ class Window:
         last = int(self.newlines[-1]) + 1 if len(self.newlines) else 0
         return len(self.newlines) + (self.size > last)
 
-    def lineno_at(self, positions: Sequence[int]) -> list[int]:
-        """Line numbers of the lines holding the given byte positions."""
-        return line_numbers(self.newlines, self.first_lineno, positions)
-
 
 def newlines_of(data: bytes | bytearray, size: int = -1) -> npt.NDArray[np.intp]:
     """Positions of every newline in `data[:size]`, ascending (numpy: ~1 GB/s)."""

@@ -173,3 +173,20 @@ def test_compressed_inputs_read_by_a_child_process(tmp_path: Path, damage: str) 
         assert any("damaged or truncated" in w for w in child[1]), child[1]
     if damage == "binary":
         assert "binary data" in str(child[0])
+
+
+def test_a_range_of_one_unterminated_candidate_line(tmp_path: Path) -> None:
+    # the last range holds only the file's last line, a failure without its newline: a window
+    # with a candidate and no newline at all
+    text = (FIXTURES / "lab" / "raise_rank1.log").read_bytes()
+    path = tmp_path / "a.log"
+    path.write_bytes(text + b"[default2]:RuntimeError: last words")
+    assert split_ranges(str(path), path.stat().st_size, len(text) - 1)[-1] == (
+        len(text),
+        path.stat().st_size,
+    )
+    _same([str(path)], len(text) - 1)
+    doc = document(analyze([str(path)], range_min_bytes=0, chunk_bytes=len(text) - 1))
+    last = text.count(b"\n") + 1
+    found = [e for i in doc["incidents"] for e in i["evidence"] if e["line"] == last]
+    assert [e["text"] for e in found] == ["[default2]:RuntimeError: last words"]
