@@ -50,8 +50,8 @@ _CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
 _SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_CONTROL))
 """A line's shape: its digits made NUL (patterns.TriggerIndex's key), its control characters
 but `\r` made \x01 to be found (a line with any is decoded line by line)."""
-HeadFields = tuple[str | None, int | None, int | None, int | None, str | None, str | None]
-"""What a line's prefix says: (host, rank, local rank, srun task, tee role, log level)."""
+HeadFields = tuple[str | None, int | None, int | None, int | None]
+"""The stream a line's prefix names: (host, rank, local rank, srun task)."""
 
 
 def _re2_ok(pattern: str) -> bool:
@@ -192,8 +192,9 @@ class Collector:
         if known is None:
             text = states.decode("utf-8", "replace")
             known = all(inert(line) for line in parse_line(text, self.path, 1, self.year))
-            if len(self._inert) < 4096:
-                self._inert[key] = known
+            if len(self._inert) >= _MAX_CACHED:
+                self._inert.clear()
+            self._inert[key] = known
         return known
 
     def finish(self) -> tuple[ProgressColumns, list[tuple[int, bytes]]]:
@@ -270,34 +271,19 @@ class Collector:
         if _EMBEDDED.search(text, start):
             return  # another stream's output glued in: decoded line by line
         index = np.asarray(rows)
-        when = where.pop("time", None)
         for r in rows:
             line = self._text[r]
             out.head[r], out.times[r] = self._head(line[:start], line)
-            if when is not None:
-                t = parse_time(line[when[0] : when[1]])
-                if t is not None:
-                    out.times[r] = t.timestamp()
         for name, (a, b) in where.items():
-            if name not in out.values or b <= a:
-                continue
-            numbers = _floats([self._text[r][a:b] for r in rows])
-            out.values[name][index] = numbers
-            if name == "loss":
-                bad = index[~np.isfinite(numbers)]
-                out.nonfinite[bad] = 1
-                out.values[name][bad] = np.nan
+            texts = [self._text[r][a:b] for r in rows]
+            if name == "time":
+                _stated(out, index, texts)
+            elif name in out.values and b > a:
+                _store(out, index, name, np.ones(len(rows), bool), _floats(texts))
         out.chosen[index] = sig
 
     def _parse(self, sig: int, members: list[int], out: _Out) -> list[int]:
         """Parse the lines `members` with one signature; returns those it does not match."""
-        chosen, head, times, values, nonfinite = (
-            out.chosen,
-            out.head,
-            out.times,
-            out.values,
-            out.nonfinite,
-        )
         s = self.library.signatures[sig]
         taken = _strings([self._text[r] for r in members])
         found = pc.extract_regex(taken, f"^(?P<{_HEAD}>.*?)(?:{s.regex.pattern})")
@@ -315,8 +301,7 @@ class Collector:
             if _EMBEDDED.search(text, len(prefix)):
                 glued[k] = True  # another stream's output glued in: decoded line by line
                 continue
-            head[r], stamp = self._head(prefix, text)
-            times[r] = stamp
+            out.head[r], out.times[r] = self._head(prefix, text)
         columns = {name: found.field(name) for name in found.type.names if name != _HEAD}
         for column in s.columns:
             extra = pc.extract_regex(taken, column.pattern)
@@ -324,19 +309,10 @@ class Collector:
                 columns.setdefault(name, extra.field(name))
         for name, col in columns.items():
             if name == "time":
-                # a time the regex captured comes before the prefix's, as in Extractor.feed
-                for k, v in enumerate(col.to_pylist()):
-                    t = parse_time(v) if v else None
-                    if t is not None:
-                        times[rows[k]] = t.timestamp()
-            elif name in values:
-                present, numbers = _numbers(col)
-                values[name][rows] = numbers
-                if name == "loss":
-                    bad = present & ~np.isfinite(numbers)
-                    nonfinite[rows[bad]] = 1
-                    values[name][rows[bad]] = np.nan
-        chosen[rows[~glued]] = sig
+                _stated(out, rows, col.to_pylist())
+            elif name in out.values:
+                _store(out, rows, name, *_numbers(col))
+        out.chosen[rows[~glued]] = sig
         return missed
 
     def _head(self, prefix: str, text: str) -> tuple[int, float]:
@@ -346,7 +322,7 @@ class Collector:
         known = self._parsed.get(key)
         if known is None:
             line = parse_line(key, self.path, 1, self.year)[0]
-            fields = (line.host, line.rank, line.local_rank, line.task, line.role, line.level)
+            fields = (line.host, line.rank, line.local_rank, line.task)
             index = self._heads.get(fields)
             if index is None:
                 index = self._heads[fields] = len(self._head_fields)
@@ -357,6 +333,29 @@ class Collector:
                 self._parsed.clear()  # stamped prefixes are all distinct
             self._parsed[key] = known
         return known
+
+
+def _stated(out: _Out, rows: np.ndarray[Any, Any], texts: list[str]) -> None:
+    """Times a regex captured: they come before the prefix's, as in Extractor.feed."""
+    for r, text in zip(rows.tolist(), texts, strict=True):
+        t = parse_time(text) if text else None
+        if t is not None:
+            out.times[r] = t.timestamp()
+
+
+def _store(
+    out: _Out,
+    rows: np.ndarray[Any, Any],
+    name: str,
+    present: np.ndarray[Any, Any],
+    numbers: np.ndarray[Any, Any],
+) -> None:
+    """A field's numbers for `rows`; a loss present but not finite is flagged, kept as NaN."""
+    out.values[name][rows] = numbers
+    if name == "loss":
+        bad = rows[present & ~np.isfinite(numbers)]
+        out.nonfinite[bad] = 1
+        out.values[name][bad] = np.nan
 
 
 @dataclass(frozen=True, slots=True)

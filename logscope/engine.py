@@ -201,7 +201,8 @@ class Engine:
             self._tick(datetime.fromtimestamp(float(stated.max())))
 
     def _log_intervals(self, its: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """`_log_interval` of each line of a run (-1: no iteration number)."""
+        """Iterations each progress line covers (-1: no iteration number): above 1 when the
+        log prints every Nth; a gap over 100,000 is no log interval."""
         steps = np.ones(len(its))
         rows = np.flatnonzero(its >= 0)
         if len(rows):
@@ -221,7 +222,7 @@ class Engine:
         """The streams and hosts of a run of progress lines; a torchrun failure block open in
         one of their streams ends, as a line of the stream would end it."""
         for h in set(cols.head[lo:hi]):
-            host, rank, local_rank, task, _, _ = cols.heads[h]
+            host, rank, local_rank, task = cols.heads[h]
             if local_rank is not None or rank is not None:
                 self.streams.add((task, host, local_rank, rank))
             if host:
@@ -295,7 +296,8 @@ class Engine:
             self.hosts.add(e.line.host)
         if e.kind == "iteration":
             it = field_int(e, "iteration")
-            idx = self.progress.add(e, it, line_seconds(e, self._log_interval(it)))
+            step = self._log_intervals(np.array([-1 if it is None else it], np.int64))[0]
+            idx = self.progress.add(e, it, line_seconds(e, int(step)))
             exact = e.time.timestamp() if e.time is not None and e.time_exact else math.nan
             t = self.timeline.add_progress(e.seq, exact, idx, it)
             if t is not None and t > self._derived_until:
@@ -339,15 +341,6 @@ class Engine:
         self._per_sig[e.signature] = n + 1
         if n < MAX_EVENTS_PER_SIGNATURE or e.severity in ("fatal",) or e.role == "end":
             self.failures.append(e)
-
-    def _log_interval(self, it: int | None) -> int:
-        """Iterations since the last progress line: above 1 when the log prints every Nth."""
-        step = 1
-        if it is not None and it >= 0:
-            if self._last_iter is not None and 1 < it - self._last_iter <= 100_000:
-                step = it - self._last_iter
-            self._last_iter = it
-        return step
 
     def result(
         self,

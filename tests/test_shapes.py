@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 
 import pytest
 
@@ -65,8 +66,10 @@ def test_many_lines_of_few_shapes_read_as_line_by_line() -> None:
         )
     collector = Collector(LIBRARY, "x.log", 2024)
     assert all(collector.take(i + 1, t.encode()) for i, t in enumerate(lines))
-    shapes = {t.translate(str.maketrans("0123456789", "0" * 10)) for t in lines}
+    shapes = Counter(t.translate(str.maketrans("0123456789", "0" * 10)) for t in lines)
     assert len(shapes) < len(lines) // MIN_SHAPE_LINES  # most lines share a shape
+    sizes = shapes.values()
+    assert max(sizes) >= MIN_SHAPE_LINES > min(sizes)  # both ways of reading are taken
     cols, rejected = collector.finish()
     assert not rejected and len(cols) == len(lines)
     for i, t in enumerate(lines):
