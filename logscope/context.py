@@ -10,6 +10,7 @@ from .events import who
 from .lines import ROUTING_PREFIX, decode, parse_line, prefix_lines
 from .model import Analysis, Incident
 from .sources import read_lines, rereadable
+from .spool import Kept, read_kept
 
 TAIL_BYTES = 8 << 20
 """The end of an input scanned for the last line of every rank (the hang heat strip); less
@@ -59,24 +60,30 @@ def last_seen(analysis: Analysis, tail_bytes: int = TAIL_BYTES) -> list[tuple[in
 
 CONTEXT_LINES = 5
 """Lines of the same rank shown before and after a root cause."""
-_CONTEXT_WINDOW = 400
-"""Physical lines searched each side: other ranks' lines interleave with the culprit's."""
+CONTEXT_WINDOW = 400
+"""Physical lines searched each side of a root cause: other ranks' lines interleave with the
+culprit's."""
 
 
 def root_context(
     incidents: Sequence[Incident],
     marks: dict[str, list[tuple[int, int]]] | None = None,
+    kept: dict[str, list[Kept]] | None = None,
     radius: int = CONTEXT_LINES,
 ) -> dict[str, list[tuple[int, str]]]:
     """For each incident, its root-cause line with the lines of the same rank around it.
-    `marks`: Engine.line_marks, where known."""
+    `marks`: Engine.line_marks, where known; `kept`: chunks of compressed inputs kept after
+    their scan (spool.Spool), read instead of the input when they hold the lines."""
     wanted: dict[str, set[int]] = {}
     for inc in incidents:
         n = inc.root_cause.line.lineno
-        lo = max(1, n - _CONTEXT_WINDOW)
-        wanted.setdefault(inc.root_cause.line.path, set()).update(range(lo, n + _CONTEXT_WINDOW))
-    marks = marks or {}
-    lines = {path: read_lines(path, nums, marks.get(path, ())) for path, nums in wanted.items()}
+        lo = max(1, n - CONTEXT_WINDOW)
+        wanted.setdefault(inc.root_cause.line.path, set()).update(range(lo, n + CONTEXT_WINDOW))
+    marks, kept = marks or {}, kept or {}
+    lines: dict[str, dict[int, bytes]] = {}
+    for path, nums in wanted.items():
+        got = read_kept(kept.get(path, ()), nums)
+        lines[path] = read_lines(path, nums, marks.get(path, ())) if got is None else got
     out: dict[str, list[tuple[int, str]]] = {}
     for inc in incidents:
         root = inc.root_cause.line

@@ -1,20 +1,21 @@
-"""`analyze`: logs that have ended, read the fastest way each allows (ranges of a large file
-scanned by worker processes, a compressed file decompressed in a child process, a stream here)
-and fed to one Engine in input order."""
+"""`analyze`: logs that have ended, read the fastest way each allows and fed to one Engine in
+input order: ranges of a large file scanned by worker processes; a compressed file decompressed
+by a child process into chunks the workers scan (spool.py); a stream here."""
 
 from __future__ import annotations
 
 import contextlib
 import re
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from .compression import compression_of
-from .context import TAIL_BUDGET, TAIL_BYTES, last_seen, root_context
+from .context import CONTEXT_WINDOW, TAIL_BUDGET, TAIL_BYTES, last_seen, root_context
 from .engine import Engine, default_library
 from .errors import InputError, WorkerError
 from .lines import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
@@ -27,13 +28,14 @@ from .sources import (
     ReadStats,
     Source,
     coalesce,
+    damaged,
     expand,
     looks_binary,
     note_cut,
     read_blocks,
-    read_blocks_elsewhere,
     split_ranges,
 )
+from .spool import Chunk, KeepBudget, Kept, Spool
 from .wrap import WRAP_SAMPLE, wrap_width
 
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
@@ -45,14 +47,10 @@ def _feed_sequential(
     stats: ReadStats,
     block_size: int,
     tick: Callable[[int], None],
-    elsewhere: bool = False,
 ) -> None:
-    """Read an input block by block here, or (`elsewhere`) in a child process."""
+    """Read an input block by block in this process."""
     year: int | None = None
-    if elsewhere:
-        blocks = read_blocks_elsewhere(src, stats, block_size)
-    else:
-        blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
+    blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
     for i, block in enumerate(blocks):
         if i == 0:
             year = _year_hint(src, block.data[:65536])
@@ -113,20 +111,20 @@ def _feed_ranges(
     engine: Engine,
     src: Source,
     stats: ReadStats,
-    tasks: list[RangeTask],
-    scans: Iterator[RangeScan],
+    scans: Iterable[tuple[RangeTask, RangeScan]],
     tick: Callable[[int], None],
 ) -> None:
-    """Feed the scans of a file's ranges (the next len(tasks) of `scans`) in order."""
+    """Feed the scans of an input's ranges in order."""
     base = 0
     marks = engine.line_marks.setdefault(src.path, [])
     error: str | None = None
-    for task in tasks:
-        scan = next(scans)  # taken even after an error: the next input's scans follow
+    for task, scan in scans:
+        # taken even after an error: the next input's scans follow
         if error is not None or scan.error is not None:
             error = error or scan.error
             continue
-        marks.append((base + 1, task.start))
+        if task.origin is None:  # a range of the file itself: a place to read it again from
+            marks.append((base + 1, task.start))
         engine.note_prefixes(src.path, scan.prefixes)
         lines = [unpack(match, src.path, base + 1, engine.library) for match in scan.matches]
         engine.feed_sorted(lines, scan.progress, src.path, base, events=False)
@@ -137,6 +135,91 @@ def _feed_ranges(
         tick(stats.bytes)
     if error is not None:
         raise InputError(src.path, error)
+
+
+def _spooled_scans(
+    src: Source,
+    stats: ReadStats,
+    engine: Engine,
+    pool: ProcessPoolExecutor,
+    spool: Spool,
+    budget: KeepBudget,
+) -> Iterator[tuple[RangeTask, RangeScan]]:
+    """A compressed input's scans in order: decompressed into chunks by a child process
+    (spool.Spool), each scanned by a worker like a range of a plain file. The chunks around
+    failures and the latest progress line are kept for the root cause's context: the input
+    cannot be read again but from its start."""
+    ahead = spool.room - 1  # scans pending; and the chunk being written
+    pending: deque[tuple[Chunk, RangeTask, Future[RangeScan]]] = deque()
+    first: RangeTask | None = None
+    chunks = spool.chunks()
+    lineno = 1  # the first line of the next chunk fed
+    try:
+        while True:
+            chunk = next(chunks, None)
+            if chunk is not None:
+                if first is None:
+                    first = _first_task(src, engine, chunk)
+                task = replace(first, path=chunk.path, start=0, end=chunk.size, origin=chunk.offset)
+                pending.append((chunk, task, pool.submit(scan_range, task)))
+            if not pending:
+                break
+            if chunk is not None and len(pending) <= ahead:
+                continue
+            fed, task, future = pending.popleft()
+            scan = future.result()
+            mark = _mark(engine)
+            yield task, scan
+            spool.scanned(fed, lineno, scan.lines, *_since(engine, mark))
+            lineno += scan.lines
+        spool.finish(budget)
+        stats.compression = spool.compression
+        if spool.damage is not None:
+            # _feed_ranges has fed every chunk and counted their lines
+            where = stats.lines + spool.newline_last
+            stats.warnings.append(damaged(src.path, where, stats.compression, spool.damage))
+    except BrokenProcessPool:
+        raise WorkerError(
+            f"{src.path}: a worker process died (killed? out of memory?); try again with --jobs 1"
+        ) from None
+
+
+def _mark(engine: Engine) -> tuple[int, int, int, int]:
+    return (
+        len(engine.failures),
+        len(engine.extractor.unrecognized_events),
+        len(engine.progress.seq),
+        len(engine.timeline.attempts),
+    )
+
+
+def _since(engine: Engine, mark: tuple[int, int, int, int]) -> tuple[list[int], int | None, bool]:
+    """What the engine took since `mark` that places a root cause: the lines of the failures,
+    of the last progress line if it took one, and whether a new attempt began."""
+    failures, unrecognized, progress, attempts = mark
+    new = [*engine.failures[failures:], *engine.extractor.unrecognized_events[unrecognized:]]
+    seqs = engine.progress.seq
+    last = engine.locate(seqs[-1])[1] if len(seqs) > progress else None
+    return [e.line.lineno for e in new], last, len(engine.timeline.attempts) > attempts
+
+
+def _first_task(src: Source, engine: Engine, chunk: Chunk) -> RangeTask:
+    """What every chunk's task shares, learned from the input's first chunk."""
+    with Path(chunk.path).open("rb") as f:
+        head = f.read(WRAP_SAMPLE)
+    wrap = engine.wrap[src.path] = wrap_width(head[: head.rfind(b"\n") + 1])
+    prefilter = engine.extractor.prefilter
+    return RangeTask(
+        chunk.path,
+        0,
+        chunk.size,
+        prefilter.pattern,
+        engine.library,
+        _year_hint(src, head[:65536]),
+        discovery=engine.discovery,
+        wrap=wrap,
+        literals=prefilter.literals,
+    )
 
 
 def _in_order(
@@ -209,8 +292,16 @@ def analyze(
     plans = [(src, _range_tasks(src, engine, range_min_bytes, chunk_bytes)) for src in sources]
     tasks = [t for _, ts in plans for t in ts or ()]
     done = 0
+    spooled = {
+        src.path
+        for src, ranges in plans
+        if ranges is None and jobs > 1 and _compressed(src, range_min_bytes)
+    }
+    pool: ProcessPoolExecutor | None = None
+    kept: dict[str, list[Kept]] = {}
+    budget = KeepBudget()
     with contextlib.ExitStack() as stack:
-        if jobs > 1 and sum(t.end - t.start for t in tasks) >= parallel_min_bytes:
+        if jobs > 1 and (spooled or sum(t.end - t.start for t in tasks) >= parallel_min_bytes):
             pool = stack.enter_context(ProcessPoolExecutor(jobs))
             scans = _in_order(pool, jobs, tasks)
         else:
@@ -223,11 +314,15 @@ def analyze(
                     on_progress(base + n)
 
             try:
-                if ranges is not None:
-                    _feed_ranges(engine, src, stats, ranges, scans, tick)
+                if ranges is not None:  # the shared `scans` go on with the next input's
+                    _feed_ranges(engine, src, stats, zip(ranges, scans, strict=False), tick)
+                elif pool is not None and src.path in spooled:
+                    spool = stack.enter_context(Spool(src, chunk_bytes, jobs + 2, CONTEXT_WINDOW))
+                    kept[src.path] = spool.kept
+                    chunks = _spooled_scans(src, stats, engine, pool, spool, budget)
+                    _feed_ranges(engine, src, stats, chunks, tick)
                 else:
-                    elsewhere = jobs > 1 and _compressed(src, range_min_bytes)
-                    _feed_sequential(engine, src, stats, block_size, tick, elsewhere)
+                    _feed_sequential(engine, src, stats, block_size, tick)
             except InputError as err:
                 if src.explicit:
                     raise
@@ -246,8 +341,8 @@ def analyze(
                     src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings)
                 )
             )
-    analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
-    analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks)
+        analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
+        analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
     tail = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
     analysis.extra["last_seen"] = last_seen(analysis, tail)
     return analysis

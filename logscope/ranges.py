@@ -74,6 +74,13 @@ class RangeTask:
     """The width the input's lines were hard-wrapped at (wrap.wrap_width), if they were."""
     literals: tuple[str, ...] = ()
     """The prefilter's triggers (Prefilter.literals), for Hyperscan."""
+    origin: int | None = None
+    """Where `start` is in the input, when the file holds a piece of it (spool.Chunk)."""
+
+    @property
+    def shift(self) -> int:
+        """Add to a byte offset in the file for the offset in the input."""
+        return 0 if self.origin is None else self.origin - self.start
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +138,7 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
 def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
-        tally.prefixes |= routing_prefixes(w.data, w.offset, w.size, task.discovery)
+        tally.prefixes |= routing_prefixes(w.data, w.offset + task.shift, w.size, task.discovery)
         data = w.data
         for lineno, start, end in prefilter.placed(
             data, w.size, w.newlines, w.first_lineno, task.wrap
@@ -143,7 +150,8 @@ def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, 
 def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     stats = ReadStats()
-    offset = task.start  # as Engine.discover counts: the bytes of the blocks, cut lines cut
+    # as Engine.discover counts: the bytes of the blocks, cut lines cut
+    offset = task.start + task.shift
     for block in read_blocks(
         Source(task.path), stats, max_line=task.max_line, byte_range=(task.start, task.end)
     ):

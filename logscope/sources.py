@@ -5,11 +5,9 @@ from __future__ import annotations
 import glob
 import io
 import itertools
-import multiprocessing
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -17,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .compression import compression_in, decompressed, read_upto_damage
-from .errors import InputError, WorkerError
+from .errors import InputError
 
 BLOCK_SIZE = 1 << 20
 MAX_LINE = 1 << 20
@@ -234,9 +232,8 @@ def read_blocks(
         while True:
             chunk, damage = read_upto_damage(stream, block_size, bool(stats.compression))
             if damage is not None:
-                msg = f"{stats.compression or 'input'} stream is damaged or truncated ({damage})"
                 where = lines.lineno + chunk.count(b"\n") + lines.pending.count(b"\n")
-                stats.warnings.append(f"{src.path}:{where}: {msg}; the lines before it were read")
+                stats.warnings.append(damaged(src.path, where, stats.compression, damage))
             if first:
                 first = False
                 if looks_binary(chunk):
@@ -265,6 +262,12 @@ def read_blocks(
             stream.close()
 
 
+def damaged(path: str, where: int, compression: str | None, damage: str) -> str:
+    """The warning for an input that ends early at line `where`: damaged or cut short."""
+    what = f"{compression or 'input'} stream is damaged or truncated ({damage})"
+    return f"{path}:{where}: {what}; the lines before it were read"
+
+
 def coalesce(blocks: Iterable[Block], size: int) -> Iterator[Block]:
     """Consecutive blocks joined into blocks of at least `size` bytes (the last may be less):
     the RE2 scan pays ~5 ms per call, so 1 MiB blocks would halve its speed."""
@@ -285,50 +288,6 @@ def _joined(parts: list[Block]) -> Block:
         return parts[0]
     data = b"".join(p.data for p in parts)
     return Block(data, parts[0].first_lineno, [n for p in parts for n in p.truncated])
-
-
-def read_blocks_elsewhere(src: Source, stats: ReadStats, block_size: int) -> Iterator[Block]:
-    """`coalesce(read_blocks(...))` run by a child process, for compressed inputs: Python
-    decompresses at ~200 MB/s, as slow as the rest of the analysis, so it gets a core of its
-    own. The child's ReadStats land in `stats`; its InputError is raised here."""
-    receiver, sender = multiprocessing.Pipe(duplex=False)
-    child = multiprocessing.Process(
-        target=_read_for_parent, args=(src, block_size, sender), name="logscope-reader"
-    )
-    child.start()
-    sender.close()
-    try:
-        while True:
-            try:
-                kind, payload, theirs = receiver.recv()
-            except EOFError:
-                raise WorkerError(f"{src.path}: the reading process died") from None
-            stats.bytes, stats.lines = theirs.bytes, theirs.lines
-            if kind == "block":
-                yield payload
-                continue
-            stats.compression, stats.cut_lines = theirs.compression, theirs.cut_lines
-            stats.warnings.extend(theirs.warnings)
-            if kind == "error":
-                raise InputError(*payload)
-            return
-    finally:
-        if child.is_alive():
-            child.terminate()
-        child.join()
-        receiver.close()
-
-
-def _read_for_parent(src: Source, block_size: int, sender: Connection) -> None:
-    stats = ReadStats()
-    try:
-        for block in coalesce(read_blocks(src, stats, block_size=block_size), block_size):
-            sender.send(("block", block, ReadStats(stats.bytes, stats.lines)))
-        sender.send(("end", None, stats))
-    except InputError as err:
-        sender.send(("error", (err.path, err.message, err.line), stats))
-    finally:
-        sender.close()
 
 
 class _Range:

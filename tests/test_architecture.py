@@ -16,6 +16,7 @@ ORDER = [
     "hostlist",
     "compression",
     "sources",
+    "spool",
     "follow",
     "lines",
     "wrap",
