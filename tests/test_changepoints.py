@@ -6,7 +6,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logscope.changepoints import noise_sigma, segments, trailing_scores, winsorize
+from logscope.changepoints import (
+    noise_sigma,
+    segments,
+    sorted_window_medians,
+    trailing_scores,
+    window_medians,
+    winsorize,
+)
 
 
 def _noise(n: int, seed: int, sd: float = 0.01) -> np.ndarray:
@@ -67,3 +74,23 @@ def test_trailing_scores_compare_with_the_past_only() -> None:
     assert abs(base[30] - 2.0) < 0.02
     assert score[30] > 20
     assert np.nanmax(np.abs(score[11:30])) < 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=400),
+    st.integers(1, 150),
+    st.booleans(),
+)
+def test_moving_medians_are_the_sorted_ones(values: list[float], window: int, ties: bool) -> None:
+    # the heap (bottleneck) and sorting each window give the same floats, even-sized windows'
+    # mean of the two middle values, ties and windows longer than the series included
+    y = np.round(np.array(values, dtype=np.float64), 0 if ties else 6)
+    assert np.array_equal(window_medians(y, window), sorted_window_medians(y, window))
+
+
+def test_a_window_holding_nan_has_a_nan_median() -> None:
+    y = np.array([1.0, 2.0, np.nan, 4.0, 5.0, 6.0, 7.0])
+    got = window_medians(y, 3)
+    assert np.array_equal(np.isnan(got), [False, False, True, True, True, False, False])
+    assert got[-1] == 6.0 and got[1] == 1.5
