@@ -271,15 +271,25 @@ class Collector:
         if _EMBEDDED.search(text, start):
             return  # another stream's output glued in: decoded line by line
         index = np.asarray(rows)
-        for r in rows:
-            line = self._text[r]
-            out.head[r], out.times[r] = self._head(line[:start], line)
+        # the lines have one length: as a matrix of bytes, a field is a column of it
+        grid = np.frombuffer("".join([self._text[r] for r in rows]).encode("ascii"), np.uint8)
+        grid = grid.reshape(len(rows), -1)
+        # each distinct prefix (and the message's first two characters) decoded once, in the
+        # order the lines show them
+        keys, first, which = np.unique(
+            _cells(grid, 0, start + 2), return_index=True, return_inverse=True
+        )
+        heads, stamps = np.zeros(len(keys), np.int32), np.zeros(len(keys))
+        for k in np.argsort(first, kind="stable").tolist():
+            text = keys[k].decode("ascii")
+            heads[k], stamps[k] = self._head(text[:start], text)
+        out.head[index], out.times[index] = heads[which], stamps[which]
         for name, (a, b) in where.items():
-            texts = [self._text[r][a:b] for r in rows]
             if name == "time":
-                _stated(out, index, texts)
+                _stated(out, index, [self._text[r][a:b] for r in rows])
             elif name in out.values and b > a:
-                _store(out, index, name, np.ones(len(rows), bool), _floats(texts))
+                numbers = _cell_floats(grid, a, b)
+                _store(out, index, name, np.ones(len(rows), bool), numbers)
         out.chosen[index] = sig
 
     def _parse(self, sig: int, members: list[int], out: _Out) -> list[int]:
@@ -397,6 +407,21 @@ def _floats(texts: list[str]) -> np.ndarray[Any, Any]:
         return np.array(texts, dtype=np.float64)
     except ValueError:
         return np.array([_float(t) for t in texts])
+
+
+def _cells(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, Any]:
+    """Bytes [a, b) of each row of a matrix of equal-length ASCII lines, as fixed-width
+    strings (numpy's `S`: no line holds a NUL, so none is lost as padding)."""
+    return np.ascontiguousarray(grid[:, a:b]).view(f"S{b - a}").ravel()
+
+
+def _cell_floats(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, Any]:
+    """`_floats` of the cells [a, b) of each row: numpy parses ASCII as Python's float does."""
+    cells = _cells(grid, a, b)
+    try:
+        return cells.astype(np.float64)
+    except ValueError:
+        return np.array([_float(c.decode("ascii")) for c in cells.tolist()])
 
 
 def _float(text: str) -> float:

@@ -11,6 +11,7 @@ import pytest
 
 from logscope.columns import MIN_SHAPE_LINES, Collector
 from logscope.engine import default_library
+from logscope.lines import parse_line
 from logscope.shapes import digit_blind
 
 LIBRARY = default_library()
@@ -83,3 +84,23 @@ def test_many_lines_of_few_shapes_read_as_line_by_line() -> None:
                 assert cols.nonfinite[i] == 1
             got = column[i]
             assert (math.isnan(got) and math.isnan(want)) or got == want, (i, name)
+
+
+def test_prefixes_of_one_shape_are_decoded_line_by_line_alike() -> None:
+    # one shape, many prefixes: hosts, local ranks and stamps differ only in their digits, so
+    # each line's prefix fields and time must be its own, as the per-line decoder reads them
+    lines = [
+        f"node{i % 3:02d}: [2024-05-01 12:{i // 60 % 60:02d}:{i % 60:02d},{i % 1000:03d}] "
+        f"[default{i % 8}]: iteration {i:8d}/    5000 | consumed samples: {i * 64:10d} | "
+        f"elapsed time per iteration (ms): 1000.{i % 10} | lm loss: 2.{i:06d}E+00 |"
+        for i in range(1, 300)
+    ]
+    collector = Collector(LIBRARY, "x.log", 2024)
+    assert all(collector.take(i + 1, t.encode()) for i, t in enumerate(lines))
+    cols, rejected = collector.finish()
+    assert not rejected and len(cols) == len(lines)
+    for i, text in enumerate(lines):
+        line = parse_line(text, "x.log", i + 1, 2024)[0]
+        assert cols.heads[cols.head[i]] == (line.host, line.rank, line.local_rank, line.task)
+        assert line.time is not None and cols.time[i] == line.time.timestamp(), i
+        assert cols.values["loss"][i] == float(f"2.{i + 1:06d}E+00"), i
