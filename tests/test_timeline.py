@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from logscope.jobs import job_in_name
 from logscope.pipeline import analyze
+from logscope.timeline import _zeroed
 
 from .conftest import child_failed_block
 
@@ -314,3 +317,10 @@ def test_a_stampless_out_goes_to_the_job_its_name_says(tmp_path: Path) -> None:
     (oom,) = a.incidents
     assert oom.root_cause.line.path.endswith("slurm-4711.out")
     assert [(r.incident, r.attempt) for r in a.extra["ledger"].incidents] == [(oom.id, 0)]
+
+
+def test_zeroed_is_nan_to_num() -> None:
+    # the shortcut for all-finite seconds must not change what a NaN or an infinity becomes
+    for values in ([1.5, 2.0], [1.5, math.nan], [math.inf, 1.0], [-math.inf], []):
+        x = np.array(values, dtype=np.float64)
+        assert np.array_equal(_zeroed(x), np.nan_to_num(x))
