@@ -84,11 +84,15 @@ class _Rows:
         self.locate = locate
         self.gpus = gpus
 
+        # the attempt's lines are mostly one stretch of the columns: a view then, not a copy
+        lo, n = int(s.index[0]), len(s.index)
+        rows = slice(lo, lo + n) if int(s.index[-1]) == lo + n - 1 else s.index
+
         def col(a: Sequence[float]) -> Floats:
-            return np.frombuffer(a, dtype=np.float64)[s.index]  # type: ignore[call-overload,no-any-return]
+            return np.frombuffer(a, dtype=np.float64)[rows]  # type: ignore[call-overload,no-any-return]
 
         self.loss = col(progress.loss)
-        self.nonfinite = np.frombuffer(progress.nonfinite, dtype=np.int8)[s.index]
+        self.nonfinite = np.frombuffer(progress.nonfinite, dtype=np.int8)[rows]
         self.grad_norm = col(progress.grad_norm)
         self.loss_scale = col(progress.loss_scale)
         self.skipped = col(progress.skipped)

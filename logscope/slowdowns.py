@@ -83,8 +83,9 @@ def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
         # another rank printing the same iteration, or a line out of order: keep the first
         before = np.maximum.accumulate(np.concatenate(([-1], it[:-1])))
         keep = numbered & (it > before)
-        it, time, secs, batch, seq = it[keep], time[keep], secs[keep], batch[keep], seq[keep]
-        index = index[keep]
+        if not keep.all():  # else the views stay views: no copy of millions of lines
+            it, time, secs, batch, seq = it[keep], time[keep], secs[keep], batch[keep], seq[keep]
+            index = index[keep]
     if len(it) == 0:
         return None
     covered = np.ones(len(it))
