@@ -18,44 +18,62 @@ of each when there are many inputs (lines.window_per_input)."""
 TAIL_BUDGET = 32 << 20
 
 
-def last_seen(analysis: Analysis, tail_bytes: int = TAIL_BYTES) -> list[tuple[int, str, int]]:
+def last_seen(
+    analysis: Analysis,
+    tail_bytes: int = TAIL_BYTES,
+    seen: dict[str, dict[bytes, int]] | None = None,
+) -> list[tuple[int, str, int]]:
     """(rank, file, line) of the last line each rank printed, from the end of each input.
 
     A hung job's ranks fall silent one after another; the first to stop is the suspect. Only
-    the last `tail_bytes` of each uncompressed input are read: the ending is what matters, and
-    reading every line of a large log for it would cost more than the analysis.
+    the last `tail_bytes` of each input are read: the ending is what matters, and reading every
+    line of a large log for it would cost more than the analysis. An uncompressed file is read
+    again here; for the others (compressed, stdin, a pipe) `seen` holds what `last_lines` found
+    in their tail as it went by.
     """
     world = analysis.extra["world"]
+    seen = seen or {}
     best: dict[int, tuple[int, str, int]] = {}
     for index, info in enumerate(analysis.inputs):
-        if info.compression is not None or not rereadable(info.path):
-            continue
-        try:
-            with Path(info.path).open("rb") as f:
-                size = f.seek(0, 2)
-                start = max(0, size - tail_bytes)
-                f.seek(start)
-                tail = f.read()
-        except OSError:
-            continue
-        if start > 0:
-            tail = tail[tail.find(b"\n") + 1 :]
-        first = info.lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
-        last: dict[bytes, int] = {}
-        for m in ROUTING_PREFIX.finditer(tail):
-            last[m.group(0)] = m.start()
-        # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
-        # counting newlines from the start would be quadratic
-        lineno, counted = first, 0
-        for prefix, pos in sorted(last.items(), key=lambda item: item[1]):
-            lineno += tail.count(b"\n", counted, pos)
-            counted = pos
+        last = seen.get(info.path)
+        if last is None:
+            if info.compression is not None or not rereadable(info.path):
+                continue
+            try:
+                with Path(info.path).open("rb") as f:
+                    size = f.seek(0, 2)
+                    f.seek(max(0, size - tail_bytes))
+                    tail = f.read()
+            except OSError:
+                continue
+            last = last_lines(tail, size > tail_bytes, info.lines)
+        for prefix, lineno in last.items():
             key = (index << 40) | lineno
             for line in prefix_lines(prefix, info.path):
                 rank = world.rank_of(line)
                 if rank is not None and (rank not in best or best[rank][0] <= key):
                     best[rank] = (key, info.path, lineno)
     return sorted((rank, path, line) for rank, (_key, path, line) in best.items())
+
+
+def last_lines(tail: bytes, cut: bool, lines: int) -> dict[bytes, int]:
+    """The line number of the last line of each routing prefix in the tail of an input of
+    `lines` lines; `cut`: bytes came before the tail (its first line may be a part)."""
+    if cut:
+        tail = tail[tail.find(b"\n") + 1 :]
+    first = lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+    last: dict[bytes, int] = {}
+    for m in ROUTING_PREFIX.finditer(tail):
+        last[m.group(0)] = m.start()
+    # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
+    # counting newlines from the start would be quadratic
+    out: dict[bytes, int] = {}
+    lineno, counted = first, 0
+    for prefix, pos in sorted(last.items(), key=lambda item: item[1]):
+        lineno += tail.count(b"\n", counted, pos)
+        counted = pos
+        out[prefix] = lineno
+    return out
 
 
 CONTEXT_LINES = 5

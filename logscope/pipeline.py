@@ -15,7 +15,14 @@ from datetime import datetime
 from pathlib import Path
 
 from .compression import compression_of
-from .context import CONTEXT_WINDOW, TAIL_BUDGET, TAIL_BYTES, last_seen, root_context
+from .context import (
+    CONTEXT_WINDOW,
+    TAIL_BUDGET,
+    TAIL_BYTES,
+    last_lines,
+    last_seen,
+    root_context,
+)
 from .engine import Engine, default_library
 from .errors import InputError, WorkerError
 from .lines import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
@@ -27,6 +34,7 @@ from .sources import (
     WINDOW,
     ReadStats,
     Source,
+    Tail,
     coalesce,
     damaged,
     expand,
@@ -47,8 +55,9 @@ def _feed_sequential(
     stats: ReadStats,
     block_size: int,
     tick: Callable[[int], None],
+    tail: Tail,
 ) -> None:
-    """Read an input block by block in this process."""
+    """Read an input block by block in this process, keeping its `tail`."""
     year: int | None = None
     blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
     for i, block in enumerate(blocks):
@@ -56,6 +65,7 @@ def _feed_sequential(
             year = _year_hint(src, block.data[:65536])
         engine.discover(block, src.path)
         engine.feed_block(block, src.path, year, events=False)
+        tail.add(block.data)
         tick(stats.bytes)
 
 
@@ -144,6 +154,7 @@ def _spooled_scans(
     pool: ProcessPoolExecutor,
     spool: Spool,
     budget: KeepBudget,
+    tail: Tail,
 ) -> Iterator[tuple[RangeTask, RangeScan]]:
     """A compressed input's scans in order: decompressed into chunks by a child process
     (spool.Spool), each scanned by a worker like a range of a plain file. The chunks around
@@ -168,6 +179,7 @@ def _spooled_scans(
                 continue
             fed, task, future = pending.popleft()
             scan = future.result()
+            _keep_tail(tail, fed)
             mark = _mark(engine)
             yield task, scan
             spool.scanned(fed, lineno, scan.lines, *_since(engine, mark))
@@ -182,6 +194,13 @@ def _spooled_scans(
         raise WorkerError(
             f"{src.path}: a worker process died (killed? out of memory?); try again with --jobs 1"
         ) from None
+
+
+def _keep_tail(tail: Tail, chunk: Chunk) -> None:
+    with Path(chunk.path).open("rb") as f:
+        skip = max(0, chunk.size - tail.size)
+        f.seek(skip)
+        tail.add(f.read(), skipped=skip > 0)
 
 
 def _mark(engine: Engine) -> tuple[int, int, int, int]:
@@ -300,6 +319,9 @@ def analyze(
     pool: ProcessPoolExecutor | None = None
     kept: dict[str, list[Kept]] = {}
     budget = KeepBudget()
+    tail_bytes = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
+    tails: dict[str, Tail] = {}  # of the input being read, if it cannot be read again
+    seen: dict[str, dict[bytes, int]] = {}  # context.last_lines of those inputs
     with contextlib.ExitStack() as stack:
         if jobs > 1 and (spooled or sum(t.end - t.start for t in tasks) >= parallel_min_bytes):
             pool = stack.enter_context(ProcessPoolExecutor(jobs))
@@ -319,10 +341,14 @@ def analyze(
                 elif pool is not None and src.path in spooled:
                     spool = stack.enter_context(Spool(src, chunk_bytes, jobs + 2, CONTEXT_WINDOW))
                     kept[src.path] = spool.kept
-                    chunks = _spooled_scans(src, stats, engine, pool, spool, budget)
+                    tails[src.path] = Tail(tail_bytes)
+                    chunks = _spooled_scans(
+                        src, stats, engine, pool, spool, budget, tails[src.path]
+                    )
                     _feed_ranges(engine, src, stats, chunks, tick)
                 else:
-                    _feed_sequential(engine, src, stats, block_size, tick)
+                    tails[src.path] = Tail(tail_bytes)
+                    _feed_sequential(engine, src, stats, block_size, tick, tails[src.path])
             except InputError as err:
                 if src.explicit:
                     raise
@@ -331,6 +357,9 @@ def analyze(
                 raise InputError(src.path, f"cannot read: {err.strerror or err}") from None
             if stats.bytes == 0 and not stats.warnings:
                 stats.warnings.append(f"{src.path}: {EMPTY_INPUT}")
+            if src.path in tails:
+                tail = tails.pop(src.path)
+                seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines)
             done += stats.bytes
             if on_progress is not None:
                 on_progress(done)
@@ -343,8 +372,7 @@ def analyze(
             )
         analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
         analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
-    tail = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
-    analysis.extra["last_seen"] = last_seen(analysis, tail)
+    analysis.extra["last_seen"] = last_seen(analysis, tail_bytes, seen)
     return analysis
 
 

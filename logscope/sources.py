@@ -59,6 +59,30 @@ class ReadStats:
     cut_lines: int = 0
 
 
+@dataclass(slots=True)
+class Tail:
+    """The end of an input's text as it goes by: its last `size` bytes. What is read of an
+    input that cannot be read again (compressed, stdin, a pipe) for the last line of each
+    rank (context.last_lines)."""
+
+    size: int
+    data: bytearray = field(default_factory=bytearray)
+    cut: bool = False
+    """Bytes came before `data`."""
+
+    def add(self, data: bytes | bytearray | memoryview, skipped: bool = False) -> None:
+        """The next bytes of the input; `skipped`: bytes before them were not given."""
+        self.cut = self.cut or skipped or (len(data) > self.size and self.size > 0)
+        if len(data) >= self.size:
+            self.cut = self.cut or bool(self.data)
+            self.data = bytearray(data[len(data) - self.size :])
+            return
+        self.data += data
+        if len(self.data) > self.size:
+            del self.data[: len(self.data) - self.size]
+            self.cut = True
+
+
 def expand(paths: list[str]) -> list[Source]:
     """Turn the user's paths, globs and directories into a sorted list of sources."""
     out: list[Source] = []

@@ -3,6 +3,7 @@ and a real headless Chromium load (Debian's `chromium`)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -15,8 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
+from typer.testing import CliRunner
 
+from logscope.cli import app
+from logscope.pipeline import analyze
+from logscope.render.document import document
 from logscope.render.report import report_name
+from logscope.sources import Tail
 from tests.conftest import FIXTURES
 from tests.generators.bloom_run import Truth
 
@@ -115,10 +122,6 @@ def tags(html: str) -> list[tuple[str, dict[str, str | None]]]:
 
 @pytest.fixture(scope="module")
 def bloom_report(bloom_run: tuple[Path, Truth], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from typer.testing import CliRunner
-
-    from logscope.cli import app
-
     out = tmp_path_factory.mktemp("bloom-report")
     old = Path.cwd()
     os.chdir(bloom_run[0])
@@ -464,3 +467,44 @@ def test_every_renderer_names_a_culprit_alike() -> None:
     for module in ("html", "markdown", "terminal"):
         source = (Path(__file__).parent.parent / "logscope" / "render" / f"{module}.py").read_text()
         assert "culprit_name(" in source, module
+
+
+@pytest.mark.parametrize("how", ["gz", "zst-workers", "stdin"])
+def test_last_line_seen_of_an_input_that_cannot_be_read_again(
+    tmp_path: Path, how: str, analyze_json
+) -> None:
+    """The strip needs the end of each input: a compressed log or a pipe is not read a second
+    time, so its tail is kept as it goes by. The lines found are the plain file's."""
+    text = (FIXTURES / "lab" / "hang_rank1.log").read_bytes()
+    _, plain = analyze_json(FIXTURES / "lab" / "hang_rank1.log")
+    if how == "stdin":
+        doc = _analyze_stdin(text)
+    else:
+        packed = tmp_path / f"hang.log.{how[:3]}"
+        pack = gzip.compress if how == "gz" else zstandard.ZstdCompressor().compress
+        packed.write_bytes(pack(text))
+        jobs = 2 if how == "zst-workers" else 1
+        doc = document(analyze([str(packed)], jobs=jobs, range_min_bytes=0, chunk_bytes=2000))
+    got = [(s["rank"], s["line"]) for s in doc["last_seen"]]
+    assert got == [(s["rank"], s["line"]) for s in plain["last_seen"]] and len(got) == 4
+
+
+def _analyze_stdin(data: bytes) -> dict[str, Any]:
+    result = CliRunner().invoke(app, ["analyze", "-", "--format", "json"], input=data)
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_a_tail_keeps_the_last_bytes_and_knows_when_it_was_cut() -> None:
+    tail = Tail(5)
+    tail.add(b"ab")
+    tail.add(b"cd")
+    assert (bytes(tail.data), tail.cut) == (b"abcd", False)
+    tail.add(b"ef")
+    assert (bytes(tail.data), tail.cut) == (b"bcdef", True)
+    whole = Tail(5)
+    whole.add(b"12345")
+    assert (bytes(whole.data), whole.cut) == (b"12345", False)
+    skipped = Tail(5)
+    skipped.add(b"345", skipped=True)
+    assert skipped.cut
