@@ -1,7 +1,8 @@
 """A compressed input read by the worker processes: a child process decompresses it into chunk
 files of whole lines in a temporary folder (in memory where /dev/shm is), and the workers scan
 each chunk like a range of a plain file while the child inflates the next. At most `room`
-chunks exist at once, so the folder holds a bounded number of bytes whatever the input's size.
+chunks wait to be scanned, and a few are kept for the root causes' context (Keeper), so the
+folder holds a bounded number of bytes whatever the input's size.
 
 A compressed stream cannot be split where it is stored, so without this one core would scan
 the whole decompressed text: decompressing is the only part that must stay in one process."""
@@ -178,8 +179,8 @@ class Keeper:
         self._most = most
         self.alive: list[_Fed] = []
         """Chunks not deleted, in order."""
-        self._kept: set[int] = set()  # ids of _Fed kept for good
-        self._rolling: set[int] = set()  # ids kept for the latest progress line
+        self._kept: set[int] = set()  # chunks (their offsets) kept for good
+        self._rolling: set[int] = set()  # kept for the latest progress line
         self._carry: list[set[int]] = []  # what the next chunk is kept for
         self.last: _Fed | None = None
 
@@ -194,7 +195,7 @@ class Keeper:
         self._carry = []
         if restarted:  # the last attempt's last progress line is in these, or in this one
             for f in [*self.alive]:
-                if id(f) in self._rolling or f is fed:
+                if f.chunk.offset in self._rolling or f is fed:
                     self._mark(self._kept, f)
         if progress is not None:
             self._rolling = set()
@@ -217,12 +218,13 @@ class Keeper:
         return gone
 
     def _mark(self, mark: set[int], fed: _Fed) -> None:
-        if mark is self._kept and id(fed) not in mark and len(mark) >= self._most:
+        key = fed.chunk.offset
+        if mark is self._kept and key not in mark and len(mark) >= self._most:
             return
-        mark.add(id(fed))
+        mark.add(key)
 
     def _wanted(self, fed: _Fed) -> bool:
-        return id(fed) in self._kept or id(fed) in self._rolling
+        return fed.chunk.offset in self._kept or fed.chunk.offset in self._rolling
 
 
 def read_kept(kept: Sequence[Kept], wanted: set[int]) -> dict[int, bytes] | None:

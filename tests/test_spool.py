@@ -201,7 +201,7 @@ def _keeper_run(
     the chunks kept."""
     keeper = Keeper(10, most)
     for i, (failing, progress) in enumerate(chunks):
-        keeper.fed(_Fed(Chunk(str(i), 1, 0), 1 + 100 * i, 100), failing, progress, i == restart)
+        keeper.fed(_Fed(Chunk(str(i), 1, i), 1 + 100 * i, 100), failing, progress, i == restart)
     keeper.finish()
     return [f.first_lineno for f in keeper.alive]
 
