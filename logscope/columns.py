@@ -277,7 +277,7 @@ class Collector:
         # each distinct prefix (and the message's first two characters) decoded once, in the
         # order the lines show them
         keys, first, which = np.unique(
-            _cells(grid, 0, start + 2), return_index=True, return_inverse=True
+            _cells(grid, 0, min(start + 2, grid.shape[1])), return_index=True, return_inverse=True
         )
         heads, stamps = np.zeros(len(keys), np.int32), np.zeros(len(keys))
         for k in np.argsort(first, kind="stable").tolist():
