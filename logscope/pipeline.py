@@ -88,23 +88,8 @@ def _range_tasks(
         ranges = split_ranges(src.path, size, chunk_bytes)
     except OSError:
         return None
-    pattern = engine.extractor.prefilter.pattern
-    year = _year_hint(src, head[:65536])
-    wrap = engine.wrap[src.path] = wrap_width(head[: head.rfind(b"\n") + 1])
-    return [
-        RangeTask(
-            src.path,
-            a,
-            b,
-            pattern,
-            engine.library,
-            year,
-            discovery=engine.discovery,
-            wrap=wrap,
-            literals=engine.extractor.prefilter.literals,
-        )
-        for a, b in ranges
-    ]
+    template = _task_template(src, engine, src.path, head)
+    return [replace(template, start=a, end=b) for a, b in ranges]
 
 
 def _compressed(src: Source, min_bytes: int) -> bool:
@@ -170,8 +155,9 @@ def _spooled_scans(
             chunk = next(chunks, None)
             if chunk is not None:
                 if first is None:
-                    first = _first_task(src, engine, chunk)
-                task = replace(first, path=chunk.path, start=0, end=chunk.size, origin=chunk.offset)
+                    with Path(chunk.path).open("rb") as f:
+                        first = _task_template(src, engine, chunk.path, f.read(WRAP_SAMPLE))
+                task = replace(first, path=chunk.path, end=chunk.size, origin=chunk.offset)
                 pending.append((chunk, task, pool.submit(scan_range, task)))
             if not pending:
                 break
@@ -222,16 +208,15 @@ def _since(engine: Engine, mark: tuple[int, int, int, int]) -> tuple[list[int], 
     return [e.line.lineno for e in new], last, len(engine.timeline.attempts) > attempts
 
 
-def _first_task(src: Source, engine: Engine, chunk: Chunk) -> RangeTask:
-    """What every chunk's task shares, learned from the input's first chunk."""
-    with Path(chunk.path).open("rb") as f:
-        head = f.read(WRAP_SAMPLE)
+def _task_template(src: Source, engine: Engine, path: str, head: bytes) -> RangeTask:
+    """What the tasks of an input's ranges (or chunks, in the file `path`) share, learned from
+    its first bytes: the year its stamps lack, the width its lines were wrapped at."""
     wrap = engine.wrap[src.path] = wrap_width(head[: head.rfind(b"\n") + 1])
     prefilter = engine.extractor.prefilter
     return RangeTask(
-        chunk.path,
+        path,
         0,
-        chunk.size,
+        0,
         prefilter.pattern,
         engine.library,
         _year_hint(src, head[:65536]),
