@@ -186,7 +186,7 @@ def _keep_tail(tail: Tail, chunk: Chunk) -> None:
     with Path(chunk.path).open("rb") as f:
         skip = max(0, chunk.size - tail.size)
         f.seek(skip)
-        tail.add(f.read(), skipped=skip > 0)
+        tail.add(f.read(), skipped=skip)
 
 
 def _mark(engine: Engine) -> tuple[int, int, int, int]:

@@ -67,20 +67,20 @@ class Tail:
 
     size: int
     data: bytearray = field(default_factory=bytearray)
-    cut: bool = False
-    """Bytes came before `data`."""
+    seen: int = 0
+    """Bytes of the input so far, given or skipped."""
 
-    def add(self, data: bytes | bytearray | memoryview, skipped: bool = False) -> None:
-        """The next bytes of the input; `skipped`: bytes before them were not given."""
-        self.cut = self.cut or skipped or (len(data) > self.size and self.size > 0)
-        if len(data) >= self.size:
-            self.cut = self.cut or bool(self.data)
-            self.data = bytearray(data[len(data) - self.size :])
-            return
-        self.data += data
+    @property
+    def cut(self) -> bool:
+        """Bytes came before `data`."""
+        return self.seen > len(self.data)
+
+    def add(self, data: bytes | bytearray | memoryview, skipped: int = 0) -> None:
+        """The next bytes of the input, after `skipped` bytes not given."""
+        self.seen += skipped + len(data)
+        self.data += data[max(0, len(data) - self.size) :]
         if len(self.data) > self.size:
             del self.data[: len(self.data) - self.size]
-            self.cut = True
 
 
 def expand(paths: list[str]) -> list[Source]:

@@ -24,7 +24,7 @@ from logscope.pipeline import analyze
 from logscope.render.document import document
 from logscope.render.report import report_name
 from logscope.sources import Tail
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, analyze_doc
 from tests.generators.bloom_run import Truth
 
 LAB = FIXTURES / "lab"
@@ -478,7 +478,7 @@ def test_last_line_seen_of_an_input_that_cannot_be_read_again(
     text = (FIXTURES / "lab" / "hang_rank1.log").read_bytes()
     _, plain = analyze_json(FIXTURES / "lab" / "hang_rank1.log")
     if how == "stdin":
-        doc = _analyze_stdin(text)
+        _, doc, _ = analyze_doc("-", input=text)
     else:
         packed = tmp_path / f"hang.log.{how[:3]}"
         pack = gzip.compress if how == "gz" else zstandard.ZstdCompressor().compress
@@ -487,12 +487,6 @@ def test_last_line_seen_of_an_input_that_cannot_be_read_again(
         doc = document(analyze([str(packed)], jobs=jobs, range_min_bytes=0, chunk_bytes=2000))
     got = [(s["rank"], s["line"]) for s in doc["last_seen"]]
     assert got == [(s["rank"], s["line"]) for s in plain["last_seen"]] and len(got) == 4
-
-
-def _analyze_stdin(data: bytes) -> dict[str, Any]:
-    result = CliRunner().invoke(app, ["analyze", "-", "--format", "json"], input=data)
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
 
 
 def test_a_tail_keeps_the_last_bytes_and_knows_when_it_was_cut() -> None:
@@ -506,5 +500,5 @@ def test_a_tail_keeps_the_last_bytes_and_knows_when_it_was_cut() -> None:
     whole.add(b"12345")
     assert (bytes(whole.data), whole.cut) == (b"12345", False)
     skipped = Tail(5)
-    skipped.add(b"345", skipped=True)
+    skipped.add(b"345", skipped=2)
     assert skipped.cut
