@@ -401,14 +401,6 @@ def _state(c: ProgressColumns) -> tuple[Any, ...]:
     return (*(a.tobytes() for a in plain), values, c.heads, c.raw, c.year)
 
 
-def _floats(texts: list[str]) -> np.ndarray[Any, Any]:
-    """Number strings as floats, NaN where one is not a number (numpy parses them in C)."""
-    try:
-        return np.array(texts, dtype=np.float64)
-    except ValueError:
-        return np.array([_float(t) for t in texts])
-
-
 def _cells(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, Any]:
     """Bytes [a, b) of each row of a matrix of equal-length ASCII lines, as fixed-width
     strings (numpy's `S`: no line holds a NUL, so none is lost as padding)."""
@@ -416,7 +408,8 @@ def _cells(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, Any]:
 
 
 def _cell_floats(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, Any]:
-    """`_floats` of the cells [a, b) of each row: numpy parses ASCII as Python's float does."""
+    """The cells [a, b) of each row as floats, NaN where one is not a number (numpy parses
+    ASCII in C as Python's float does)."""
     cells = _cells(grid, a, b)
     try:
         return cells.astype(np.float64)
