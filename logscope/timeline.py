@@ -103,7 +103,6 @@ class _Open:
     """Progress indexes of the lines before the first known time, for the backward fill."""
     unknown_s: array[float] = field(default_factory=lambda: array("d"))
     """The seconds each of them covers (arrays: a log without times has millions)."""
-    """(progress index, seconds) of lines before the first known time, for the backward fill."""
     loop_start: float | None = None
     open_save: tuple[int | None, float | None] | None = None
     saves: list[list[float | int | None]] = field(default_factory=list)
@@ -360,25 +359,21 @@ class Timeline:
         d = _zeroed(seconds[k:m])
         e = exact[k:m]
         stated = ~np.isnan(e)
+        start = cur.t_prev or 0.0  # not None: see the caller
         # added one by one, in order (np.add.accumulate), as add_progress adds: the same floats
         if not stated.any():  # no line states its time (most logs): one stretch from the last
-            t = np.add.accumulate(np.concatenate(([cur.t_prev or 0.0], d)))[1:]
-            self.progress.time[first_idx + k : first_idx + m] = array("d", t.tobytes())
-            cur.end = max(cur.end, float(t.max()))
-            cur.t_prev = float(t[-1])
-            return float(t.max())
-        t = e.copy()
-        gaps = np.flatnonzero(~stated)
-        if len(gaps):
+            t = np.add.accumulate(np.concatenate(([start], d)))[1:]
+        else:
+            t = e.copy()
+            gaps = np.flatnonzero(~stated)
             breaks = np.flatnonzero(np.diff(gaps) != 1)
-            starts = np.concatenate(([gaps[0]], gaps[breaks + 1]))
-            ends = np.concatenate((gaps[breaks] + 1, [gaps[-1] + 1]))
+            starts = np.concatenate((gaps[:1], gaps[breaks + 1]))
+            ends = np.concatenate((gaps[breaks] + 1, gaps[-1:] + 1))
             for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-                before = float(t[a - 1]) if a else cur.t_prev or 0.0  # not None: see the caller
+                before = float(t[a - 1]) if a else start
                 t[a:b] = np.add.accumulate(np.concatenate(([before], d[a:b])))[1:]
-        self.progress.time[first_idx + k : first_idx + m] = array("d", t.tobytes())
-        if stated.any():
             cur.start = min(cur.start, float(e[stated].min()))
+        self.progress.time[first_idx + k : first_idx + m] = array("d", t.tobytes())
         cur.end = max(cur.end, float(t.max()))
         cur.t_prev = float(t[-1])
         return float(t.max())
