@@ -145,41 +145,34 @@ def _spooled_scans(
     (spool.Spool), each scanned by a worker like a range of a plain file. The chunks around
     failures and the latest progress line are kept for the root cause's context: the input
     cannot be read again but from its start."""
-    ahead = spool.room - 1  # scans pending; and the chunk being written
-    pending: deque[tuple[Chunk, RangeTask, Future[RangeScan]]] = deque()
-    first: RangeTask | None = None
-    chunks = spool.chunks()
+    taken: deque[tuple[Chunk, RangeTask]] = deque()  # submitted, in order
+
+    def tasks() -> Iterator[RangeTask]:
+        first: RangeTask | None = None
+        for chunk in spool.chunks():
+            if first is None:
+                with Path(chunk.path).open("rb") as f:
+                    first = _task_template(src, engine, chunk.path, f.read(WRAP_SAMPLE))
+            taken.append(
+                (chunk, replace(first, path=chunk.path, end=chunk.size, origin=chunk.offset))
+            )
+            yield taken[-1][1]
+
     lineno = 1  # the first line of the next chunk fed
-    try:
-        while True:
-            chunk = next(chunks, None)
-            if chunk is not None:
-                if first is None:
-                    with Path(chunk.path).open("rb") as f:
-                        first = _task_template(src, engine, chunk.path, f.read(WRAP_SAMPLE))
-                task = replace(first, path=chunk.path, end=chunk.size, origin=chunk.offset)
-                pending.append((chunk, task, pool.submit(scan_range, task)))
-            if not pending:
-                break
-            if chunk is not None and len(pending) <= ahead:
-                continue
-            fed, task, future = pending.popleft()
-            scan = future.result()
-            _keep_tail(tail, fed)
-            mark = _mark(engine)
-            yield task, scan
-            spool.scanned(fed, lineno, scan.lines, *_since(engine, mark))
-            lineno += scan.lines
-        spool.finish(budget)
-        stats.compression = spool.compression
-        if spool.damage is not None:
-            # _feed_ranges has fed every chunk and counted their lines
-            where = stats.lines + spool.newline_last
-            stats.warnings.append(damaged(src.path, where, stats.compression, spool.damage))
-    except BrokenProcessPool:
-        raise WorkerError(
-            f"{src.path}: a worker process died (killed? out of memory?); try again with --jobs 1"
-        ) from None
+    # scans submitted ahead: all the room but for the chunk being written
+    for scan in _in_order(pool, tasks(), spool.room - 1, src.path):
+        chunk, task = taken.popleft()
+        _keep_tail(tail, chunk)
+        mark = _mark(engine)
+        yield task, scan
+        spool.scanned(chunk, lineno, scan.lines, *_since(engine, mark))
+        lineno += scan.lines
+    spool.finish(budget)
+    stats.compression = spool.compression
+    if spool.damage is not None:
+        # _feed_ranges has fed every chunk and counted their lines
+        where = stats.lines + spool.newline_last
+        stats.warnings.append(damaged(src.path, where, stats.compression, spool.damage))
 
 
 def _keep_tail(tail: Tail, chunk: Chunk) -> None:
@@ -227,11 +220,11 @@ def _task_template(src: Source, engine: Engine, path: str, head: bytes) -> Range
 
 
 def _in_order(
-    pool: ProcessPoolExecutor, workers: int, tasks: Sequence[RangeTask]
+    pool: ProcessPoolExecutor, tasks: Iterable[RangeTask], ahead: int, name: str | None = None
 ) -> Iterator[RangeScan]:
-    """Scans of the tasks in order, with at most two per worker submitted ahead: results wait
-    in memory only while this process is behind (Executor.map would submit them all)."""
-    ahead = 2 * workers
+    """Scans of the tasks in order, with at most `ahead` more submitted: results wait in memory
+    only while this process is behind (Executor.map would submit them all). `name`: the input
+    a dead worker's error names (else the task's file)."""
     pending: deque[tuple[str, Future[RangeScan]]] = deque()
     path = ""
     try:
@@ -245,7 +238,8 @@ def _in_order(
             yield future.result()
     except BrokenProcessPool:
         raise WorkerError(
-            f"{path}: a worker process died (killed? out of memory?); try again with --jobs 1"
+            f"{name or path}: a worker process died (killed? out of memory?); try again with "
+            "--jobs 1"
         ) from None
 
 
@@ -310,7 +304,7 @@ def analyze(
     with contextlib.ExitStack() as stack:
         if jobs > 1 and (spooled or sum(t.end - t.start for t in tasks) >= parallel_min_bytes):
             pool = stack.enter_context(ProcessPoolExecutor(jobs))
-            scans = _in_order(pool, jobs, tasks)
+            scans = _in_order(pool, tasks, 2 * jobs)  # two per worker
         else:
             scans = map(scan_range, tasks)
         for src, ranges in plans:
