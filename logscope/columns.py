@@ -172,9 +172,9 @@ class Collector:
             last = raw
         else:
             # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
-            last, shape = raw[cut + 1 :], shape[cut + 1 :]
             if not self._inert_states(raw[:cut], shape[:cut]):
                 return False
+            last, shape = raw[cut + 1 :], shape[cut + 1 :]
         if not last.isascii():
             return False
         self._lineno.append(lineno)

@@ -273,3 +273,14 @@ def test_tail_gets_an_event_for_every_progress_line_read_in_bulk() -> None:
     assert its == [str(i) for i in range(1, 41)]
     assert [e.line.lineno for e in events if e.kind == "iteration"][19:21] == [20, 22]
     assert Engine(LIBRARY).feed_block(block, "x.log", 2024, events=False) == []
+
+
+def test_the_states_before_a_line_are_judged_by_their_own_shape() -> None:
+    # a redrawn bar says nothing; a stamped, rank-prefixed state before the same text does:
+    # that one goes line by line even after the bar (its verdict is not the bar's)
+    text = b"{'loss': 1.5, 'learning_rate': 4.9e-05, 'epoch': 0.12}"
+    stamped = b"[default1]:2024-01-02 03:04:05 step 100"
+    bar = b"\r 12%|#   | 120/1000 [01:00<07:20]".ljust(len(stamped))
+    collector = Collector(LIBRARY, "x.log", 2024)
+    assert collector.take(1, bar + b"\r" + text)
+    assert not collector.take(2, stamped + b"\r" + text)
