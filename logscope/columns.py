@@ -25,7 +25,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow import numbers, numpy_view, strings
 from .events import inert, parse_time
+from .grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
 from .lines import _EMBEDDED, parse_line
 from .patterns import Library, TriggerIndex
 from .scan import BLOCK_TRIGGERS
@@ -50,6 +52,7 @@ _CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
 _SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_CONTROL))
 """A line's shape: its digits made NUL (patterns.TriggerIndex's key), its control characters
 but `\r` made \x01 to be found (a line with any is decoded line by line)."""
+Array = np.ndarray[Any, Any]
 HeadFields = tuple[str | None, int | None, int | None, int | None]
 """The stream a line's prefix names: (host, rank, local rank, srun task)."""
 
@@ -57,7 +60,7 @@ HeadFields = tuple[str | None, int | None, int | None, int | None]
 def _re2_ok(pattern: str) -> bool:
     """RE2 compiles the pattern and every group in it is named (extract_regex needs both)."""
     try:
-        pc.extract_regex(_strings([]), pattern)
+        pc.extract_regex(strings([]), pattern)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
     return True
@@ -147,6 +150,7 @@ class Collector:
     _raw: list[bytes] = field(default_factory=list)
     _shapes: list[bytes] = field(default_factory=list)
     _sigs: list[tuple[int, ...]] = field(default_factory=list)
+    _grids: list[tuple[Grid, tuple[tuple[int, ...], int]]] = field(default_factory=list)
     _heads: dict[HeadFields, int] = field(default_factory=dict)
     _head_fields: list[HeadFields] = field(default_factory=list)
     _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
@@ -184,6 +188,43 @@ class Collector:
         self._sigs.append(sigs)
         return True
 
+    def take_lines(
+        self, data: bytes | bytearray, starts: Array, ends: Array, linenos: Array
+    ) -> Array:
+        """`take` each line `data[starts[i]:ends[i]]` (numbered `linenos`, ascending), deciding
+        once per shape (grids.py) what `take` decides line by line; returns the indexes of the
+        lines not taken, ascending."""
+        if not self._bulk or not len(starts):
+            return np.arange(len(starts))
+        found = sort_lines(data, starts, ends, linenos, _SHAPE_TABLE, self._judge, MAX_GRID_WIDTH)
+        self._grids += found.grids
+        left = [
+            i
+            for i in found.each.tolist()
+            if not self.take(int(linenos[i]), _line(data, starts[i], ends[i]))
+        ]
+        return np.union1d(found.refused, np.asarray(left, np.int64))
+
+    def _judge(self, shape: bytes, line: bytes) -> tuple[Verdict, tuple[tuple[int, ...], int]]:
+        """What `take` decides of every line of a shape (the first such `line`): the
+        signatures and where the line's last `\\r` state begins, when it is taken."""
+        refused: tuple[Verdict, tuple[tuple[int, ...], int]] = (Verdict.REFUSE, ((), 0))
+        if b"\x01" in shape:
+            return refused
+        if shape.endswith(b"\r"):
+            return Verdict.EACH, ((), 0)  # more than one `\r` at its end: `take` strips all
+        sigs = self._index.of_shape(shape)
+        if sigs is None:
+            return Verdict.EACH, ((), 0)
+        if not sigs or not self._bulk.issuperset(sigs):
+            return refused
+        cut = shape.rfind(b"\r")
+        if cut >= 0 and not self._inert_states(line[:cut], shape[:cut]):
+            return refused
+        if not shape[cut + 1 :].isascii():
+            return refused
+        return Verdict.TAKE, (sigs, cut + 1)
+
     def _inert_states(self, states: bytes, key: bytes) -> bool:
         """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
         time, no error words (as the per-line path would decode them). Decided once per shape:
@@ -200,7 +241,8 @@ class Collector:
     def finish(self) -> tuple[ProgressColumns, list[tuple[int, bytes]]]:
         """The bulk-parsed lines, and the taken lines no regex matched after all (to be decoded
         line by line), in line order."""
-        n = len(self._lineno)
+        groups = self._groups()
+        n = sum(len(g.linenos) for g in groups)
         if not n:
             return ProgressColumns(), []
         chosen = np.full(n, -1, np.int32)
@@ -211,46 +253,92 @@ class Collector:
         out = _Out(chosen, head, times, values, nonfinite)
         # each line's signatures in the order Library.match prefers them, tried in turn
         order = {
-            sigs: sorted(sigs, key=lambda i: (-self.library.signatures[i].priority, i))
-            for sigs in set(self._sigs)
+            g.sigs: sorted(g.sigs, key=lambda i: (-self.library.signatures[i].priority, i))
+            for g in groups
         }
         # lines of one shape are read from one match (shapes.py); the others by RE2, in bulk
-        groups: dict[tuple[bytes, tuple[int, ...]], list[int]] = {}
-        for r, key in enumerate(zip(self._shapes, self._sigs, strict=True)):
-            groups.setdefault(key, []).append(r)
+        texts: dict[int, str] = {}
+        ranks: dict[int, list[int]] = {}
         pending: list[int] = []
-        for (_, sigs), rows in groups.items():
-            if len(rows) >= MIN_SHAPE_LINES and self._blind(order[sigs]):
-                self._by_shape(rows, order[sigs], out)
+        base = 0
+        for g in groups:
+            rows = np.arange(base, base + len(g.linenos))
+            if len(rows) >= MIN_SHAPE_LINES and self._blind(order[g.sigs]):
+                self._by_shape(g.rows, rows, order[g.sigs], out)
             else:
-                pending += rows
+                width = g.rows.shape[1]
+                whole = g.rows.tobytes().decode("ascii")
+                for i, r in enumerate(rows.tolist()):
+                    texts[r] = whole[i * width : (i + 1) * width]
+                    ranks[r] = order[g.sigs]
+                pending += rows.tolist()
+            base += len(rows)
         depth = 0
         while pending:
             by_sig: dict[int, list[int]] = {}
             for r in pending:
-                ranked = order[self._sigs[r]]
-                if depth < len(ranked):
-                    by_sig.setdefault(ranked[depth], []).append(r)
+                if depth < len(ranks[r]):
+                    by_sig.setdefault(ranks[r][depth], []).append(r)
             pending = []
             for sig, members in by_sig.items():
-                pending += self._parse(sig, members, out)
+                pending += self._parse(sig, members, texts, out)
             depth += 1
-        keep = np.flatnonzero(chosen >= 0)
-        rejected = [(self._lineno[r], self._raw[r]) for r in np.flatnonzero(chosen < 0)]
-        raw = [self._raw[r] for r in keep]
-        columns = ProgressColumns(
-            lineno=_array("q", np.asarray(self._lineno, np.int64)[keep]),
-            signature=_array("i", chosen[keep]),
-            head=_array("i", head[keep]),
+        return self._columns(groups, out), self._rejected(groups, chosen)
+
+    def _groups(self) -> list[Group]:
+        """The taken lines by shape and signatures, each group in line order, the groups in
+        the order of their first lines."""
+        parts: dict[tuple[bytes, tuple[int, ...]], list[Group]] = {}
+        by_key: dict[tuple[bytes, tuple[int, ...]], list[int]] = {}
+        for r, key in enumerate(zip(self._shapes, self._sigs, strict=True)):
+            by_key.setdefault(key, []).append(r)
+        for (shape, sigs), rows in by_key.items():
+            text = "".join([self._text[r] for r in rows]).encode("ascii")
+            matrix = np.frombuffer(text, np.uint8).reshape(len(rows), len(shape))
+            raws = [
+                (np.array([i]), np.frombuffer(self._raw[r], np.uint8)[None, :])
+                for i, r in enumerate(rows)
+                if len(self._raw[r]) != len(shape)
+            ]
+            linenos = np.asarray([self._lineno[r] for r in rows], np.int64)
+            parts.setdefault((shape, sigs), []).append(Group(sigs, linenos, matrix, raws))
+        for grid, (sigs, lead) in self._grids:
+            whole = [(np.arange(len(grid)), grid.rows)] if lead else []
+            group = Group(sigs, grid.linenos, grid.rows[:, lead:], whole)
+            parts.setdefault((grid.shape[lead:], sigs), []).append(group)
+        groups = [merged(p) for p in parts.values()]
+        groups.sort(key=lambda g: int(g.linenos[0]))
+        return groups
+
+    def _columns(self, groups: list[Group], out: _Out) -> ProgressColumns:
+        linenos = np.concatenate([g.linenos for g in groups])
+        keep = np.flatnonzero(out.chosen >= 0)
+        keep = keep[np.argsort(linenos[keep], kind="stable")]
+        raw, ends = raw_lines(groups, keep)
+        return ProgressColumns(
+            lineno=_array("q", linenos[keep]),
+            signature=_array("i", out.chosen[keep]),
+            head=_array("i", out.head[keep]),
             heads=list(self._head_fields),
-            time=_array("d", times[keep]),
-            values={name: _array("d", v[keep]) for name, v in values.items()},
-            nonfinite=_array("b", nonfinite[keep]),
-            raw=b"".join(raw),
-            ends=_array("q", np.cumsum([len(x) for x in raw], dtype=np.int64)),
+            time=_array("d", out.times[keep]),
+            values={name: _array("d", v[keep]) for name, v in out.values.items()},
+            nonfinite=_array("b", out.nonfinite[keep]),
+            raw=raw,
+            ends=_array("q", ends),
             year=self.year,
         )
-        return columns, rejected
+
+    @staticmethod
+    def _rejected(groups: list[Group], chosen: Array) -> list[tuple[int, bytes]]:
+        """The lines no regex matched, in line order."""
+        out: list[tuple[int, bytes]] = []
+        base = 0
+        for g in groups:
+            missed = np.flatnonzero(chosen[base : base + len(g.linenos)] < 0).tolist()
+            out.extend((int(g.linenos[i]), g.raw(i)) for i in missed)
+            base += len(g.linenos)
+        out.sort()
+        return out
 
     def _blind(self, ranked: list[int]) -> bool:
         """Every signature a line may match reads all lines of a shape alike (shapes.py)."""
@@ -258,9 +346,10 @@ class Collector:
         patterns = [p for s in sigs for p in (s.regex.pattern, *(c.pattern for c in s.columns))]
         return _EMBEDDED_BLIND and all(digit_blind(p) for p in patterns)
 
-    def _by_shape(self, rows: list[int], ranked: list[int], out: _Out) -> None:
-        """Lines of one shape: the first one's match places every field of each of them."""
-        text = self._text[rows[0]]
+    def _by_shape(self, grid: Array, index: Array, ranked: list[int], out: _Out) -> None:
+        """Lines of one shape (a row of `grid` each, rows `index` of `out`): the first one's
+        match places every field of each of them."""
+        text = grid[0].tobytes().decode("ascii")
         for sig in ranked:
             found = self.library.signatures[sig].spans(text)
             if found is not None:
@@ -270,35 +359,32 @@ class Collector:
         start, where = found
         if _EMBEDDED.search(text, start):
             return  # another stream's output glued in: decoded line by line
-        index = np.asarray(rows)
-        # the lines have one length: as a matrix of bytes, a field is a column of it
-        grid = np.frombuffer("".join([self._text[r] for r in rows]).encode("ascii"), np.uint8)
-        grid = grid.reshape(len(rows), -1)
         # each distinct prefix (and the message's first two characters) decoded once, in the
         # order the lines show them
         keys, first, which = np.unique(
-            _cells(grid, 0, min(start + 2, grid.shape[1])), return_index=True, return_inverse=True
+            cells(grid, 0, min(start + 2, grid.shape[1])), return_index=True, return_inverse=True
         )
         heads, stamps = np.zeros(len(keys), np.int32), np.zeros(len(keys))
         for k in np.argsort(first, kind="stable").tolist():
-            text = keys[k].decode("ascii")
-            heads[k], stamps[k] = self._head(text[:start], text)
+            key = keys[k].decode("ascii")
+            heads[k], stamps[k] = self._head(key[:start], key)
         out.head[index], out.times[index] = heads[which], stamps[which]
         for name, (a, b) in where.items():
             if name == "time":
-                _stated(out, index, [self._text[r][a:b] for r in rows])
+                _stated(out, index, [c.decode("ascii") for c in cells(grid, a, b).tolist()])
             elif name in out.values and b > a:
-                numbers = _cell_floats(grid, a, b)
-                _store(out, index, name, np.ones(len(rows), bool), numbers)
+                numbers = cell_floats(grid, a, b)
+                _store(out, index, name, np.ones(len(index), bool), numbers)
         out.chosen[index] = sig
 
-    def _parse(self, sig: int, members: list[int], out: _Out) -> list[int]:
-        """Parse the lines `members` with one signature; returns those it does not match."""
+    def _parse(self, sig: int, members: list[int], texts: dict[int, str], out: _Out) -> list[int]:
+        """Parse the lines `members` (their `texts`) with one signature; returns those it does
+        not match."""
         s = self.library.signatures[sig]
-        taken = _strings([self._text[r] for r in members])
+        taken = strings([texts[r] for r in members])
         found = pc.extract_regex(taken, f"^(?P<{_HEAD}>.*?)(?:{s.regex.pattern})")
         matched = found.is_valid()
-        valid = _numpy(pc.cast(matched, pa.int8()), np.int8).astype(bool)
+        valid = numpy_view(pc.cast(matched, pa.int8()), np.int8).astype(bool)
         missed = [r for r, ok in zip(members, valid, strict=True) if not ok]
         if not valid.any():
             return missed
@@ -307,7 +393,7 @@ class Collector:
         taken = taken.filter(matched)
         glued = np.zeros(len(rows), bool)
         for k, (r, prefix) in enumerate(zip(rows, found.field(_HEAD).to_pylist(), strict=True)):
-            text = self._text[r]
+            text = texts[r]
             if _EMBEDDED.search(text, len(prefix)):
                 glued[k] = True  # another stream's output glued in: decoded line by line
                 continue
@@ -321,7 +407,7 @@ class Collector:
             if name == "time":
                 _stated(out, rows, col.to_pylist())
             elif name in out.values:
-                _store(out, rows, name, *_numbers(col))
+                _store(out, rows, name, *numbers(col))
         out.chosen[rows[~glued]] = sig
         return missed
 
@@ -381,6 +467,15 @@ class _Out:
 
 
 MIN_SHAPE_LINES = 8
+
+
+def _line(data: bytes | bytearray, start: Any, end: Any) -> bytes:
+    return bytes(data[int(start) : int(end)])
+
+
+MAX_GRID_WIDTH = 4096
+"""Longer candidate lines are decided line by line (Collector.take_lines)."""
+_SHAPE_TABLE = np.frombuffer(_SHAPE, np.uint8)
 """Lines of one shape read from one match; fewer go to RE2 with the others."""
 _EMBEDDED_BLIND = digit_blind(_EMBEDDED.pattern)
 _MAX_CACHED = 4096
@@ -399,67 +494,3 @@ def _state(c: ProgressColumns) -> tuple[Any, ...]:
     plain = (c.lineno, c.signature, c.head, c.time, c.nonfinite, c.ends)
     values = sorted((k, v.tobytes()) for k, v in c.values.items())
     return (*(a.tobytes() for a in plain), values, c.heads, c.raw, c.year)
-
-
-def _cells(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, Any]:
-    """Bytes [a, b) of each row of a matrix of equal-length ASCII lines, as fixed-width
-    strings (numpy's `S`: no line holds a NUL, so none is lost as padding)."""
-    return np.ascontiguousarray(grid[:, a:b]).view(f"S{b - a}").ravel()
-
-
-def _cell_floats(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, Any]:
-    """The cells [a, b) of each row as floats, NaN where one is not a number (numpy parses
-    ASCII in C as Python's float does)."""
-    cells = _cells(grid, a, b)
-    try:
-        return cells.astype(np.float64)
-    except ValueError:
-        return np.array([_float(c.decode("ascii")) for c in cells.tolist()])
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
-
-
-def _numbers(col: pa.Array) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """A column of number strings: where a number is present, and the floats (NaN where absent
-    or not a number). RE2 gives a group that took no part as '', never a number."""
-    out = np.full(len(col), np.nan)
-    present = (
-        _numpy(pc.binary_length(col), np.int64 if col.type == pa.large_string() else np.int32) > 0
-    )
-    if present.any():
-        some = col.filter(_mask(present))
-        try:
-            out[present] = _numpy(pc.cast(some, pa.float64()), np.float64)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            out[present] = [_float(v) for v in some.to_pylist()]
-    return present, out
-
-
-# pyarrow's conversions from Python lists and scalars import pandas (~0.4 s, ~40 MB) when it is
-# installed: arrays are made from buffers here, and read back as buffers.
-
-
-def _strings(texts: list[str]) -> pa.Array:
-    """ASCII texts as an Arrow string array."""
-    offsets = np.zeros(len(texts) + 1, np.int64)
-    np.cumsum([len(t) for t in texts], out=offsets[1:])
-    data = "".join(texts).encode("ascii")
-    return pa.Array.from_buffers(
-        pa.large_string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
-def _mask(flags: np.ndarray[Any, Any]) -> pa.Array:
-    bits = np.packbits(flags.astype(bool), bitorder="little")
-    return pa.Array.from_buffers(pa.bool_(), len(flags), [None, pa.py_buffer(bits)])
-
-
-def _numpy(values: pa.Array, dtype: Any) -> np.ndarray[Any, Any]:
-    """A null-free fixed-width Arrow array's values (a view)."""
-    data = np.frombuffer(values.buffers()[1], dtype)
-    return data[values.offset : values.offset + len(values)]

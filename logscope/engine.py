@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import functools
 import math
-from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +48,7 @@ from .outcome import (
 )
 from .patterns import Library, builtin_dirs, load_library
 from .ranges import sort_lines
+from .runs import ScanArrays
 from .scan import Hit, candidate_lines, matched
 from .sources import (
     Block,
@@ -142,11 +141,14 @@ class Engine:
         only if the timeline asks for it: `analyze` needs none, `tail` streams them all)."""
         out: list[Event] = []
         n = len(progress)
+        if n:
+            index = self._input_index.setdefault(path, len(self._input_index))
+            arrays = ScanArrays.of(progress, (index << 40) + base)
         j = 0
         for line, hit in lines:
             if j < n and progress.lineno[j] + base < line.lineno:
                 k = bisect_left(progress.lineno, line.lineno - base, j)
-                self._feed_progress(progress, j, k, path, base)
+                self._feed_progress(progress, arrays, j, k, path, base)
                 if events:
                     out.extend(self._progress_event(progress, i, path, base) for i in range(j, k))
                 j = k
@@ -154,34 +156,28 @@ class Engine:
             if events:
                 out.extend(found)
         if j < n:
-            self._feed_progress(progress, j, n, path, base)
+            self._feed_progress(progress, arrays, j, n, path, base)
             if events:
                 out.extend(self._progress_event(progress, i, path, base) for i in range(j, n))
         return out
 
-    def _feed_progress(self, cols: ProgressColumns, lo: int, hi: int, path: str, base: int) -> None:
-        """A run of bulk-parsed progress lines, `cols[lo:hi]`, as `feed_line` would take them
-        one by one."""
-        index = self._input_index.setdefault(path, len(self._input_index))
+    def _feed_progress(
+        self, cols: ProgressColumns, arrays: ScanArrays, lo: int, hi: int, path: str, base: int
+    ) -> None:
+        """A run of bulk-parsed progress lines, `cols[lo:hi]` (`arrays` theirs), as `feed_line`
+        would take them one by one."""
         self._progress_streams(cols, lo, hi, path)
-        values = cols.values
-        seqs = _np(cols.lineno, np.int64, lo, hi) + ((index << 40) + base)
-        its = _np(values["iteration"], np.float64, lo, hi)
-        iterations = np.where(np.isnan(its), -1, its).astype(np.int64)
-        per = _np(values["iter_s"], np.float64, lo, hi)
-        per = np.where(np.isnan(per), _np(values["iter_ms"], np.float64, lo, hi) / 1000, per)
-        seconds = per * self._log_intervals(iterations)
-        times = _np(cols.time, np.float64, lo, hi)
-        columns: dict[str, array[Any]] = {
-            name: values[name][lo:hi]
-            for name in ("loss", "grad_norm", "loss_scale", "skipped", "nan_iters", "batch")
-        }
-        columns["seq"] = array("q", seqs.tobytes())
-        columns["iteration"] = array("q", iterations.tobytes())
-        columns["time"] = cols.time[lo:hi]
-        columns["iter_s"] = array("d", seconds.tobytes())
-        columns["nonfinite"] = cols.nonfinite[lo:hi]
-        totals = _np(values["train_iters"], np.float64, lo, hi)
+        seqs = arrays.seqs[lo:hi]
+        iterations = arrays.iterations[lo:hi]
+        seconds = arrays.per_iteration_s[lo:hi] * self._log_intervals(iterations)
+        times = arrays.times[lo:hi]
+        columns = {name: v[lo:hi] for name, v in arrays.health.items()}
+        columns["seq"] = seqs
+        columns["iteration"] = iterations
+        columns["time"] = times
+        columns["iter_s"] = seconds
+        columns["nonfinite"] = arrays.nonfinite[lo:hi]
+        totals = arrays.train_iters[lo:hi]
         totals = totals[~np.isnan(totals)]
         progress = self.progress
         first = progress.extend(columns, int(totals[-1]) if len(totals) else None)
@@ -487,11 +483,6 @@ class Engine:
         finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
         extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
         return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
-
-
-def _np(values: array[Any], dtype: Any, lo: int, hi: int) -> npt.NDArray[Any]:
-    """A copy of `values[lo:hi]` as a numpy array (a copy: the array may grow afterwards)."""
-    return np.frombuffer(values, dtype)[lo:hi].copy()
 
 
 def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:

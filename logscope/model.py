@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -332,12 +332,17 @@ class Progress:
         self.keep(len(self.seq) - 1, e)
         return len(self.seq) - 1
 
-    def extend(self, columns: dict[str, array[Any]], train_iters: int | None) -> int:
-        """Add lines parsed in bulk: equal-length arrays named like this class's columns
-        (`time` NaN until the timeline gives one); returns the first one's index."""
+    def extend(self, columns: Mapping[str, Any], train_iters: int | None) -> int:
+        """Add lines parsed in bulk: equal-length numpy arrays named like this class's columns,
+        of their types (`time` NaN until the timeline gives one); returns the first one's
+        index."""
         first = len(self.seq)
         for name in _BULK_COLUMNS:
-            getattr(self, name).extend(columns[name])
+            column = getattr(self, name)
+            # bytes from the array's buffer, no Python number made (of the column's type)
+            column.frombytes(
+                np.ascontiguousarray(columns[name], _NUMPY[column.typecode]).view(np.uint8).data
+            )
         if train_iters is not None:
             self.train_iters = train_iters
         return first
@@ -382,6 +387,7 @@ class Progress:
         return None
 
 
+_NUMPY = {"q": np.int64, "d": np.float64, "b": np.int8}
 _BULK_COLUMNS = (
     "seq",
     "iteration",

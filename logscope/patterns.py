@@ -157,16 +157,30 @@ class TriggerIndex:
             # blanking digits keeps every digit-free trigger's occurrences, and makes none; a
             # trigger with digits can be in the line only if its blanked form is in the shape
             shape = data.translate(_BLANK_DIGITS) if shape is None else shape
-            cached = self._by_shape.get(shape)
-            if cached is None:
-                if len(self._by_shape) >= _SHAPE_CACHE_SIZE:
-                    self._by_shape.clear()
-                maybe = tuple(t for t in self.numeric if t.translate(_BLANK_DIGITS) in shape)
-                cached = self._by_shape[shape] = (self._scan(shape, self.triggers), maybe)
-            found, numeric = cached
+            found, numeric = self._shaped(shape)
         if numeric and any(t in data for t in numeric):
             found = tuple(sorted({*found, *self._scan(data, numeric)}))
         return found
+
+    def of_shape(self, shape: bytes) -> tuple[int, ...] | None:
+        """`candidates` of every line of a shape (its digits NUL); None when they depend on
+        the digits (a trigger with digits may be in such a line) or the shape is too long to
+        be cached."""
+        if len(shape) > _SHAPE_MAX_LEN:
+            return None
+        found, numeric = self._shaped(shape)
+        return None if numeric else found
+
+    def _shaped(self, shape: bytes) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
+        """The signatures whose digit-free triggers a shape holds, and the triggers with
+        digits whose shape it holds (those must be looked for in the line itself)."""
+        cached = self._by_shape.get(shape)
+        if cached is None:
+            if len(self._by_shape) >= _SHAPE_CACHE_SIZE:
+                self._by_shape.clear()
+            maybe = tuple(t for t in self.numeric if t.translate(_BLANK_DIGITS) in shape)
+            cached = self._by_shape[shape] = (self._scan(shape, self.triggers), maybe)
+        return cached
 
     def _scan(self, data: bytes, triggers: tuple[bytes, ...]) -> tuple[int, ...]:
         # one C-level substring search per distinct trigger beats a regex alternation here:

@@ -40,20 +40,32 @@ def sort_lines(
     path: str,
     year: int | None,
     width: int | None,
+    collector: Collector | None = None,
 ) -> tuple[list[Matched], ProgressColumns]:
     """Candidate lines (line number, raw bytes, cut at MAX_LINE) as decoded, matched lines and
-    the progress lines parsed in bulk; both in line order."""
-    collector = Collector(library, path, year)
+    the progress lines parsed in bulk; both in line order. `collector`: the one the lines were
+    offered to already, which refused them; else each is offered here."""
+    if collector is None:
+        collector = Collector(library, path, year)
+        lines = offered(collector, lines)
     out: list[Matched] = []
     for lineno, raw, truncated in lines:
-        if truncated or not collector.take(lineno, raw):
-            out.extend(matched(library, raw, path, lineno, year, truncated, width))
+        out.extend(matched(library, raw, path, lineno, year, truncated, width))
     columns, rejected = collector.finish()
     if rejected:
         for lineno, raw in rejected:
             out.extend(matched(library, raw, path, lineno, year, False, width))
         out.sort(key=lambda m: m[0].lineno)  # stable: a line's records stay in order
     return out, columns
+
+
+def offered(
+    collector: Collector, lines: Iterable[tuple[int, bytes, bool]]
+) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines the collector does not take for the bulk parse (a cut line it is not offered)."""
+    for lineno, raw, truncated in lines:
+        if truncated or not collector.take(lineno, raw):
+            yield lineno, raw, truncated
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +132,17 @@ class _Tally:
     prefixes: set[bytes] = field(default_factory=set)
 
 
-_RangeLines = Callable[[RangeTask, _Tally], Iterator[tuple[int, bytes, bool]]]
+_RangeLines = Callable[[RangeTask, _Tally, Collector], Iterator[tuple[int, bytes, bool]]]
+"""The candidate lines of a range that the collector does not take."""
 
 
 def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
     index = {id(s): i for i, s in enumerate(task.library.signatures)}
     tally = _Tally()
-    lines, progress = sort_lines(task.library, read(task, tally), task.path, task.year, task.wrap)
+    collector = Collector(task.library, task.path, task.year)
+    lines, progress = sort_lines(
+        task.library, read(task, tally, collector), task.path, task.year, task.wrap, collector
+    )
     out: list[PackedMatch] = []
     for line, hit in lines:
         state = _line_state(line)
@@ -135,19 +151,29 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
     return RangeScan(out, tally.lines, task.end - task.start, tally.cut, prefixes, progress)
 
 
-def _window_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
+def _window_lines(
+    task: RangeTask, tally: _Tally, collector: Collector
+) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
         tally.prefixes |= routing_prefixes(w.data, w.offset + task.shift, w.size, task.discovery)
         data = w.data
-        for lineno, start, end in prefilter.placed(
-            data, w.size, w.newlines, w.first_lineno, task.wrap
-        ):
-            yield lineno, bytes(data[start:end]), False
+        if task.wrap is None:
+            # the lines offered all at once, decided once per shape (columns.Collector)
+            index, starts, ends = prefilter.spans(data, w.size, w.newlines)
+            linenos = index + w.first_lineno
+            for i in collector.take_lines(data, starts, ends, linenos).tolist():
+                yield int(linenos[i]), bytes(data[starts[i] : ends[i]]), False
+        else:
+            placed = prefilter.placed(data, w.size, w.newlines, w.first_lineno, task.wrap)
+            lines = ((lineno, bytes(data[a:b]), False) for lineno, a, b in placed)
+            yield from offered(collector, lines)
         tally.lines = w.first_lineno - 1 + w.nlines
 
 
-def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, bool]]:
+def _block_lines(
+    task: RangeTask, tally: _Tally, collector: Collector
+) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     stats = ReadStats()
     # as Engine.discover counts: the bytes of the blocks, cut lines cut
@@ -157,8 +183,9 @@ def _block_lines(task: RangeTask, tally: _Tally) -> Iterator[tuple[int, bytes, b
     ):
         tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
         offset += len(block.data)
-        for lineno, raw in prefilter.lines(block.data, block.first_lineno, task.wrap):
-            yield lineno, raw, lineno in block.truncated
+        lines = prefilter.lines(block.data, block.first_lineno, task.wrap)
+        found = ((lineno, raw, lineno in block.truncated) for lineno, raw in lines)
+        yield from offered(collector, found)
         tally.cut.extend(block.truncated)
         tally.lines = block.first_lineno - 1 + block.nlines
 

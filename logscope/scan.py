@@ -139,15 +139,24 @@ class Prefilter:
     ) -> list[tuple[int, int, int]]:
         """(line number, start, end) of each candidate line (or wrapped record) of
         `block[:size]`, whose newlines are given; end excludes the newline."""
-        index = self.line_indexes(block, size, newlines)
-        # line i runs from the newline before it (or the start) to its own (or `size`)
-        bounds = np.concatenate(([-1], newlines, [size]))
-        starts, ends = (bounds[index] + 1).tolist(), bounds[index + 1].tolist()
+        index, first, last = self.spans(block, size, newlines)
+        starts, ends = first.tolist(), last.tolist()
         if width is None:
             return list(zip((index + first_lineno).tolist(), starts, ends, strict=True))
         spans = rejoin(block, list(zip(starts, ends, strict=True)), width, size)
         numbers = line_numbers(newlines, first_lineno, [a for a, _ in spans])
         return [(n, a, b) for n, (a, b) in zip(numbers, spans, strict=True)]
+
+    def spans(
+        self, block: bytes | bytearray, size: int, newlines: npt.NDArray[np.intp]
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """The candidate lines of `block[:size]`, whose newlines are given, as arrays: their
+        indexes (line i ends at newlines[i], or at `size`), starts and ends (excluding the
+        newline)."""
+        index = self.line_indexes(block, size, newlines)
+        # line i runs from the newline before it (or the start) to its own (or `size`)
+        bounds = np.concatenate(([-1], newlines, [size]))
+        return index, bounds[index] + 1, bounds[index + 1]
 
     def candidates(self, block: bytes | bytearray, size: int = -1) -> Iterator[tuple[int, int]]:
         """(start, end) byte offsets of each candidate line of `block[:size]`, in order; end

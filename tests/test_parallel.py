@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from logscope import pipeline as pipeline_module
+from logscope.columns import Collector
 from logscope.engine import default_library
 from logscope.errors import InputError, WorkerError
 from logscope.pipeline import analyze
@@ -98,7 +99,7 @@ def test_long_lines_fall_back_to_blocks(tmp_path: Path, tail: bytes) -> None:
     path.write_bytes(text[:2000] + b"Error " + b"z" * 200 + b"\n" + text[2000:] + tail)
     task = _task(path, 256, 50)
     with pytest.raises(LongLine):
-        list(_window_lines(task, _Tally()))
+        list(_window_lines(task, _Tally(), Collector(task.library, task.path, task.year)))
     got = scan_range(task)
     assert got == _scan(task, _block_lines) and got.cut
 
