@@ -196,7 +196,7 @@ class Collector:
         lines not taken, ascending."""
         if not self._bulk or not len(starts):
             return np.arange(len(starts))
-        found = sort_lines(data, starts, ends, linenos, _SHAPE_TABLE, self._judge, MAX_GRID_WIDTH)
+        found = sort_lines(data, starts, ends, linenos, _SHAPE, self._judge, MAX_GRID_WIDTH)
         self._grids += found.grids
         left = [
             i
@@ -475,7 +475,6 @@ def _line(data: bytes | bytearray, start: Any, end: Any) -> bytes:
 
 MAX_GRID_WIDTH = 4096
 """Longer candidate lines are decided line by line (Collector.take_lines)."""
-_SHAPE_TABLE = np.frombuffer(_SHAPE, np.uint8)
 """Lines of one shape read from one match; fewer go to RE2 with the others."""
 _EMBEDDED_BLIND = digit_blind(_EMBEDDED.pattern)
 _MAX_CACHED = 4096

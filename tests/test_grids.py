@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logscope import grids
 from logscope.columns import MAX_GRID_WIDTH, Collector, ProgressColumns
 from logscope.engine import default_library
 from logscope.scan import Prefilter
@@ -123,3 +124,20 @@ def test_most_progress_lines_are_taken_a_shape_at_a_time(monkeypatch: pytest.Mon
     cols, rejected = collector.finish()
     assert len(cols) == 2000 and not rejected and calls == 0
     assert list(cols.values["iteration"])[:3] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        [b"1.50", b"2.25", b"-inf", b"1e-5", b"nan "],  # Arrow refuses the last (a space)
+        [b"1.50", b"2.25", b"-inf", b"1e-5", b"+inf"],  # Arrow reads them all
+        [b" 1.5", b"2.25", b"1_00"],  # spaces and `_`: Arrow refuses, Python reads
+        [b"1.5", b"abc", b"+in"],  # not numbers: NaN
+    ],
+)
+def test_cells_read_as_python_reads_them(cells: list[bytes]) -> None:
+    width = len(cells[0])
+    grid = np.frombuffer(b"".join(cells), np.uint8).reshape(len(cells), width)
+    got = grids.cell_floats(grid, 0, width)
+    want = [grids.to_float(c.decode().strip()) for c in cells]
+    assert [str(x) for x in got] == [str(x) for x in want]
