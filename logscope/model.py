@@ -358,16 +358,17 @@ class Progress:
         return len(self.seq) - bisect_right(self.seq, seq)
 
     def last_iteration_before(self, seq: int) -> int | None:
-        for i in range(bisect_left(self.seq, seq) - 1, -1, -1):
-            if self.iteration[i] >= 0:
-                return self.iteration[i]
-        return None
+        its = np.frombuffer(self.iteration, np.int64)[: bisect_left(self.seq, seq)]
+        numbered = np.flatnonzero(its >= 0)  # numpy: a log of HF dicts numbers none
+        return int(its[numbered[-1]]) if len(numbered) else None
 
     def iterations(self) -> tuple[int | None, int | None]:
         """The first and last iteration numbers logged."""
-        first = next((i for i in self.iteration if i >= 0), None)
-        last = next((i for i in reversed(self.iteration) if i >= 0), None)
-        return first, last
+        its = np.frombuffer(self.iteration, np.int64)
+        numbered = np.flatnonzero(its >= 0)
+        if not len(numbered):
+            return None, None
+        return int(its[numbered[0]]), int(its[numbered[-1]])
 
     def median_interval_s(self) -> float | None:
         """Typical seconds per logged progress line: from the lines' own durations, else times."""
