@@ -339,10 +339,10 @@ class Progress:
         first = len(self.seq)
         for name in _BULK_COLUMNS:
             column = getattr(self, name)
-            # bytes from the array's buffer, no Python number made (of the column's type)
-            column.frombytes(
-                np.ascontiguousarray(columns[name], _NUMPY[column.typecode]).view(np.uint8).data
-            )
+            values = columns[name]
+            if values.dtype != _NUMPY[column.typecode]:
+                values = values.astype(_NUMPY[column.typecode])
+            column.frombytes(values.tobytes())  # no Python number made
         if train_iters is not None:
             self.train_iters = train_iters
         return first

@@ -321,6 +321,7 @@ def test_a_stampless_out_goes_to_the_job_its_name_says(tmp_path: Path) -> None:
 
 def test_zeroed_is_nan_to_num() -> None:
     # the shortcut for all-finite seconds must not change what a NaN or an infinity becomes
-    for values in ([1.5, 2.0], [1.5, math.nan], [math.inf, 1.0], [-math.inf], []):
+    cases = ([1.5, 2.0], [1.5, math.nan], [math.nan] * 3, [math.inf, 1.0], [-math.inf], [])
+    for values in (*cases, [math.nan, math.inf, -0.0]):
         x = np.array(values, dtype=np.float64)
         assert np.array_equal(_zeroed(x), np.nan_to_num(x))
