@@ -141,14 +141,19 @@ class Engine:
         only if the timeline asks for it: `analyze` needs none, `tail` streams them all)."""
         out: list[Event] = []
         n = len(progress)
+        placed: _Placed | None = None
         if n:
             index = self._input_index.setdefault(path, len(self._input_index))
             arrays = ScanArrays.of(progress, (index << 40) + base)
+            if not any(hit is not None and hit[0].kind == "iteration" for _, hit in lines):
+                # no iteration line among the others: the progress lines go into Progress all
+                # at once, in line order, and each run is only clocked (see _feed_progress)
+                placed = self._add_progress(arrays, 0, n)
         j = 0
         for line, hit in lines:
             if j < n and progress.lineno[j] + base < line.lineno:
                 k = bisect_left(progress.lineno, line.lineno - base, j)
-                self._feed_progress(progress, arrays, j, k, path, base)
+                self._feed_progress(progress, arrays, j, k, path, base, placed)
                 if events:
                     out.extend(self._progress_event(progress, i, path, base) for i in range(j, k))
                 j = k
@@ -156,31 +161,31 @@ class Engine:
             if events:
                 out.extend(found)
         if j < n:
-            self._feed_progress(progress, arrays, j, n, path, base)
+            self._feed_progress(progress, arrays, j, n, path, base, placed)
             if events:
                 out.extend(self._progress_event(progress, i, path, base) for i in range(j, n))
         return out
 
     def _feed_progress(
-        self, cols: ProgressColumns, arrays: ScanArrays, lo: int, hi: int, path: str, base: int
+        self,
+        cols: ProgressColumns,
+        arrays: ScanArrays,
+        lo: int,
+        hi: int,
+        path: str,
+        base: int,
+        placed: _Placed | None = None,
     ) -> None:
         """A run of bulk-parsed progress lines, `cols[lo:hi]` (`arrays` theirs), as `feed_line`
-        would take them one by one."""
+        would take them one by one. `placed`: where the scan's lines already are in Progress
+        (`_add_progress`), else they are added here."""
         self._progress_streams(cols, lo, hi, path)
-        seqs = arrays.seqs[lo:hi]
-        iterations = arrays.iterations[lo:hi]
-        seconds = arrays.per_iteration_s[lo:hi] * self._log_intervals(iterations)
-        times = arrays.times[lo:hi]
-        columns = {name: v[lo:hi] for name, v in arrays.health.items()}
-        columns["seq"] = seqs
-        columns["iteration"] = iterations
-        columns["time"] = times
-        columns["iter_s"] = seconds
-        columns["nonfinite"] = arrays.nonfinite[lo:hi]
-        totals = arrays.train_iters[lo:hi]
-        totals = totals[~np.isnan(totals)]
+        if placed is None:
+            first, seconds = self._add_progress(arrays, lo, hi)
+        else:
+            first, seconds = placed[0] + lo, placed[1][lo:hi]
+        seqs, times, iterations = arrays.seqs[lo:hi], arrays.times[lo:hi], arrays.iterations[lo:hi]
         progress = self.progress
-        first = progress.extend(columns, int(totals[-1]) if len(totals) else None)
         if first == 0:
             progress.keep(0, self._progress_event(cols, lo, path, base))
         progress.resolve = lambda idx: self._progress_event(cols, lo + idx - first, path, base)
@@ -195,6 +200,22 @@ class Engine:
         if len(stated):
             self._tick(datetime.fromtimestamp(float(stated.min())))
             self._tick(datetime.fromtimestamp(float(stated.max())))
+
+    def _add_progress(self, arrays: ScanArrays, lo: int, hi: int) -> _Placed:
+        """Add bulk-parsed lines `lo:hi` of a scan to Progress (their time NaN until the
+        timeline gives one); returns where the first is, and the seconds each covers."""
+        iterations = arrays.iterations[lo:hi]
+        seconds = arrays.per_iteration_s[lo:hi] * self._log_intervals(iterations)
+        columns = {name: v[lo:hi] for name, v in arrays.health.items()}
+        columns["seq"] = arrays.seqs[lo:hi]
+        columns["iteration"] = iterations
+        columns["time"] = arrays.times[lo:hi]
+        columns["iter_s"] = seconds
+        columns["nonfinite"] = arrays.nonfinite[lo:hi]
+        totals = arrays.train_iters[lo:hi]
+        totals = totals[~np.isnan(totals)]
+        first = self.progress.extend(columns, int(totals[-1]) if len(totals) else None)
+        return first, seconds
 
     def _log_intervals(self, its: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Iterations each progress line covers (-1: no iteration number): above 1 when the
@@ -483,6 +504,10 @@ class Engine:
         finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
         extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
         return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
+
+
+_Placed = tuple[int, npt.NDArray[np.float64]]
+"""Where a scan's first progress line is in Progress, and the seconds each of its lines covers."""
 
 
 def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:

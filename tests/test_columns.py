@@ -284,3 +284,34 @@ def test_the_states_before_a_line_are_judged_by_their_own_shape() -> None:
     collector = Collector(LIBRARY, "x.log", 2024)
     assert collector.take(1, bar + b"\r" + text)
     assert not collector.take(2, stamped + b"\r" + text)
+
+
+@pytest.mark.parametrize("glued", [False, True])
+def test_runs_between_other_lines_read_as_line_by_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, glued: bool
+) -> None:
+    # constructed Megatron run: saves and a restart split the iteration lines into runs; with
+    # `glued`, one iteration line has another rank's error glued in, so it goes line by line
+    # among the bulk-parsed ones (Engine.feed_sorted then adds the runs one at a time)
+    lines = ["START TIME: Tue Jan  2 03:04:05 UTC 2024"]  # a clock for the lines' times
+    for i in [*range(1, 41), *range(31, 61)]:  # a restart from iteration 30
+        lines.append(
+            f"[default0]: iteration {i:>8}/     100 | consumed samples: {64 * i:>8} | "
+            f"elapsed time per iteration (ms): 8{i % 7}0.5 | lm loss: {2 + 1 / i:.6E} |"
+        )
+        if i % 10 == 0:
+            lines.append(f"[default0]:saving checkpoint at iteration {i:>8} to /ckpt")
+            lines.append(f"[default0]:  successfully saved checkpoint at iteration {i:>8} to /ckpt")
+    if glued:
+        lines[21] += "[default3]:RuntimeError: CUDA error: an illegal memory access"
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    bulk = analyze([str(path)])
+    with monkeypatch.context() as m:
+        _per_line_only(m)
+        one = analyze([str(path)])
+    assert document(bulk) == document(one)
+    assert len(bulk.progress) == 70
+    for column in ("seq", "iteration", "time", "iter_s", "loss"):
+        a, b = getattr(bulk.progress, column), getattr(one.progress, column)
+        assert a.tobytes() == b.tobytes(), column  # NaN equal to NaN
