@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import itertools
 import os
+import pickle
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -191,3 +193,16 @@ def test_a_range_of_one_unterminated_candidate_line(tmp_path: Path) -> None:
     last = text.count(b"\n") + 1
     found = [e for i in doc["incidents"] for e in i["evidence"] if e["line"] == last]
     assert [e["text"] for e in found] == ["[default2]:RuntimeError: last words"]
+
+
+def test_a_task_pickles_its_library_once() -> None:
+    # tasks cross to the workers with their library as bytes pickled once per library, and
+    # come back whole, the tasks of one library sharing one unpickled library
+    task = _task(FIXTURES / "lab" / "raise_rank1.log", 4096, 1024)
+    tasks = [replace(task, start=0, end=10, origin=7), replace(task, start=10, end=20)]
+    back = [pickle.loads(pickle.dumps(t)) for t in tasks]  # noqa: S301 - pickled here
+    assert back[0].library is back[1].library is not task.library
+    assert [s.id for s in back[0].library.signatures] == [s.id for s in task.library.signatures]
+    for a, b in zip(tasks, back, strict=True):
+        assert replace(b, library=a.library) == a
+    assert scan_range(back[0]) == scan_range(tasks[0])
