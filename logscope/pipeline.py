@@ -301,9 +301,14 @@ def analyze(
     tail_bytes = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
     tails: dict[str, Tail] = {}  # of the input being read, if it cannot be read again
     seen: dict[str, dict[bytes, int]] = {}  # context.last_lines of those inputs
+    ends: dict[str, Future[dict[bytes, int]]] = {}  # last_lines of files, by a worker
     with contextlib.ExitStack() as stack:
         if jobs > 1 and (spooled or sum(t.end - t.start for t in tasks) >= parallel_min_bytes):
             pool = stack.enter_context(ProcessPoolExecutor(jobs))
+            # while the workers are busy anyway, not in this process after them
+            for src, ranges in plans:
+                if ranges:
+                    ends[src.path] = pool.submit(tail_lines, src.path, ranges[-1].end, tail_bytes)
             scans = _in_order(pool, tasks, 2 * jobs)  # two per worker
         else:
             scans = map(scan_range, tasks)
@@ -339,6 +344,10 @@ def analyze(
             if src.path in tails:
                 tail = tails.pop(src.path)
                 seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines)
+            elif src.path in ends:
+                with contextlib.suppress(OSError):
+                    back = ends[src.path].result()
+                    seen[src.path] = {prefix: n + stats.lines for prefix, n in back.items()}
             done += stats.bytes
             if on_progress is not None:
                 on_progress(done)
@@ -353,6 +362,16 @@ def analyze(
         analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
     analysis.extra["last_seen"] = last_seen(analysis, tail_bytes, seen)
     return analysis
+
+
+def tail_lines(path: str, end: int, tail_bytes: int) -> dict[bytes, int]:
+    """context.last_lines of the `tail_bytes` of a file before byte `end`, numbered from its
+    last line back (0, -1, ...: add the file's line count)."""
+    start = max(0, end - tail_bytes)
+    with Path(path).open("rb") as f:
+        f.seek(start)
+        tail = f.read(end - start)
+    return last_lines(tail, start > 0, 0)
 
 
 EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"

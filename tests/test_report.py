@@ -469,6 +469,18 @@ def test_every_renderer_names_a_culprit_alike() -> None:
         assert "culprit_name(" in source, module
 
 
+def test_last_line_seen_of_a_file_read_by_workers(analyze_json) -> None:
+    """A worker reads the end of a file while the others scan it: the same lines as read
+    after the analysis in this process."""
+    _, plain = analyze_json(FIXTURES / "lab" / "hang_rank1.log")
+    path = str(FIXTURES / "lab" / "hang_rank1.log")
+    doc = document(
+        analyze([path], jobs=2, range_min_bytes=0, parallel_min_bytes=0, chunk_bytes=2000)
+    )
+    got = [(s["rank"], s["line"]) for s in doc["last_seen"]]
+    assert got == [(s["rank"], s["line"]) for s in plain["last_seen"]] and len(got) == 4
+
+
 @pytest.mark.parametrize("how", ["gz", "zst-workers", "stdin"])
 def test_last_line_seen_of_an_input_that_cannot_be_read_again(
     tmp_path: Path, how: str, analyze_json
