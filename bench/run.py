@@ -18,7 +18,6 @@ import platform
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,30 +39,27 @@ def ere(library_triggers: tuple[str, ...]) -> str:
     return "|".join(escape_literal(t) for t in library_triggers)
 
 
-def timed(cmd: list[str]) -> tuple[float, int, int, str]:
-    """(wall seconds, peak RSS of the largest process in MB, peak memory of the whole process
-    tree in MB, stdout) of a command. The first is /usr/bin/time's; the second is the sum of
-    the processes' PSS (a page shared by N processes counts 1/N in each: forked workers share
-    their parent's), sampled every 50 ms from /proc."""
+def timed(cmd: list[str]) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS of the largest process in MB, stdout) of a command, by
+    /usr/bin/time: nothing else runs meanwhile."""
     t0 = time.perf_counter()
-    with subprocess.Popen(
-        ["/usr/bin/time", "-f", "%M", *cmd],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        out: list[str] = []
-        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))  # type: ignore[union-attr]
-        reader.start()
-        tree_peak = 0
-        while proc.poll() is None:
-            tree_peak = max(tree_peak, tree_rss(proc.pid))
-            time.sleep(0.05)
-        reader.join()
-        err = proc.stderr.read()  # type: ignore[union-attr]
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    rss_kb = int(err.strip().splitlines()[-1])
-    return wall, rss_kb // 1024, tree_peak >> 20, out[0]
+    rss_kb = int(done.stderr.strip().splitlines()[-1])
+    return wall, rss_kb // 1024, done.stdout
+
+
+def tree_peak(cmd: list[str]) -> int:
+    """Peak memory of a command's whole process tree in MB: the sum of the processes' PSS (a
+    page shared by N processes counts 1/N in each: forked workers share their parent's),
+    sampled every 50 ms from /proc. A run of its own: reading /proc that often takes ~15% of
+    two cores from the command, so the timed runs are not sampled."""
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, tree_rss(proc.pid))
+            time.sleep(0.05)
+    return peak >> 20
 
 
 def tree_rss(root: int) -> int:
@@ -128,11 +124,11 @@ def bench(path: Path) -> dict[str, float | int | str]:
     pattern = ere(library.triggers)
     # warm the page cache so the first contender does not pay for the disk
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
-    g_wall, g_rss, _, g_out = timed(["grep", "-E", "-c", pattern, str(path)])
-    l_wall, l_rss, l_tree, l_out = timed([str(LOGSCOPE), "analyze", str(path), "--format", "json"])
-    one_wall, one_rss, _, one_out = timed(
-        [str(LOGSCOPE), "analyze", str(path), "--format", "json", "--jobs", "1"]
-    )
+    g_wall, g_rss, g_out = timed(["grep", "-E", "-c", pattern, str(path)])
+    analyze = [str(LOGSCOPE), "analyze", str(path), "--format", "json"]
+    l_wall, l_rss, l_out = timed(analyze)
+    one_wall, one_rss, one_out = timed([*analyze, "--jobs", "1"])
+    l_tree = tree_peak(analyze)
     doc = json.loads(l_out)
     same = json.loads(one_out) == doc
     read_s = stage_read(path)
@@ -197,9 +193,10 @@ def bench_compressed(path: Path, kind: str) -> dict[str, float | int | str]:
     subprocess.run(["cat", str(packed)], stdout=subprocess.DEVNULL, check=True)
     # the file and the pattern reach the shell as arguments, never as its text
     pipeline = f'{reader} "$1" | grep -E -c "$2"'
-    g_wall, _, _, g_out = timed(["bash", "-c", pipeline, "bench", str(packed), pattern])
+    g_wall, _, g_out = timed(["bash", "-c", pipeline, "bench", str(packed), pattern])
     analyze = [str(LOGSCOPE), "analyze", str(packed), "--format", "json"]
-    l_wall, l_rss, l_tree, l_out = timed(analyze)
+    l_wall, l_rss, l_out = timed(analyze)
+    l_tree = tree_peak(analyze)
     inc = (json.loads(l_out)["incidents"] or [{}])[-1]
     return {
         "file": packed.name,
