@@ -345,7 +345,7 @@ def analyze(
                 tail = tails.pop(src.path)
                 seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines)
             elif src.path in ends:
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, BrokenProcessPool):  # last_seen reads it then
                     back = ends[src.path].result()
                     seen[src.path] = {prefix: n + stats.lines for prefix, n in back.items()}
             done += stats.bytes
