@@ -379,6 +379,20 @@ def line_numbers(
     return numbers
 
 
+def pick_lines(data: bytes, first_lineno: int, wanted: set[int]) -> dict[int, bytes]:
+    """The lines `wanted` of `data` (whole lines, the first numbered `first_lineno`), without
+    their newlines: placed by the newlines' positions, so that no other line is copied."""
+    newlines = newlines_of(data)
+    count = len(newlines) + (bool(data) and not data.endswith(b"\n"))
+    out: dict[int, bytes] = {}
+    for n in wanted:
+        i = n - first_lineno
+        if 0 <= i < count:
+            start = int(newlines[i - 1]) + 1 if i else 0
+            out[n] = data[start : int(newlines[i]) if i < len(newlines) else len(data)]
+    return out
+
+
 def read_windows(
     path: str, start: int, end: int, window: int = WINDOW, max_line: int = MAX_LINE
 ) -> Iterator[Window]:
@@ -503,9 +517,7 @@ def read_lines(
             n = skip + block.first_lineno
             end = n + block.nlines - 1
             if first <= end and n <= last:
-                for i, line in enumerate(block.data.split(b"\n")):
-                    if n + i in wanted:
-                        out[n + i] = line
+                out.update(pick_lines(block.data, n, wanted))
             if end >= last:
                 break
     except (InputError, OSError):

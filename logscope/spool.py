@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from .compression import read_upto_damage
 from .errors import InputError, WorkerError
-from .sources import ReadStats, Source, looks_binary, open_source
+from .sources import ReadStats, Source, looks_binary, open_source, read_lines
 
 _IN_MEMORY = Path("/dev/shm")  # noqa: S108 - a folder of our own is made inside it
 
@@ -236,13 +236,11 @@ def read_kept(kept: Sequence[Kept], wanted: set[int]) -> dict[int, bytes] | None
         end = k.first_lineno + k.lines
         mine = {n for n in need if k.first_lineno <= n < end}
         if mine:
-            try:
-                data = Path(k.path).read_bytes()
-            except OSError:
-                return None
-            for i, line in enumerate(data.split(b"\n")[: k.lines]):
-                if k.first_lineno + i in mine:
-                    out[k.first_lineno + i] = line
+            shift = k.first_lineno - 1  # a chunk's lines count from 1 in its file
+            got = read_lines(k.path, {n - shift for n in mine})
+            if len(got) < len(mine):
+                return None  # the chunk is gone
+            out.update((n + shift, line) for n, line in got.items())
             need -= mine
         if k.final:
             need = {n for n in need if n < end}

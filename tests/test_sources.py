@@ -31,6 +31,7 @@ from logscope.sources import (
     Source,
     coalesce,
     expand,
+    pick_lines,
     read_blocks,
     read_windows,
 )
@@ -637,3 +638,9 @@ def test_process_substitution_through_a_shell(tmp_path: Path) -> None:
     )
     assert run.returncode == 1, run.stderr
     assert root_line(json.loads(run.stdout))[1] == 4
+
+
+def test_lines_are_picked_by_number_and_none_past_the_end() -> None:
+    assert pick_lines(b"a\nbb\nc", 10, {9, 10, 12, 13}) == {10: b"a", 12: b"c"}
+    assert pick_lines(b"a\nbb\n", 10, {11, 12}) == {11: b"bb"}  # no empty line after the last
+    assert pick_lines(b"", 1, {1}) == {}
