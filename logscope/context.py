@@ -40,13 +40,10 @@ def last_seen(
             if info.compression is not None or not rereadable(info.path):
                 continue
             try:
-                with Path(info.path).open("rb") as f:
-                    size = f.seek(0, 2)
-                    f.seek(max(0, size - tail_bytes))
-                    tail = f.read()
+                back = tail_lines(info.path, Path(info.path).stat().st_size, tail_bytes)
             except OSError:
                 continue
-            last = last_lines(tail, size > tail_bytes, info.lines)
+            last = {prefix: n + info.lines for prefix, n in back.items()}
         for prefix, lineno in last.items():
             key = (index << 40) | lineno
             for line in prefix_lines(prefix, info.path):
@@ -74,6 +71,16 @@ def last_lines(tail: bytes, cut: bool, lines: int) -> dict[bytes, int]:
         counted = pos
         out[prefix] = lineno
     return out
+
+
+def tail_lines(path: str, end: int, tail_bytes: int) -> dict[bytes, int]:
+    """last_lines of the `tail_bytes` of a file before byte `end`, numbered from its last line
+    back (0, -1, ...: add the file's line count)."""
+    start = max(0, end - tail_bytes)
+    with Path(path).open("rb") as f:
+        f.seek(start)
+        tail = f.read(end - start)
+    return last_lines(tail, start > 0, 0)
 
 
 CONTEXT_LINES = 5

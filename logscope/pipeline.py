@@ -22,6 +22,7 @@ from .context import (
     last_lines,
     last_seen,
     root_context,
+    tail_lines,
 )
 from .engine import Engine, default_library
 from .errors import InputError, WorkerError
@@ -299,7 +300,6 @@ def analyze(
     kept: dict[str, list[Kept]] = {}
     budget = KeepBudget()
     tail_bytes = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
-    tails: dict[str, Tail] = {}  # of the input being read, if it cannot be read again
     seen: dict[str, dict[bytes, int]] = {}  # context.last_lines of those inputs
     ends: dict[str, Future[dict[bytes, int]]] = {}  # last_lines of files, by a worker
     with contextlib.ExitStack() as stack:
@@ -319,20 +319,19 @@ def analyze(
                 if on_progress is not None:
                     on_progress(base + n)
 
+            tail: Tail | None = None  # the input's end as it goes by, if it cannot be reread
             try:
                 if ranges is not None:  # the shared `scans` go on with the next input's
                     _feed_ranges(engine, src, stats, zip(ranges, scans, strict=False), tick)
                 elif pool is not None and src.path in spooled:
                     spool = stack.enter_context(Spool(src, chunk_bytes, jobs + 2, CONTEXT_WINDOW))
                     kept[src.path] = spool.kept
-                    tails[src.path] = Tail(tail_bytes)
-                    chunks = _spooled_scans(
-                        src, stats, engine, pool, spool, budget, tails[src.path]
-                    )
+                    tail = Tail(tail_bytes)
+                    chunks = _spooled_scans(src, stats, engine, pool, spool, budget, tail)
                     _feed_ranges(engine, src, stats, chunks, tick)
                 else:
-                    tails[src.path] = Tail(tail_bytes)
-                    _feed_sequential(engine, src, stats, block_size, tick, tails[src.path])
+                    tail = Tail(tail_bytes)
+                    _feed_sequential(engine, src, stats, block_size, tick, tail)
             except InputError as err:
                 if src.explicit:
                     raise
@@ -341,8 +340,7 @@ def analyze(
                 raise InputError(src.path, f"cannot read: {err.strerror or err}") from None
             if stats.bytes == 0 and not stats.warnings:
                 stats.warnings.append(f"{src.path}: {EMPTY_INPUT}")
-            if src.path in tails:
-                tail = tails.pop(src.path)
+            if tail is not None:
                 seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines)
             elif src.path in ends:
                 with contextlib.suppress(OSError, BrokenProcessPool):  # last_seen reads it then
@@ -362,16 +360,6 @@ def analyze(
         analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
     analysis.extra["last_seen"] = last_seen(analysis, tail_bytes, seen)
     return analysis
-
-
-def tail_lines(path: str, end: int, tail_bytes: int) -> dict[bytes, int]:
-    """context.last_lines of the `tail_bytes` of a file before byte `end`, numbered from its
-    last line back (0, -1, ...: add the file's line count)."""
-    start = max(0, end - tail_bytes)
-    with Path(path).open("rb") as f:
-        f.seek(start)
-        tail = f.read(end - start)
-    return last_lines(tail, start > 0, 0)
 
 
 EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"
