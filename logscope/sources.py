@@ -78,7 +78,11 @@ class Tail:
     def add(self, data: bytes | bytearray | memoryview, skipped: int = 0) -> None:
         """The next bytes of the input, after `skipped` bytes not given."""
         self.seen += skipped + len(data)
-        self.data += data[max(0, len(data) - self.size) :]
+        view = memoryview(data)
+        if len(view) >= self.size:  # a chunk of a compressed input: it alone is the tail
+            self.data = bytearray(view[len(view) - self.size :])  # one copy, not four
+            return
+        self.data += view
         if len(self.data) > self.size:
             del self.data[: len(self.data) - self.size]
 

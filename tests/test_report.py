@@ -514,3 +514,7 @@ def test_a_tail_keeps_the_last_bytes_and_knows_when_it_was_cut() -> None:
     skipped = Tail(5)
     skipped.add(b"345", skipped=2)
     assert skipped.cut
+    longer = Tail(3)
+    longer.add(b"ab")
+    longer.add(b"12345")
+    assert (bytes(longer.data), longer.cut) == (b"345", True)
