@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from .accounting import advise, attempt_of, build_ledger, headline
 from .clusters import Clusters
-from .columns import ProgressColumns
+from .columns import Collector, ProgressColumns
 from .configs import find_configs
 from .culprits import Who, World, build_world
 from .endings import attempt_endings
@@ -47,12 +47,10 @@ from .outcome import (
     make_job,
 )
 from .patterns import Library, builtin_dirs, load_library
-from .ranges import sort_lines
+from .ranges import sort_lines, window_lines
 from .runs import ScanArrays
-from .scan import Hit, candidate_lines, matched
-from .sources import (
-    Block,
-)
+from .scan import Hit, matched
+from .sources import Block, newlines_of
 from .timeline import Attempt, Timeline, input_of
 from .wrap import WRAP_SAMPLE, wrap_width
 
@@ -122,10 +120,18 @@ class Engine:
             # learned from an input's first block (read_blocks gives whole lines)
             self.wrap[path] = wrap_width(block.data[:WRAP_SAMPLE])
         width = self.wrap[path]
-        candidates = candidate_lines(
-            self.extractor.prefilter, block.data, block.first_lineno, block.truncated, width
+        collector = Collector(self.library, path, year)
+        candidates = window_lines(
+            self.extractor.prefilter,
+            collector,
+            block.data,
+            len(block.data),
+            newlines_of(block.data),
+            block.first_lineno,
+            width,
+            block.truncated,
         )
-        lines, progress = sort_lines(self.library, candidates, path, year, width)
+        lines, progress = sort_lines(self.library, candidates, path, year, width, collector)
         return self.feed_sorted(lines, progress, path, events=events)
 
     def feed_sorted(

@@ -7,10 +7,13 @@ from __future__ import annotations
 import functools
 import operator
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from .columns import Collector, ProgressColumns
 from .errors import InputError
@@ -24,6 +27,7 @@ from .sources import (
     LongLine,
     ReadStats,
     Source,
+    newlines_of,
     read_blocks,
     read_windows,
 )
@@ -42,14 +46,11 @@ def sort_lines(
     path: str,
     year: int | None,
     width: int | None,
-    collector: Collector | None = None,
+    collector: Collector,
 ) -> tuple[list[Matched], ProgressColumns]:
-    """Candidate lines (line number, raw bytes, cut at MAX_LINE) as decoded, matched lines and
-    the progress lines parsed in bulk; both in line order. `collector`: the one the lines were
-    offered to already, which refused them; else each is offered here."""
-    if collector is None:
-        collector = Collector(library, path, year)
-        lines = offered(collector, lines)
+    """Candidate lines (line number, raw bytes, cut at MAX_LINE) that `collector` did not take
+    (window_lines) as decoded, matched lines, and the progress lines it took parsed in bulk;
+    both in line order."""
     out: list[Matched] = []
     for lineno, raw, truncated in lines:
         out.extend(matched(library, raw, path, lineno, year, truncated, width))
@@ -61,13 +62,33 @@ def sort_lines(
     return out, columns
 
 
-def offered(
-    collector: Collector, lines: Iterable[tuple[int, bytes, bool]]
+def window_lines(
+    prefilter: Prefilter,
+    collector: Collector,
+    data: bytes | bytearray,
+    size: int,
+    newlines: npt.NDArray[np.intp],
+    first_lineno: int,
+    width: int | None,
+    truncated: Collection[int] = (),
 ) -> Iterator[tuple[int, bytes, bool]]:
-    """The lines the collector does not take for the bulk parse (a cut line it is not offered)."""
-    for lineno, raw, truncated in lines:
-        if truncated or not collector.take(lineno, raw):
-            yield lineno, raw, truncated
+    """The candidate lines of `data[:size]` (whose newlines are given; the first numbered
+    `first_lineno`) that the collector does not take, as (line number, raw bytes, cut at
+    MAX_LINE). Lines are offered a shape at a time (Collector.take_lines), a hard-wrapped
+    input's records one by one; a line cut at MAX_LINE is never offered."""
+    if width is not None:
+        for lineno, a, b in prefilter.placed(data, size, newlines, first_lineno, width):
+            raw, cut = bytes(data[a:b]), lineno in truncated
+            if cut or not collector.take(lineno, raw):
+                yield lineno, raw, cut
+        return
+    index, starts, ends = prefilter.spans(data, size, newlines)
+    linenos = index + first_lineno
+    cuts = np.isin(linenos, list(truncated))
+    offer = np.flatnonzero(~cuts)
+    left = offer[collector.take_lines(data, starts[offer], ends[offer], linenos[offer])]
+    for i in np.union1d(left, np.flatnonzero(cuts)).tolist():
+        yield int(linenos[i]), bytes(data[starts[i] : ends[i]]), bool(cuts[i])
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,17 +211,9 @@ def _window_lines(
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
         tally.prefixes |= routing_prefixes(w.data, w.offset + task.shift, w.size, task.discovery)
-        data = w.data
-        if task.wrap is None:
-            # the lines offered all at once, decided once per shape (columns.Collector)
-            index, starts, ends = prefilter.spans(data, w.size, w.newlines)
-            linenos = index + w.first_lineno
-            for i in collector.take_lines(data, starts, ends, linenos).tolist():
-                yield int(linenos[i]), bytes(data[starts[i] : ends[i]]), False
-        else:
-            placed = prefilter.placed(data, w.size, w.newlines, w.first_lineno, task.wrap)
-            lines = ((lineno, bytes(data[a:b]), False) for lineno, a, b in placed)
-            yield from offered(collector, lines)
+        yield from window_lines(
+            prefilter, collector, w.data, w.size, w.newlines, w.first_lineno, task.wrap
+        )
         tally.lines = w.first_lineno - 1 + w.nlines
 
 
@@ -216,9 +229,16 @@ def _block_lines(
     ):
         tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
         offset += len(block.data)
-        lines = prefilter.lines(block.data, block.first_lineno, task.wrap)
-        found = ((lineno, raw, lineno in block.truncated) for lineno, raw in lines)
-        yield from offered(collector, found)
+        yield from window_lines(
+            prefilter,
+            collector,
+            block.data,
+            len(block.data),
+            newlines_of(block.data),
+            block.first_lineno,
+            task.wrap,
+            block.truncated,
+        )
         tally.cut.extend(block.truncated)
         tally.lines = block.first_lineno - 1 + block.nlines
 

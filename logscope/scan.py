@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from array import array
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +25,6 @@ from .model import Line
 from .patterns import Library, Signature
 from .sources import (
     line_numbers,
-    newlines_of,
 )
 from .wrap import rejoin
 
@@ -119,15 +118,6 @@ class Prefilter:
     def engine(self) -> str:
         """`hyperscan` or `re2`: what scans."""
         return "hyperscan" if self.literals and _hyperscan(self.literals) is not None else "re2"
-
-    def lines(
-        self, block: bytes, first_lineno: int, width: int | None = None
-    ) -> Iterator[tuple[int, bytes]]:
-        """(line number, raw bytes) of each candidate line of a block; with a wrap width, of
-        each candidate record, its physical lines joined by newlines (wrap.rejoin)."""
-        placed = self.placed(block, len(block), newlines_of(block), first_lineno, width)
-        for lineno, start, end in placed:
-            yield lineno, block[start:end]
 
     def placed(
         self,
@@ -224,18 +214,6 @@ def _line_around(block: bytes | bytearray, pos: int, size: int) -> tuple[int, in
 
 Hit = tuple[Signature, dict[str, str]]
 """The best signature for a line and the fields its regex captured."""
-
-
-def candidate_lines(
-    prefilter: Prefilter,
-    block: bytes,
-    first_lineno: int,
-    truncated: Collection[int] = (),
-    width: int | None = None,
-) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, raw bytes, cut at MAX_LINE) of each candidate line of a block."""
-    for lineno, raw in prefilter.lines(block, first_lineno, width):
-        yield lineno, raw, lineno in truncated
 
 
 def matched(
