@@ -15,7 +15,7 @@ import shlex
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from pathlib import Path
 from .errors import LogscopeError
 from .follow import Chunk, Notice, follow
 from .model import Event
+from .packed import Packed
 from .watch import Alert, HealthWarning, Watcher
 
 COMMAND_TIMEOUT_S = 120.0
@@ -141,11 +142,11 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _last_finite(values: Sequence[float], back: int = 64) -> float | None:
+def _last_finite(values: Packed, back: int = 64) -> float | None:
     """The last finite value among the last `back`."""
-    for v in reversed(values[-back:]):
+    for v in reversed(values.numpy()[-back:].tolist()):
         if math.isfinite(v):
-            return v
+            return float(v)
     return None
 
 

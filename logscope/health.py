@@ -18,6 +18,7 @@ import numpy as np
 
 from .changepoints import Floats, trailing_scores
 from .model import Event, Finding, Progress
+from .packed import Packed
 from .slowdowns import Locate, StepTimes
 from .timeline import Attempt
 
@@ -88,11 +89,11 @@ class _Rows:
         lo, n = int(s.index[0]), len(s.index)
         rows = slice(lo, lo + n) if int(s.index[-1]) == lo + n - 1 else s.index
 
-        def col(a: Sequence[float]) -> Floats:
-            return np.frombuffer(a, dtype=np.float64)[rows]  # type: ignore[call-overload,no-any-return]
+        def col(a: Packed) -> Floats:
+            return a.numpy()[rows]
 
         self.loss = col(progress.loss)
-        self.nonfinite = np.frombuffer(progress.nonfinite, dtype=np.int8)[rows]
+        self.nonfinite = progress.nonfinite.numpy()[rows]
         self.grad_norm = col(progress.grad_norm)
         self.loss_scale = col(progress.loss_scale)
         self.skipped = col(progress.skipped)

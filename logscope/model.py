@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from logscope.packed import NUMPY_TYPES, Packed
+
 
 def gpu_hours(value: float | None) -> str:
     """GPU-hours for people: one decimal for big figures, two for the small ones a short job
@@ -252,25 +254,25 @@ class Progress:
     """Iteration lines in log order (their `seq` ascending)."""
 
     seq: array[int] = field(default_factory=lambda: array("q"))
-    iteration: array[int] = field(default_factory=lambda: array("q"))
+    iteration: Packed = field(default_factory=lambda: Packed("q"))
     """-1 where the line has no iteration number (an HF log dict)."""
-    time: array[float] = field(default_factory=lambda: array("d"))
+    time: Packed = field(default_factory=lambda: Packed("d"))
     """POSIX seconds of the line's time (exact or derived); NaN if unknown."""
-    iter_s: array[float] = field(default_factory=lambda: array("d"))
+    iter_s: Packed = field(default_factory=lambda: Packed("d"))
     """Seconds the line covers (its time per iteration x the iterations since the last line);
     NaN if it reports none."""
     # training health, NaN where the line does not say (issue 14)
-    loss: array[float] = field(default_factory=lambda: array("d"))
+    loss: Packed = field(default_factory=lambda: Packed("d"))
     """The training loss; NaN if absent or not finite (see `nonfinite`)."""
-    nonfinite: array[int] = field(default_factory=lambda: array("b"))
+    nonfinite: Packed = field(default_factory=lambda: Packed("b"))
     """1 where the line reports a NaN or infinite loss."""
-    grad_norm: array[float] = field(default_factory=lambda: array("d"))
-    loss_scale: array[float] = field(default_factory=lambda: array("d"))
-    skipped: array[float] = field(default_factory=lambda: array("d"))
+    grad_norm: Packed = field(default_factory=lambda: Packed("d"))
+    loss_scale: Packed = field(default_factory=lambda: Packed("d"))
+    skipped: Packed = field(default_factory=lambda: Packed("d"))
     """Iterations skipped since the last line (fp16 overflow), as Megatron counts them."""
-    nan_iters: array[float] = field(default_factory=lambda: array("d"))
+    nan_iters: Packed = field(default_factory=lambda: Packed("d"))
     """Iterations with a NaN loss since the last line, as Megatron counts them."""
-    batch: array[float] = field(default_factory=lambda: array("d"))
+    batch: Packed = field(default_factory=lambda: Packed("d"))
     """Global batch size (it ramps up in some runs: step time is compared per sample)."""
     train_iters: int | None = None
     first: Event | None = None
@@ -340,9 +342,12 @@ class Progress:
         for name in _BULK_COLUMNS:
             column = getattr(self, name)
             values = columns[name]
-            if values.dtype != _NUMPY[column.typecode]:
-                values = values.astype(_NUMPY[column.typecode])
-            column.frombytes(values.tobytes())  # no Python number made
+            if values.dtype != NUMPY_TYPES[column.typecode]:
+                values = values.astype(NUMPY_TYPES[column.typecode])
+            if isinstance(column, Packed):
+                column.extend(values)
+            else:
+                column.frombytes(values.tobytes())  # no Python number made
         if train_iters is not None:
             self.train_iters = train_iters
         return first
@@ -358,13 +363,13 @@ class Progress:
         return len(self.seq) - bisect_right(self.seq, seq)
 
     def last_iteration_before(self, seq: int) -> int | None:
-        its = np.frombuffer(self.iteration, np.int64)[: bisect_left(self.seq, seq)]
+        its = self.iteration.numpy()[: bisect_left(self.seq, seq)]
         numbered = np.flatnonzero(its >= 0)  # numpy: a log of HF dicts numbers none
         return int(its[numbered[-1]]) if len(numbered) else None
 
     def iterations(self) -> tuple[int | None, int | None]:
         """The first and last iteration numbers logged."""
-        its = np.frombuffer(self.iteration, np.int64)
+        its = self.iteration.numpy()
         numbered = np.flatnonzero(its >= 0)
         if not len(numbered):
             return None, None
@@ -372,23 +377,20 @@ class Progress:
 
     def median_interval_s(self) -> float | None:
         """Typical seconds per logged progress line: from the lines' own durations, else times."""
-        values = np.frombuffer(self.iter_s, np.float64) if self.iter_s else np.empty(0)
+        values = self.iter_s.numpy()
         values = values[~np.isnan(values)]
         if not len(values):
-            t = np.frombuffer(self.time, np.float64) if self.time else np.empty(0)
+            t = self.time.numpy()
             gaps = np.diff(t[~np.isnan(t)])
             values = gaps[gaps > 0]
         # the middle value, or the mean of the two middle ones (statistics.median's floats)
         return float(np.median(values)) if len(values) else None
 
     def last_time(self) -> datetime | None:
-        for v in reversed(self.time):
-            if not math.isnan(v):
-                return datetime.fromtimestamp(v)
-        return None
+        known = np.flatnonzero(~np.isnan(self.time.numpy()))
+        return datetime.fromtimestamp(float(self.time[int(known[-1])])) if len(known) else None
 
 
-_NUMPY = {"q": np.int64, "d": np.float64, "b": np.int8}
 _BULK_COLUMNS = (
     "seq",
     "iteration",

@@ -72,10 +72,10 @@ def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
     if lo < 0 or hi < lo:
         return None
     sl = slice(lo, hi + 1)
-    it = np.frombuffer(progress.iteration, dtype=np.int64)[sl]
-    time = np.frombuffer(progress.time, dtype=np.float64)[sl]
-    secs = np.frombuffer(progress.iter_s, dtype=np.float64)[sl]
-    batch = np.frombuffer(progress.batch, dtype=np.float64)[sl]
+    it = progress.iteration.numpy()[sl]
+    time = progress.time.numpy()[sl]
+    secs = progress.iter_s.numpy()[sl]
+    batch = progress.batch.numpy()[sl]
     seq = np.frombuffer(progress.seq, dtype=np.int64)[sl]
     index = np.arange(lo, hi + 1, dtype=np.int64)
     numbered = it >= 0

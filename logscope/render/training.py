@@ -34,8 +34,8 @@ def training_doc(analysis: Analysis) -> dict[str, list[Any]] | None:
     if total == 0:
         return None
     size = max(1, math.ceil(total / POINTS))
-    loss_all = np.frombuffer(progress.loss, dtype=np.float64)
-    grad_all = np.frombuffer(progress.grad_norm, dtype=np.float64)
+    loss_all = progress.loss.numpy()
+    grad_all = progress.grad_norm.numpy()
     out: dict[str, list[Any]] = {
         k: [] for k in ("attempt", "iteration", "step_s", "loss", "grad_norm")
     }
