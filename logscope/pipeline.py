@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from .allocator import release_freed_memory
 from .compression import compression_of
 from .context import (
     CONTEXT_WINDOW,
@@ -356,6 +357,7 @@ def analyze(
                     src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings)
                 )
             )
+        release_freed_memory()  # the scans' buffers, before the findings' arrays (allocator.py)
         analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
         analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
     analysis.extra["last_seen"] = last_seen(analysis, tail_bytes, seen)

@@ -12,6 +12,7 @@ import pytest
 PKG = Path(__file__).parent.parent / "logscope"
 ORDER = [
     "errors",
+    "allocator",
     "packed",
     "model",
     "hostlist",
