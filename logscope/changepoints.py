@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import bottleneck as bn
@@ -26,6 +27,9 @@ Floats = NDArray[np.float64]
 MAD_TO_SIGMA = 1.4826
 """Median absolute deviation to standard deviation, for Gaussian noise."""
 CHUNK_VALUES = 1 << 20
+SCORE_CHUNK = 1 << 16
+"""Points `trailing_score_chunks` scores at once: a series of millions of progress lines never
+has its baseline, spread and score whole (24 bytes a point, and more while computed)."""
 """Values `trailing_median` sorts at once (8 MB): windows are taken CHUNK_VALUES // window at a
 time, so a long window does not cost a copy of the whole series times the window."""
 
@@ -177,3 +181,22 @@ def trailing_scores(
     with np.errstate(divide="ignore", invalid="ignore"):
         score = (y - base) / spread
     return base, spread, score
+
+
+def trailing_score_chunks(
+    y: Floats,
+    window: int,
+    min_periods: int,
+    floor: float,
+    recent: int = 5,
+    chunk: int = SCORE_CHUNK,
+) -> Iterator[tuple[slice, Floats, Floats, Floats]]:
+    """`trailing_scores` of y, `chunk` points at a time: (the points, their base, spread and
+    score). The same floats: each chunk is scored with the `window` points before it, all any
+    of its points looks back at."""
+    history = max(window, recent) + 1  # a point's noise is of the `window` steps before it
+    for start in range(0, len(y), chunk):
+        lo, end = max(0, start - history), min(len(y), start + chunk)
+        base, spread, score = trailing_scores(y[lo:end], window, min_periods, floor, recent)
+        k = start - lo
+        yield slice(start, end), base[k:], spread[k:], score[k:]

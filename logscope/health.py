@@ -11,12 +11,14 @@ restart starts afresh.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import cached_property
 
 import numpy as np
+from numpy.typing import NDArray
 
-from .changepoints import Floats, trailing_scores
+from .changepoints import Floats, trailing_score_chunks
 from .model import Event, Finding, Progress
 from .packed import Packed
 from .slowdowns import Locate, StepTimes
@@ -85,22 +87,23 @@ class _Rows:
         self.locate = locate
         self.gpus = gpus
 
-        # the attempt's lines are mostly one stretch of the columns: a view then, not a copy
-        lo, n = int(s.index[0]), len(s.index)
-        rows = slice(lo, lo + n) if int(s.index[-1]) == lo + n - 1 else s.index
-
         def col(a: Packed) -> Floats:
-            return a.numpy()[rows]
+            return a.numpy()[s.rows]  # a view while the rows are one stretch
 
         self.loss = col(progress.loss)
-        self.nonfinite = progress.nonfinite.numpy()[rows]
+        self.nonfinite = progress.nonfinite.numpy()[s.rows]
         self.grad_norm = col(progress.grad_norm)
         self.loss_scale = col(progress.loss_scale)
         self.skipped = col(progress.skipped)
         self.nan_iters = col(progress.nan_iters)
-        per_it = s.seconds / s.covered
+
+    @cached_property
+    def iteration_s(self) -> float | None:
+        """Typical seconds per iteration: what a finding's lost iterations cost (asked only
+        when there is a finding)."""
+        per_it = self.s.seconds / self.s.covered
         finite = per_it[np.isfinite(per_it)]
-        self.iteration_s = float(np.median(finite)) if len(finite) else None
+        return float(np.median(finite)) if len(finite) else None
 
     def iteration(self, i: int) -> int | None:
         it = int(self.s.iteration[i])
@@ -166,11 +169,22 @@ def episodes(flags: np.ndarray, gap: int) -> list[tuple[int, int]]:
     return out
 
 
-def _spikes(y: Floats, floor: float) -> tuple[Floats, Floats, Floats, np.ndarray]:
-    """Trailing baseline, spread and score of the finite values of y, with their positions."""
-    pos = np.flatnonzero(np.isfinite(y))
-    base, spread, score = trailing_scores(y[pos], WINDOW, MIN_HISTORY, floor)
-    return base, spread, score, pos
+def _finite(y: Floats, positive: bool = False) -> tuple[Floats, NDArray[np.int64] | None]:
+    """The finite values of y (and > 0 if `positive`) with their positions, or y itself and
+    None when that is all of them (no copy of millions of lines)."""
+    ok = np.isfinite(y)
+    if positive:
+        with np.errstate(invalid="ignore"):
+            ok &= y > 0
+    if ok.all():
+        return y, None
+    pos = np.flatnonzero(ok)
+    return y[pos], pos
+
+
+def _at(pos: NDArray[np.int64] | None, k: int) -> int:
+    """Row of the k-th value `_finite` kept."""
+    return k if pos is None else int(pos[k])
 
 
 def _recovery(y: Floats, after: int, level: float) -> int | None:
@@ -180,19 +194,28 @@ def _recovery(y: Floats, after: int, level: float) -> int | None:
 
 
 def _loss_spikes(rows: _Rows) -> list[Finding]:
-    base, spread, score, pos = _spikes(rows.loss, 0.005)
-    y = rows.loss[pos]
-    rise = y - base
-    calm = base + np.maximum(3 * spread, 0.02 * np.abs(base))
-    with np.errstate(invalid="ignore"):
-        candidates = (score >= SPIKE_SCORE) & (rise >= LOSS_SPIKE_RISE * np.abs(base))
-    flags = _outstanding(candidates, rise, calm - base)
+    y, pos = _finite(rows.loss)
+    rise = np.empty(len(y))
+    candidates = np.zeros(len(y), dtype=bool)
+    base: dict[int, float] = {}  # of the candidates: their baseline
+    calm: dict[int, float] = {}  # and the level the loss is back to normal at
+    # scored a chunk at a time: the full scores of millions of lines are 24 bytes each
+    for part, b, spread, score in trailing_score_chunks(y, WINDOW, MIN_HISTORY, 0.005):
+        np.subtract(y[part], b, out=rise[part])
+        with np.errstate(invalid="ignore"):
+            c = (score >= SPIKE_SCORE) & (rise[part] >= LOSS_SPIKE_RISE * np.abs(b))
+        candidates[part] = c
+        at = np.flatnonzero(c)
+        level = b[at] + np.maximum(3 * spread[at], 0.02 * np.abs(b[at]))
+        for i, v, w in zip((at + part.start).tolist(), b[at].tolist(), level.tolist(), strict=True):
+            base[i], calm[i] = v, w
+    flags = _outstanding(candidates, rise, {i: calm[i] - base[i] for i in calm})
     out = []
-    for a, b in episodes(flags, GAP):
-        peak = a + int(np.argmax(y[a : b + 1]))
-        back = _recovery(y, peak, float(calm[a]))
-        first, top = int(pos[a]), int(pos[peak])
-        after = _iterations_between(rows, first, int(pos[back])) if back is not None else None
+    for a, last in episodes(flags, GAP):
+        peak = a + int(np.argmax(y[a : last + 1]))
+        back = _recovery(y, peak, calm[a])
+        first, top = _at(pos, a), _at(pos, peak)
+        after = _iterations_between(rows, first, _at(pos, back)) if back is not None else None
         recovered = (
             f"back to {base[a]:.4g} after {after} iterations"
             if after is not None
@@ -214,11 +237,11 @@ def _loss_spikes(rows: _Rows) -> list[Finding]:
     return out
 
 
-def _outstanding(candidates: np.ndarray, y: Floats, calm: Floats) -> np.ndarray:
+def _outstanding(candidates: np.ndarray, y: Floats, calm: Mapping[int, float]) -> np.ndarray:
     """The candidate spikes that stand TAIL_RATIO times above every value of the TAIL_WINDOW
     lines before them, leaving out the spikes already found (until `y` is back at or below
-    `calm`): a heavy-tailed series' usual outliers are no spikes, a second spike soon after a
-    first one still is."""
+    `calm`, of each candidate): a heavy-tailed series' usual outliers are no spikes, a second
+    spike soon after a first one still is."""
     keep = np.zeros(len(y), dtype=bool)
     masked = np.zeros(len(y), dtype=bool)
     for i in np.flatnonzero(candidates).tolist():
@@ -230,7 +253,7 @@ def _outstanding(candidates: np.ndarray, y: Floats, calm: Floats) -> np.ndarray:
         if len(past) < MIN_HISTORY or y[i] < TAIL_RATIO * float(np.max(past)):
             continue
         keep[i] = True
-        back = _recovery(y, i, float(calm[i]))
+        back = _recovery(y, i, calm[i])
         masked[i : (back if back is not None else len(y))] = True
     return keep
 
@@ -241,16 +264,20 @@ def _iterations_between(rows: _Rows, first: int, last: int) -> int | None:
 
 
 def _grad_spikes(rows: _Rows) -> list[Finding]:
-    g = np.where(rows.grad_norm > 0, rows.grad_norm, np.nan)
-    base, _, score, pos = _spikes(g, 0.05)
-    y = g[pos]
-    with np.errstate(invalid="ignore"):
-        candidates = (score >= SPIKE_SCORE) & (y >= GRAD_SPIKE_RATIO * base)
-    flags = _outstanding(candidates, y, 2 * base)
+    y, pos = _finite(rows.grad_norm, positive=True)
+    candidates = np.zeros(len(y), dtype=bool)
+    base: dict[int, float] = {}  # of the candidates
+    for part, b, _, score in trailing_score_chunks(y, WINDOW, MIN_HISTORY, 0.05):
+        with np.errstate(invalid="ignore"):
+            c = (score >= SPIKE_SCORE) & (y[part] >= GRAD_SPIKE_RATIO * b)
+        candidates[part] = c
+        at = np.flatnonzero(c)
+        base.update(zip((at + part.start).tolist(), b[at].tolist(), strict=True))
+    flags = _outstanding(candidates, y, {i: 2 * v for i, v in base.items()})
     out = []
-    for a, b in episodes(flags, GAP):
-        peak = a + int(np.argmax(y[a : b + 1]))
-        first = int(pos[a])
+    for a, last in episodes(flags, GAP):
+        peak = a + int(np.argmax(y[a : last + 1]))
+        first = _at(pos, a)
         out.append(
             rows.finding(
                 "grad_norm_spike",
@@ -258,7 +285,7 @@ def _grad_spikes(rows: _Rows) -> list[Finding]:
                 f"Gradient norm spike at {rows.at(first)}: {base[a]:.3g} to {y[peak]:.4g} "
                 f"({y[peak] / base[a]:.0f}x)",
                 first,
-                int(pos[peak]),
+                _at(pos, peak),
                 float(y[peak] / base[a]),
                 float(base[a]),
             )
@@ -267,6 +294,8 @@ def _grad_spikes(rows: _Rows) -> list[Finding]:
 
 
 def _nans(rows: _Rows) -> list[Finding]:
+    if not rows.nonfinite.any() and not (rows.nan_iters > 0).any():
+        return []  # the usual run: no column of millions of zeros made
     nan_its = np.nan_to_num(rows.nan_iters)
     count = np.where(rows.nonfinite > 0, np.maximum(rows.s.covered, nan_its), nan_its)
     out = []
@@ -290,10 +319,12 @@ def _nans(rows: _Rows) -> list[Finding]:
 
 
 def _skips(rows: _Rows, attempt: Attempt, overflow_seqs: Sequence[int]) -> list[Finding]:
-    skipped = np.nan_to_num(rows.skipped).copy()
-    # DeepSpeed prints a line per skipped step: each counts for the progress line after it
     seq = rows.s.seq
     lo, hi = int(seq[0]), int(seq[-1])
+    if not (rows.skipped > 0).any() and not any(lo < q <= hi for q in overflow_seqs):
+        return []  # the usual run: no column of millions of zeros made
+    skipped = np.nan_to_num(rows.skipped).copy()
+    # DeepSpeed prints a line per skipped step: each counts for the progress line after it
     for q in overflow_seqs:
         if lo < q <= hi:
             skipped[int(np.searchsorted(seq, q))] += 1

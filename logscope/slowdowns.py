@@ -51,8 +51,8 @@ class StepTimes:
     """One attempt's step times, a row per progress line kept (repeated iterations dropped)."""
 
     attempt: int
-    index: NDArray[np.int64]
-    """Positions in the run's Progress."""
+    rows: slice | NDArray[np.int64]
+    """Positions in the run's Progress: a slice while they are one stretch (most runs)."""
     seq: NDArray[np.int64]
     """The lines' order keys."""
     iteration: NDArray[np.int64]
@@ -71,33 +71,33 @@ def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
     lo, hi = attempt.progress
     if lo < 0 or hi < lo:
         return None
-    sl = slice(lo, hi + 1)
-    it = progress.iteration.numpy()[sl]
-    time = progress.time.numpy()[sl]
-    secs = progress.iter_s.numpy()[sl]
-    batch = progress.batch.numpy()[sl]
-    seq = np.frombuffer(progress.seq, dtype=np.int64)[sl]
-    index = np.arange(lo, hi + 1, dtype=np.int64)
-    numbered = it >= 0
-    if numbered.any():
+    rows: slice | NDArray[np.int64] = slice(lo, hi + 1)
+    it = progress.iteration.numpy()[rows]
+    time = progress.time.numpy()[rows]
+    secs = progress.iter_s.numpy()[rows]
+    batch = progress.batch.numpy()[rows]
+    seq = np.frombuffer(progress.seq, dtype=np.int64)[rows]
+    numbered = bool((it >= 0).any())
+    if numbered:
         # another rank printing the same iteration, or a line out of order: keep the first
         before = np.maximum.accumulate(np.concatenate(([-1], it[:-1])))
-        keep = numbered & (it > before)
+        keep = (it >= 0) & (it > before)
         if not keep.all():  # else the views stay views: no copy of millions of lines
             it, time, secs, batch, seq = it[keep], time[keep], secs[keep], batch[keep], seq[keep]
-            index = index[keep]
+            rows = np.flatnonzero(keep) + lo
     if len(it) == 0:
         return None
-    covered = np.ones(len(it))
-    if numbered.any():
+    # the columns are views of Progress, or computed once: a 5 GB log has millions of lines
+    covered: Floats = np.broadcast_to(1.0, len(it))
+    if numbered:
         prev = np.concatenate(([attempt.resumed_from if attempt.resumed_from else it[0] - 1], it))
         covered = np.maximum(np.diff(prev), 1).astype(np.float64)
-    by_time = np.concatenate(([math.nan], np.diff(time)))
-    secs = np.where(np.isnan(secs), by_time, secs)
-    units = covered.copy()
+    if np.isnan(secs).any():
+        secs = np.where(np.isnan(secs), np.concatenate(([math.nan], np.diff(time))), secs)
+    units = covered
     if np.isfinite(batch).all() and (batch > 0).all():
         units = covered * batch
-    return StepTimes(attempt.index, index, seq, it, covered, secs, units, time)
+    return StepTimes(attempt.index, rows, seq, it, covered, secs, units, time)
 
 
 def find_slowdowns(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,7 @@ from logscope.changepoints import (
     noise_sigma,
     segments,
     sorted_window_medians,
+    trailing_score_chunks,
     trailing_scores,
     window_medians,
     winsorize,
@@ -97,3 +99,16 @@ def test_a_window_holding_nan_has_a_nan_median() -> None:
     got = window_medians(y, 3)
     assert np.array_equal(np.isnan(got), [False, False, True, True, True, False, False])
     assert got[-1] == 6.0 and got[1] == 1.5
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
+def test_trailing_scores_by_chunks_are_the_same_floats(chunk: int) -> None:
+    rng = np.random.default_rng(5)
+    y = np.cumsum(rng.normal(0, 1, 500)) + rng.standard_t(2, 500)
+    base, spread, score = trailing_scores(y, 20, 10, 0.005)
+    parts = list(trailing_score_chunks(y, 20, 10, 0.005, chunk=chunk))
+    assert [p.start for p, *_ in parts] == list(range(0, 500, chunk))
+    for got, want in zip(
+        zip(*(p[1:] for p in parts), strict=True), (base, spread, score), strict=True
+    ):
+        assert np.concatenate(got).tobytes() == want.tobytes()

@@ -41,8 +41,8 @@ def training_doc(analysis: Analysis) -> dict[str, list[Any]] | None:
     }
     for s in rows:
         per_it = s.seconds / s.covered
-        loss = loss_all[s.index]
-        grad = grad_all[s.index]
+        loss = loss_all[s.rows]
+        grad = grad_all[s.rows]
         for lo in range(0, len(s.iteration), size):
             hi = min(len(s.iteration), lo + size)
             it = int(s.iteration[hi - 1])
