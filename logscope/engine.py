@@ -70,6 +70,10 @@ class Engine:
     failures: list[Event] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     markers: list[Event] = field(default_factory=list)
+    """Exit, launch and status lines (a checkpoint's or a validation's go to the timeline: a run
+    saving every 100 steps has tens of thousands, ~800 bytes each as Events)."""
+    saw_steps: bool = False
+    """A checkpoint or validation line was seen: the job ran."""
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
     streams: set[Who] = field(default_factory=set)
@@ -342,7 +346,7 @@ class Engine:
                 self.timeline.save_start(e)
             elif e.kind == "checkpoint_saved":
                 self.timeline.save_done(e)
-            self.markers.append(e)
+            self.saw_steps = True
             return
         if e.kind == "config":
             # how the job was set up: a few lines of each kind are enough (issue 17)
@@ -499,7 +503,7 @@ class Engine:
     def _started(self) -> bool:
         """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
         save said so."""
-        return bool(self.streams) or bool(self.markers)
+        return bool(self.streams) or bool(self.markers) or self.saw_steps
 
     def _failures(self) -> list[Event]:
         """The failure events, with the unrecognized error lines when no signature found a

@@ -80,8 +80,11 @@ def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
     numbered = bool((it >= 0).any())
     if numbered:
         # another rank printing the same iteration, or a line out of order: keep the first
-        before = np.maximum.accumulate(np.concatenate(([-1], it[:-1])))
+        before = np.empty_like(it)  # the highest iteration before each line
+        before[:1], before[1:] = -1, it[:-1]
+        np.maximum.accumulate(before, out=before)
         keep = (it >= 0) & (it > before)
+        del before
         if not keep.all():  # else the views stay views: no copy of millions of lines
             it, time, secs, batch, seq = it[keep], time[keep], secs[keep], batch[keep], seq[keep]
             rows = np.flatnonzero(keep) + lo
@@ -90,14 +93,24 @@ def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
     # the columns are views of Progress, or computed once: a 5 GB log has millions of lines
     covered: Floats = np.broadcast_to(1.0, len(it))
     if numbered:
-        prev = np.concatenate(([attempt.resumed_from if attempt.resumed_from else it[0] - 1], it))
-        covered = np.maximum(np.diff(prev), 1).astype(np.float64)
+        steps = np.empty_like(it)  # iterations since the line before
+        steps[:1] = it[0] - (attempt.resumed_from if attempt.resumed_from else it[0] - 1)
+        np.subtract(it[1:], it[:-1], out=steps[1:])
+        covered = _one_value(np.maximum(steps, 1, out=steps).astype(np.float64))
+        del steps
     if np.isnan(secs).any():
         secs = np.where(np.isnan(secs), np.concatenate(([math.nan], np.diff(time))), secs)
     units = covered
     if np.isfinite(batch).all() and (batch > 0).all():
-        units = covered * batch
+        units = _one_value(covered * batch)
     return StepTimes(attempt.index, rows, seq, it, covered, secs, units, time)
+
+
+def _one_value(a: Floats) -> Floats:
+    """a, or its one value repeated (a read-only view of no size) if it holds just one: a log
+    interval and a batch size mostly never change."""
+    bits = a.view(np.int64)
+    return np.broadcast_to(a[:1].copy(), a.shape) if len(a) and bool((bits == bits[0]).all()) else a
 
 
 def find_slowdowns(
@@ -115,9 +128,15 @@ def find_slowdowns(
             y = np.log(s.seconds / s.units)
         ok = np.isfinite(y)
         ok[:WARMUP_LINES] = False
-        pos = np.flatnonzero(ok)
+        pos: range | NDArray[np.int64] = range(WARMUP_LINES, len(y))
+        if ok[WARMUP_LINES:].all():  # the usual run: a view, no copy of millions of lines
+            compared = y[WARMUP_LINES:]
+        else:
+            pos = np.flatnonzero(ok)
+            compared = y[pos]
+        del ok
         if len(pos) >= MIN_LINES:
-            segs = segments(y[pos], MIN_LINES, math.log1p(MIN_SHIFT))
+            segs = segments(compared, MIN_LINES, math.log1p(MIN_SHIFT))
             # (start, end) as rows of s: a regime spans the uncompared rows inside it
             regimes.append(
                 (s, [(int(pos[g.start]), int(pos[g.end - 1]) + 1, g.level) for g in segs])

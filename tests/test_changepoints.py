@@ -7,6 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from logscope import changepoints
 from logscope.changepoints import (
     noise_sigma,
     segments,
@@ -112,3 +113,22 @@ def test_trailing_scores_by_chunks_are_the_same_floats(chunk: int) -> None:
         zip(*(p[1:] for p in parts), strict=True), (base, spread, score), strict=True
     ):
         assert np.concatenate(got).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 50, 1 << 16])
+@given(y=st.lists(st.sampled_from([0.0, 1.0, 1.5, 2.0, 10.0]), min_size=4, max_size=120))
+def test_best_split_by_chunks_is_the_whole_argmax(chunk: int, y: list[float]) -> None:
+    """The first of the largest gains, ties included, as np.argmax over all splits at once."""
+    arr = np.array(y)
+    cs = np.concatenate(([0.0], np.cumsum(arr)))
+    s, e, min_size = 0, len(arr), 2
+    k = np.arange(s + min_size, e - min_size + 1)
+    n1, n2 = (k - s).astype(np.float64), (e - k).astype(np.float64)
+    gain = n1 * n2 / (e - s) * ((cs[k] - cs[s]) / n1 - (cs[e] - cs[k]) / n2) ** 2
+    want = (int(k[int(np.argmax(gain))]), float(np.max(gain)))
+    saved = changepoints.SCORE_CHUNK
+    changepoints.SCORE_CHUNK = chunk
+    try:
+        assert changepoints._best_split(cs, s, e, min_size) == want
+    finally:
+        changepoints.SCORE_CHUNK = saved
