@@ -13,6 +13,7 @@ import regex
 
 from .errors import PatternError
 from .model import CATEGORIES, KINDS, ROLES, SEVERITIES
+from .regexes import Regex
 
 _REQUIRED = ("id", "trigger", "regex", "title", "samples")
 _FAILURE_REQUIRED = ("category", "severity", "role", "explanation")
@@ -58,7 +59,7 @@ class Signature:
     id: str
     kind: str
     trigger: tuple[str, ...]
-    regex: regex.Pattern[str]
+    regex: Regex
     title: str
     samples: tuple[str, ...]
     counter_samples: tuple[str, ...] = ()
@@ -74,7 +75,7 @@ class Signature:
     classify: bool = False
     """A catch-all (an exception line, an unrecognized error line): the library's classification
     rules decide its category from its `exception` and `message` fields."""
-    columns: tuple[regex.Pattern[str], ...] = ()
+    columns: tuple[Regex, ...] = ()
     """Optional fields of a line `regex` matched, each searched on its own in the message: a
     progress line's loss, grad norm, batch size (see logscope.columns)."""
 
@@ -325,7 +326,7 @@ def _checked_id(
     return entry_id
 
 
-def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
+def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> Signature:
     sig_id = where = _checked_id(entry, path, f"signature[{index}]", _REQUIRED, _KNOWN)
     kind = entry.get("kind", "failure")
     if kind not in KINDS:
@@ -339,18 +340,21 @@ def _signature(entry: dict[str, Any], path: str, index: int) -> Signature:
                 raise PatternError(
                     path, f"{name}: {entry[name]!r} is not one of {', '.join(allowed)}", where
                 )
-    try:
-        compiled = regex.compile(entry["regex"])
-    except (regex.error, TypeError) as err:
-        raise PatternError(path, f"regex: does not compile: {err}", where) from None
-    columns: list[regex.Pattern[str]] = []
-    for i, text in enumerate(_as_list(entry.get("columns"), path, where, "columns")):
+    if not isinstance(entry["regex"], str):
+        raise PatternError(path, "regex: does not compile: it must be a string", where)
+    compiled = Regex(entry["regex"])
+    if not builtin:  # a user's: a broken one is reported now (the suite checks the built-ins)
         try:
-            columns.append(regex.compile(text))
+            compiled = Regex(compiled.pattern, regex.compile(compiled.pattern))
+        except regex.error as err:
+            raise PatternError(path, f"regex: does not compile: {err}", where) from None
+    columns = [Regex(text) for text in _as_list(entry.get("columns"), path, where, "columns")]
+    for i, column in enumerate(columns if not builtin else ()):
+        try:
+            if not column.groupindex:
+                raise PatternError(path, f"columns[{i}]: needs a named group", where)
         except regex.error as err:
             raise PatternError(path, f"columns[{i}]: does not compile: {err}", where) from None
-        if not columns[-1].groupindex:
-            raise PatternError(path, f"columns[{i}]: needs a named group", where)
     triggers = _as_list(entry["trigger"], path, where, "trigger")
     if not triggers or not all(triggers):
         raise PatternError(path, "trigger: needs at least one non-empty string", where)
@@ -433,7 +437,7 @@ def _finding_text(entry: dict[str, Any], path: str, index: int) -> FindingText:
 _Loaded = tuple[list[Signature], dict[int, dict[str, str]], list[Rule], list[FindingText]]
 
 
-def _load_file(path: Path) -> _Loaded:
+def _load_file(path: Path, builtin: bool = False) -> _Loaded:
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
@@ -443,7 +447,7 @@ def _load_file(path: Path) -> _Loaded:
     entries = doc.get("signature", [])
     if not isinstance(entries, list):
         raise PatternError(str(path), "[[signature]] must be an array of tables")
-    sigs = [_signature(e, str(path), i) for i, e in enumerate(entries)]
+    sigs = [_signature(e, str(path), i, builtin) for i, e in enumerate(entries)]
     seen: set[str] = set()
     for s in sigs:
         if s.id in seen:
@@ -473,8 +477,10 @@ def load_library(dirs: Iterable[Path | str]) -> Library:
     rule_dir: dict[str, int] = {}
     sources: list[str] = []
     texts: dict[str, FindingText] = {}
+    shipped = {b.resolve() for b in builtin_dirs()}
     for n, d in enumerate(dirs):
         d = Path(d)
+        builtin = d.resolve() in shipped
         if d.is_file() and d.suffix == ".toml":
             files = [d]
         elif d.is_dir():
@@ -484,7 +490,7 @@ def load_library(dirs: Iterable[Path | str]) -> Library:
         else:
             raise PatternError(str(d), "no such pattern directory")
         for f in files:
-            sigs, codes, file_rules, file_texts = _load_file(f)
+            sigs, codes, file_rules, file_texts = _load_file(f, builtin)
             sources.append(str(f))
             texts.update((t.id, t) for t in file_texts)
             for r in file_rules:

@@ -23,6 +23,7 @@ ORDER = [
     "lines",
     "wrap",
     "clusters",
+    "regexes",
     "patterns",
     "scan",
     "events",

@@ -119,3 +119,12 @@ def test_title_placeholders_are_filled_from_the_match(fields: dict, title: str) 
     from logscope.incidents import fill_title
 
     assert fill_title("Python exception: {exception}: {message}", fields) == title
+
+
+def test_builtin_regexes_compile_and_their_columns_name_a_field() -> None:
+    """Built-in regexes are compiled when first used (logscope.regexes), not when loaded: this
+    is the check a user's library gets at load."""
+    for sig in LIBRARY.signatures:
+        assert sig.regex.compiled.pattern == sig.regex.pattern
+        for column in sig.columns:
+            assert column.groupindex, f"{sig.id}: column {column.pattern!r} names no field"
