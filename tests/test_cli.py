@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from logscope.model import CATEGORIES
@@ -130,3 +132,23 @@ def test_piped_text_has_no_trailing_whitespace(run_cli) -> None:
     assert len(lines) > 10, out
     padded = [n for n, line in enumerate(lines, 1) if line != line.rstrip()]
     assert not padded, f"lines {padded} end in whitespace:\n{out}"
+
+
+def test_analyze_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
+    """`analyze` imports neither the HTML report's template engine, nor tail's modules, nor
+    pandas, nor pydantic (typer 0.29 imports it to parse options): each is start-up time
+    during which the workers wait (issue 13)."""
+    log = tmp_path / "job.log"
+    log.write_text("[default0]:iteration 10/ 100 | elapsed time per iteration (ms): 50.0 |\n")
+    program = (
+        "import sys\n"
+        "from logscope.cli import app\n"
+        "try:\n"
+        f"    app(['analyze', {str(log)!r}, '--format', 'json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('jinja2', 'pandas', 'pydantic', 'logscope.actions', 'logscope.watch')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
