@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .grids import to_float
+from .model import to_float
 
 
 def numbers(col: pa.Array) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

@@ -467,15 +467,15 @@ class _Out:
 
 
 MIN_SHAPE_LINES = 8
+"""Lines of one shape read from one match; fewer go to RE2 with the others."""
+MAX_GRID_WIDTH = 4096
+"""Longer candidate lines are decided line by line (Collector.take_lines)."""
 
 
 def _line(data: bytes | bytearray, start: Any, end: Any) -> bytes:
     return bytes(data[int(start) : int(end)])
 
 
-MAX_GRID_WIDTH = 4096
-"""Longer candidate lines are decided line by line (Collector.take_lines)."""
-"""Lines of one shape read from one match; fewer go to RE2 with the others."""
 _EMBEDDED_BLIND = digit_blind(_EMBEDDED.pattern)
 _MAX_CACHED = 4096
 

@@ -9,7 +9,6 @@ shape is decided once for all its lines.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -19,6 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
+
+from .arrow import numpy_view
+from .model import to_float
 
 Array = np.ndarray[Any, Any]
 
@@ -211,17 +213,9 @@ def cell_floats(grid: np.ndarray[Any, Any], a: int, b: int) -> np.ndarray[Any, A
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     else:
-        values: np.ndarray[Any, Any] = np.frombuffer(parsed.buffers()[1], np.float64)
-        return values[parsed.offset : parsed.offset + n]
+        return numpy_view(parsed, np.float64)
     found = block.view(f"S{width}").ravel()
     try:
         return found.astype(np.float64)
     except ValueError:
         return np.array([to_float(c.decode("ascii")) for c in found.tolist()])
-
-
-def to_float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan

@@ -239,7 +239,7 @@ def line_seconds(e: Event, iterations: int = 1) -> float:
     return math.nan
 
 
-def _number(v: str | None) -> float:
+def to_float(v: str | None) -> float:
     """A field as a float (`nan` and `inf` as written), NaN if absent or not a number."""
     if v is None:
         return math.nan
@@ -319,15 +319,15 @@ class Progress:
         self.time.append(e.time.timestamp() if e.time is not None else math.nan)
         self.iter_s.append(seconds)
         f = e.fields
-        loss = _number(f.get("loss"))
+        loss = to_float(f.get("loss"))
         bad = "loss" in f and not math.isfinite(loss)
         self.loss.append(math.nan if bad else loss)
         self.nonfinite.append(1 if bad else 0)
-        self.grad_norm.append(_number(f.get("grad_norm")))
-        self.loss_scale.append(_number(f.get("loss_scale")))
-        self.skipped.append(_number(f.get("skipped")))
-        self.nan_iters.append(_number(f.get("nan_iters")))
-        self.batch.append(_number(f.get("batch")))
+        self.grad_norm.append(to_float(f.get("grad_norm")))
+        self.loss_scale.append(to_float(f.get("loss_scale")))
+        self.skipped.append(to_float(f.get("skipped")))
+        self.nan_iters.append(to_float(f.get("nan_iters")))
+        self.batch.append(to_float(f.get("batch")))
         total = field_int(e, "train_iters")
         if total is not None:
             self.train_iters = total

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from logscope import grids
 from logscope.columns import MAX_GRID_WIDTH, Collector, ProgressColumns
 from logscope.engine import default_library
+from logscope.model import to_float
 from logscope.scan import Prefilter
 from logscope.sources import newlines_of
 
@@ -139,5 +140,5 @@ def test_cells_read_as_python_reads_them(cells: list[bytes]) -> None:
     width = len(cells[0])
     grid = np.frombuffer(b"".join(cells), np.uint8).reshape(len(cells), width)
     got = grids.cell_floats(grid, 0, width)
-    want = [grids.to_float(c.decode().strip()) for c in cells]
+    want = [to_float(c.decode().strip()) for c in cells]
     assert [str(x) for x in got] == [str(x) for x in want]
