@@ -47,7 +47,7 @@ from .outcome import (
     make_job,
 )
 from .patterns import Library, builtin_dirs, load_library
-from .ranges import sort_lines, window_lines
+from .ranges import match_lines, window_lines
 from .runs import ScanArrays
 from .scan import Hit, matched
 from .sources import Block, newlines_of
@@ -135,7 +135,7 @@ class Engine:
             width,
             block.truncated,
         )
-        lines, progress = sort_lines(self.library, candidates, path, year, width, collector)
+        lines, progress = match_lines(collector, candidates, width)
         return self.feed_sorted(lines, progress, path, events=events)
 
     def feed_sorted(

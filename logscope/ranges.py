@@ -40,17 +40,13 @@ and fields. Plain tuples cross processes five times faster than pickled dataclas
 Matched = tuple[Line, Hit | None]
 
 
-def sort_lines(
-    library: Library,
-    lines: Iterable[tuple[int, bytes, bool]],
-    path: str,
-    year: int | None,
-    width: int | None,
-    collector: Collector,
+def match_lines(
+    collector: Collector, lines: Iterable[tuple[int, bytes, bool]], width: int | None
 ) -> tuple[list[Matched], ProgressColumns]:
     """Candidate lines (line number, raw bytes, cut at MAX_LINE) that `collector` did not take
     (window_lines) as decoded, matched lines, and the progress lines it took parsed in bulk;
     both in line order."""
+    library, path, year = collector.library, collector.path, collector.year
     out: list[Matched] = []
     for lineno, raw, truncated in lines:
         out.extend(matched(library, raw, path, lineno, year, truncated, width))
@@ -194,9 +190,7 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
     index = {id(s): i for i, s in enumerate(task.library.signatures)}
     tally = _Tally()
     collector = Collector(task.library, task.path, task.year)
-    lines, progress = sort_lines(
-        task.library, read(task, tally, collector), task.path, task.year, task.wrap, collector
-    )
+    lines, progress = match_lines(collector, read(task, tally, collector), task.wrap)
     out: list[PackedMatch] = []
     for line, hit in lines:
         state = _line_state(line)
