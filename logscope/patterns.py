@@ -351,10 +351,11 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
     columns = [Regex(text) for text in _as_list(entry.get("columns"), path, where, "columns")]
     for i, column in enumerate(columns if not builtin else ()):
         try:
-            if not column.groupindex:
-                raise PatternError(path, f"columns[{i}]: needs a named group", where)
+            named = bool(column.groupindex)
         except regex.error as err:
             raise PatternError(path, f"columns[{i}]: does not compile: {err}", where) from None
+        if not named:
+            raise PatternError(path, f"columns[{i}]: needs a named group", where)
     triggers = _as_list(entry["trigger"], path, where, "trigger")
     if not triggers or not all(triggers):
         raise PatternError(path, "trigger: needs at least one non-empty string", where)
