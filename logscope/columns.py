@@ -30,6 +30,7 @@ from .events import inert, parse_time
 from .grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
 from .lines import _EMBEDDED, parse_line
 from .patterns import Library, TriggerIndex
+from .progress_columns import HeadFields, ProgressColumns, edge_lines
 from .scan import BLOCK_TRIGGERS
 from .shapes import digit_blind
 
@@ -53,8 +54,6 @@ _SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_C
 """A line's shape: its digits made NUL (patterns.TriggerIndex's key), its control characters
 but `\r` made \x01 to be found (a line with any is decoded line by line)."""
 Array = np.ndarray[Any, Any]
-HeadFields = tuple[str | None, int | None, int | None, int | None]
-"""The stream a line's prefix names: (host, rank, local rank, srun task)."""
 
 
 def _re2_ok(pattern: str) -> bool:
@@ -93,46 +92,6 @@ def _plan(library: Library) -> _Plan:
         _PLANS.clear()
     _PLANS[id(library)] = (library, _Plan(frozenset(out), index))
     return _PLANS[id(library)][1]
-
-
-@dataclass(slots=True, eq=False)
-class ProgressColumns:
-    """A range's progress lines parsed in bulk, in line order. Plain arrays: they cross
-    processes as a few buffers."""
-
-    lineno: array[int] = field(default_factory=lambda: array("q"))
-    signature: array[int] = field(default_factory=lambda: array("i"))
-    """Index of the line's signature in the library."""
-    head: array[int] = field(default_factory=lambda: array("i"))
-    """Index of the line's prefix fields in `heads`."""
-    heads: list[HeadFields] = field(default_factory=list)
-    time: array[float] = field(default_factory=lambda: array("d"))
-    """POSIX seconds the line states (its prefix's stamp, or its regex's `time`); NaN if none."""
-    values: dict[str, array[float]] = field(default_factory=dict)
-    """VALUES by name; NaN where the line does not say."""
-    nonfinite: array[int] = field(default_factory=lambda: array("b"))
-    """1 where the line has a loss that is not a finite number."""
-    raw: bytes = b""
-    """The lines themselves, back to back: an event is built from one when the engine needs
-    it (the first and last line of a run), by the per-line path."""
-    ends: array[int] = field(default_factory=lambda: array("q"))
-    """End offset of each line in `raw`."""
-    year: int | None = None
-    """The year the lines' stamps were completed with (lines.parse_line)."""
-
-    def __len__(self) -> int:
-        return len(self.lineno)
-
-    def __eq__(self, other: object) -> bool:
-        """Equal lines and values, NaN equal to NaN (as bytes)."""
-        if not isinstance(other, ProgressColumns):
-            return NotImplemented
-        return _state(self) == _state(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def raw_line(self, i: int) -> bytes:
-        return self.raw[self.ends[i - 1] if i else 0 : self.ends[i]]
 
 
 @dataclass(slots=True)
@@ -238,9 +197,12 @@ class Collector:
             self._inert[key] = known
         return known
 
-    def finish(self) -> tuple[ProgressColumns, list[tuple[int, bytes]]]:
+    def finish(
+        self, others: Array | None = None
+    ) -> tuple[ProgressColumns, list[tuple[int, bytes]]]:
         """The bulk-parsed lines, and the taken lines no regex matched after all (to be decoded
-        line by line), in line order."""
+        line by line), in line order. Given the line numbers of the other candidate lines
+        (`others`, ascending), the columns hold the text of `edge_lines` only."""
         groups = self._groups()
         n = sum(len(g.linenos) for g in groups)
         if not n:
@@ -283,7 +245,10 @@ class Collector:
             for sig, members in by_sig.items():
                 pending += self._parse(sig, members, texts, out)
             depth += 1
-        return self._columns(groups, out), self._rejected(groups, chosen)
+        rejected = self._rejected(groups, chosen)
+        if others is not None and rejected:
+            others = np.union1d(others, np.asarray([n for n, _ in rejected], np.int64))
+        return self._columns(groups, out, others), rejected
 
     def _groups(self) -> list[Group]:
         """The taken lines by shape and signatures, each group in line order, the groups in
@@ -310,11 +275,17 @@ class Collector:
         groups.sort(key=lambda g: int(g.linenos[0]))
         return groups
 
-    def _columns(self, groups: list[Group], out: _Out) -> ProgressColumns:
+    def _columns(self, groups: list[Group], out: _Out, others: Array | None) -> ProgressColumns:
         linenos = np.concatenate([g.linenos for g in groups])
         keep = np.flatnonzero(out.chosen >= 0)
         keep = keep[np.argsort(linenos[keep], kind="stable")]
-        raw, ends = raw_lines(groups, keep)
+        held = None
+        if others is None:
+            raw, ends = raw_lines(groups, keep)
+        else:
+            edges = edge_lines(linenos[keep], out.values["iteration"][keep], others)
+            raw, ends = raw_lines(groups, keep[edges])
+            held = _array("q", edges)
         return ProgressColumns(
             lineno=_array("q", linenos[keep]),
             signature=_array("i", out.chosen[keep]),
@@ -325,6 +296,7 @@ class Collector:
             nonfinite=_array("b", out.nonfinite[keep]),
             raw=raw,
             ends=_array("q", ends),
+            held=held,
             year=self.year,
         )
 
@@ -487,9 +459,3 @@ def _array(typecode: str, values: np.ndarray[Any, Any]) -> array[Any]:
 
 
 _NP = {"q": np.int64, "i": np.int32, "b": np.int8, "d": np.float64}
-
-
-def _state(c: ProgressColumns) -> tuple[Any, ...]:
-    plain = (c.lineno, c.signature, c.head, c.time, c.nonfinite, c.ends)
-    values = sorted((k, v.tobytes()) for k, v in c.values.items())
-    return (*(a.tobytes() for a in plain), values, c.heads, c.raw, c.year)

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from .accounting import advise, attempt_of, build_ledger, headline
 from .clusters import Clusters
-from .columns import Collector, ProgressColumns
+from .columns import Collector
 from .configs import find_configs
 from .culprits import Who, World, build_world
 from .endings import attempt_endings
@@ -47,6 +47,7 @@ from .outcome import (
     make_job,
 )
 from .patterns import Library, builtin_dirs, load_library
+from .progress_columns import ProgressColumns
 from .ranges import match_lines, window_lines
 from .runs import ScanArrays
 from .scan import Hit, matched

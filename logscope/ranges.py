@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .columns import Collector, ProgressColumns
+from .columns import Collector
 from .errors import InputError
 from .lines import DISCOVERY_BYTES, routing_prefixes
 from .model import Line
 from .patterns import Library
+from .progress_columns import ProgressColumns
 from .scan import Hit, Prefilter, matched
 from .sources import (
     MAX_LINE,
@@ -41,16 +42,20 @@ Matched = tuple[Line, Hit | None]
 
 
 def match_lines(
-    collector: Collector, lines: Iterable[tuple[int, bytes, bool]], width: int | None
+    collector: Collector,
+    lines: Iterable[tuple[int, bytes, bool]],
+    width: int | None,
+    edges_only: bool = False,
 ) -> tuple[list[Matched], ProgressColumns]:
     """Candidate lines (line number, raw bytes, cut at MAX_LINE) that `collector` did not take
     (window_lines) as decoded, matched lines, and the progress lines it took parsed in bulk;
-    both in line order."""
+    both in line order. `edges_only`: the columns hold the text of progress_columns.edge_lines only."""
     library, path, year = collector.library, collector.path, collector.year
     out: list[Matched] = []
     for lineno, raw, truncated in lines:
         out.extend(matched(library, raw, path, lineno, year, truncated, width))
-    columns, rejected = collector.finish()
+    others = np.fromiter((m[0].lineno for m in out), np.int64, len(out)) if edges_only else None
+    columns, rejected = collector.finish(others)
     if rejected:
         for lineno, raw in rejected:
             out.extend(matched(library, raw, path, lineno, year, False, width))
@@ -190,7 +195,7 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
     index = {id(s): i for i, s in enumerate(task.library.signatures)}
     tally = _Tally()
     collector = Collector(task.library, task.path, task.year)
-    lines, progress = match_lines(collector, read(task, tally, collector), task.wrap)
+    lines, progress = match_lines(collector, read(task, tally, collector), task.wrap, True)
     out: list[PackedMatch] = []
     for line, hit in lines:
         state = _line_state(line)

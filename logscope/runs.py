@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import ProgressColumns
+from .progress_columns import ProgressColumns
 
 Array = np.ndarray[Any, Any]
 

@@ -30,6 +30,7 @@ ORDER = [
     "shapes",
     "arrow",
     "grids",
+    "progress_columns",
     "columns",
     "runs",
     "ranges",

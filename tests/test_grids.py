@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logscope import grids
-from logscope.columns import MAX_GRID_WIDTH, Collector, ProgressColumns
+from logscope.columns import MAX_GRID_WIDTH, Collector
 from logscope.engine import default_library
 from logscope.model import to_float
+from logscope.progress_columns import ProgressColumns
 from logscope.scan import Prefilter
 from logscope.sources import newlines_of
 

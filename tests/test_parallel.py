@@ -206,3 +206,45 @@ def test_a_task_pickles_its_library_once() -> None:
     for a, b in zip(tasks, back, strict=True):
         assert replace(b, library=a.library) == a
     assert scan_range(back[0]) == scan_range(tasks[0])
+
+
+def _megatron(its: range) -> list[str]:
+    return [
+        f" iteration {it:8d}/    1000 | consumed samples: {it * 8:10d} | elapsed time per "
+        f"iteration (ms): {1000 + it % 7:.1f} | lm loss: {2 + 1 / it:.6E} |"
+        for it in its
+    ]
+
+
+def test_workers_keep_the_text_of_each_line_an_attempt_ends_with(tmp_path: Path) -> None:
+    # the workers ship the text of few progress lines (progress_columns.edge_lines): an
+    # attempt that ends inside a range is still described by its last line, whether the next
+    # attempt starts at a line that is no progress line (a checkpoint load: the last line ends
+    # a run) or in the middle of a run (a line goes back to an earlier iteration)
+    lines = [
+        *_megatron(range(1, 41)),
+        " loading checkpoint from /ckpt at iteration 40",
+        *_megatron(range(41, 61)),
+        *_megatron(range(51, 91)),
+        "[2026-11-30 10:00:00] some line no signature knows",
+    ]
+    path = tmp_path / "restarts.log"
+    path.write_text("\n".join(lines) + "\n")
+    one = document(analyze([str(path)], range_min_bytes=1 << 62))
+    assert len(one["attempts"]) == 3
+    assert document(analyze([str(path)], range_min_bytes=0)) == one
+
+
+def test_an_attempt_that_ends_on_a_line_without_an_iteration(tmp_path: Path) -> None:
+    # a range starts with progress lines that state no iteration (HF Trainer dicts) and then
+    # goes back to an earlier iteration than the range before ended with: the attempt ends on
+    # the last of those dicts, whose text the range's worker kept
+    first = "\n".join(_megatron(range(1, 41))) + "\n"
+    dicts = [f"{{'loss': {2 + i / 10}, 'learning_rate': 1e-05, 'epoch': 0.{i}}}" for i in (1, 2)]
+    second = "\n".join([*dicts, *_megatron(range(21, 41))]) + "\n"
+    path = tmp_path / "restart.log"
+    path.write_text(first + second)
+    one = document(analyze([str(path)], range_min_bytes=1 << 62))
+    assert len(one["attempts"]) == 2
+    ranges = document(analyze([str(path)], range_min_bytes=0, chunk_bytes=len(first) - 1))
+    assert ranges == one
