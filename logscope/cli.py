@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from .engine import Engine, default_library
 from .errors import LogscopeError
 from .model import Analysis
 from .patterns import builtin_dirs, check_samples, load_library
 from .pipeline import analyze as run_analysis
-from .render import FleetFormat, Format, ReportFormat, markdown, terminal
+from .render import FleetFormat, Format, ReportFormat, markdown
 from .render import json as json_render
 from .render.document import SCHEMA_VERSION, document
 
@@ -155,6 +154,8 @@ def analyze(
     elif fmt is Format.md:
         sys.stdout.write(markdown.render(document(analysis)))
     else:
+        from .render import terminal  # rich: not for a document's start-up
+
         terminal.render(analysis, sys.stdout, color=_color())
     if html:
         _write_report(document(analysis), out, force)
@@ -175,6 +176,7 @@ def progress_bar(paths: list[str]) -> Iterator[Callable[[int], None] | None]:
     if not sys.stderr.isatty() or sum(sizes) < 200 << 20:
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     with Progress(

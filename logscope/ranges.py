@@ -49,7 +49,8 @@ def match_lines(
 ) -> tuple[list[Matched], ProgressColumns]:
     """Candidate lines (line number, raw bytes, cut at MAX_LINE) that `collector` did not take
     (window_lines) as decoded, matched lines, and the progress lines it took parsed in bulk;
-    both in line order. `edges_only`: the columns hold the text of progress_columns.edge_lines only."""
+    both in line order. `edges_only`: the columns hold the text of their edge_lines only
+    (progress_columns.py)."""
     library, path, year = collector.library, collector.path, collector.year
     out: list[Matched] = []
     for lineno, raw, truncated in lines:

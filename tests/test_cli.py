@@ -135,9 +135,9 @@ def test_piped_text_has_no_trailing_whitespace(run_cli) -> None:
 
 
 def test_analyze_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
-    """`analyze` imports neither the HTML report's template engine, nor tail's modules, nor
-    pandas, nor pydantic (typer 0.29 imports it to parse options): each is start-up time
-    during which the workers wait (issue 13)."""
+    """`analyze --format json` imports neither the HTML report's template engine, nor tail's
+    modules, nor pandas, nor pydantic (typer 0.29 imports it to parse options), nor rich (the
+    terminal's renderer): each is start-up time during which the workers wait (issue 13)."""
     log = tmp_path / "job.log"
     log.write_text("[default0]:iteration 10/ 100 | elapsed time per iteration (ms): 50.0 |\n")
     program = (
@@ -147,7 +147,7 @@ def test_analyze_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
         f"    app(['analyze', {str(log)!r}, '--format', 'json'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('jinja2', 'pandas', 'pydantic', 'logscope.actions', 'logscope.watch')\n"
+        "heavy = ('jinja2', 'pandas', 'pydantic', 'rich', 'logscope.actions', 'logscope.watch')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
