@@ -41,6 +41,7 @@ from .model import (
     field_int,
     line_seconds,
 )
+from .newlines import Newlines
 from .outcome import (
     Ending,
     decide_outcome,
@@ -51,7 +52,7 @@ from .progress_columns import ProgressColumns
 from .ranges import match_lines, window_lines
 from .runs import ScanArrays
 from .scan import Hit, matched
-from .sources import Block, newlines_of
+from .sources import Block
 from .timeline import Attempt, Timeline, input_of
 from .wrap import WRAP_SAMPLE, wrap_width
 
@@ -131,7 +132,7 @@ class Engine:
             collector,
             block.data,
             len(block.data),
-            newlines_of(block.data),
+            Newlines.of(block.data),
             block.first_lineno,
             width,
             block.truncated,

@@ -13,12 +13,12 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .columns import Collector
 from .errors import InputError
 from .lines import DISCOVERY_BYTES, routing_prefixes
 from .model import Line
+from .newlines import Newlines
 from .patterns import Library
 from .progress_columns import ProgressColumns
 from .scan import Hit, Prefilter, matched
@@ -28,7 +28,6 @@ from .sources import (
     LongLine,
     ReadStats,
     Source,
-    newlines_of,
     read_blocks,
     read_windows,
 )
@@ -69,7 +68,7 @@ def window_lines(
     collector: Collector,
     data: bytes | bytearray,
     size: int,
-    newlines: npt.NDArray[np.intp],
+    newlines: Newlines,
     first_lineno: int,
     width: int | None,
     truncated: Collection[int] = (),
@@ -234,7 +233,7 @@ def _block_lines(
             collector,
             block.data,
             len(block.data),
-            newlines_of(block.data),
+            Newlines.of(block.data),
             block.first_lineno,
             task.wrap,
             block.truncated,

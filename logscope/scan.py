@@ -22,10 +22,9 @@ import pyarrow.compute as pc
 
 from .lines import decode, parse_line
 from .model import Line
+from .newlines import Newlines
 from .patterns import Library, Signature
-from .sources import (
-    line_numbers,
-)
+from .sources import line_numbers
 from .wrap import rejoin
 
 # torchrun's ChildFailedError block (FORMATS.md §3.1): its field lines are candidates, parsed as a
@@ -123,30 +122,31 @@ class Prefilter:
         self,
         block: bytes | bytearray,
         size: int,
-        newlines: npt.NDArray[np.intp],
+        lines: Newlines,
         first_lineno: int,
         width: int | None = None,
     ) -> list[tuple[int, int, int]]:
         """(line number, start, end) of each candidate line (or wrapped record) of
         `block[:size]`, whose newlines are given; end excludes the newline."""
-        index, first, last = self.spans(block, size, newlines)
+        index, first, last = self.spans(block, size, lines)
         starts, ends = first.tolist(), last.tolist()
         if width is None:
             return list(zip((index + first_lineno).tolist(), starts, ends, strict=True))
         spans = rejoin(block, list(zip(starts, ends, strict=True)), width, size)
-        numbers = line_numbers(newlines, first_lineno, [a for a, _ in spans])
+        numbers = line_numbers(lines.positions(), first_lineno, [a for a, _ in spans])
         return [(n, a, b) for n, (a, b) in zip(numbers, spans, strict=True)]
 
     def spans(
-        self, block: bytes | bytearray, size: int, newlines: npt.NDArray[np.intp]
-    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        self, block: bytes | bytearray, size: int, lines: Newlines
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The candidate lines of `block[:size]`, whose newlines are given, as arrays: their
-        indexes (line i ends at newlines[i], or at `size`), starts and ends (excluding the
-        newline)."""
-        index = self.line_indexes(block, size, newlines)
-        # line i runs from the newline before it (or the start) to its own (or `size`)
-        bounds = np.concatenate(([-1], newlines, [size]))
-        return index, bounds[index] + 1, bounds[index + 1]
+        indexes (the newlines before them), starts and ends (excluding the newline), in order."""
+        found = self.positions(block, size)
+        if len(found) > 1 and bool((np.diff(found) < 0).any()):
+            found.sort()
+        index, starts, ends = lines.around(found)
+        first = np.flatnonzero(np.diff(index, prepend=-1) != 0)  # a line's first match
+        return index[first], starts[first], ends[first]
 
     def candidates(self, block: bytes | bytearray, size: int = -1) -> Iterator[tuple[int, int]]:
         """(start, end) byte offsets of each candidate line of `block[:size]`, in order; end
@@ -173,24 +173,19 @@ class Prefilter:
             start, pos = _line_around(block, pos, size)
             yield start, pos
 
-    def line_indexes(
-        self, block: bytes | bytearray, size: int, newlines: npt.NDArray[np.intp]
-    ) -> npt.NDArray[np.intp]:
-        """The candidate lines of `block[:size]` as indexes of lines (line i ends at
-        newlines[i], or at `size`), ascending: `candidates` placed with the block's newlines,
-        by numpy rather than line by line."""
+    def positions(self, block: bytes | bytearray, size: int) -> npt.NDArray[np.int64]:
+        """A byte of each match in `block[:size]`, ascending: the last byte of each Hyperscan
+        match (one line may hold several), else the start of each candidate line."""
         db = _hyperscan(self.literals) if self.literals else None
         if db is None:
-            starts = np.fromiter((a for a, _ in self.candidates(block, size)), np.intp)
-            return np.searchsorted(newlines, starts)
+            return np.fromiter((a for a, _ in self.candidates(block, size)), np.int64)
         ends: list[int] = []
         db.scan(
             memoryview(block)[:size],
             match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to),
         )
-        # a match ends at `to` (exclusive): its last byte, to - 1, is on line i
-        index = np.searchsorted(newlines, np.asarray(ends, np.intp) - 1)
-        return np.unique(index)
+        # Hyperscan reports matches in the order of their ends; a match ends at `to` (exclusive)
+        return np.asarray(ends, np.int64) - 1
 
 
 def _hyperscan_lines(db: Any, block: bytes | bytearray, size: int) -> Iterator[tuple[int, int]]:

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from .compression import compression_in, decompressed, read_upto_damage
 from .errors import InputError
+from .newlines import Newlines
 
 BLOCK_SIZE = 1 << 20
 MAX_LINE = 1 << 20
@@ -359,13 +360,12 @@ class Window:
     offset: int
     """Byte offset of data[0] in the file."""
     first_lineno: int
-    newlines: npt.NDArray[np.intp]
-    """Positions of every newline in the window, ascending."""
+    newlines: Newlines
+    """Where the window's newlines are."""
 
     @property
     def nlines(self) -> int:
-        last = int(self.newlines[-1]) + 1 if len(self.newlines) else 0
-        return len(self.newlines) + (self.size > last)
+        return self.newlines.lines
 
 
 def newlines_of(data: bytes | bytearray, size: int = -1) -> npt.NDArray[np.intp]:
@@ -424,19 +424,26 @@ def read_windows(
             if filled == 0:
                 return
             last = remaining <= 0 or got == 0  # the range ended, or the file shrank
-            newlines = newlines_of(buf, filled)
-            body = filled if last else (int(newlines[-1]) + 1 if len(newlines) else 0)
-            lengths = np.diff(newlines, prepend=-1) - 1
-            tail = body - (int(newlines[-1]) + 1 if len(newlines) else 0)
-            if body == 0 or tail > max_line or (len(lengths) and int(lengths.max()) > max_line):
+            after = buf.rfind(b"\n", 0, filled) + 1  # after the last newline
+            body = filled if last else after
+            newlines = Newlines.of(buf, body)
+            if body == 0 or body - after > max_line or _line_over(newlines, max_line):
                 raise LongLine(f"{path}: a line over {max_line} bytes")
             yield Window(buf, body, start, lineno, newlines)
             if last:
                 return
-            lineno += len(newlines)
+            lineno += newlines.count
             start += body
             carry = filled - body
             buf[:carry] = buf[body:filled]
+
+
+def _line_over(newlines: Newlines, max_line: int) -> bool:
+    """A line ended by a newline is over `max_line` bytes."""
+    if newlines.no_line_over(max_line):
+        return False
+    lengths = np.diff(newlines.positions(), prepend=-1) - 1
+    return bool(len(lengths) and int(lengths.max()) > max_line)
 
 
 def split_ranges(path: str, size: int, chunk: int) -> list[tuple[int, int]]:

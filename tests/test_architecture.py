@@ -17,6 +17,7 @@ ORDER = [
     "model",
     "hostlist",
     "compression",
+    "newlines",
     "sources",
     "spool",
     "follow",

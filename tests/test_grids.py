@@ -13,9 +13,9 @@ from logscope import grids
 from logscope.columns import MAX_GRID_WIDTH, Collector
 from logscope.engine import default_library
 from logscope.model import to_float
+from logscope.newlines import Newlines
 from logscope.progress_columns import ProgressColumns
 from logscope.scan import Prefilter
-from logscope.sources import newlines_of
 
 LIBRARY = default_library()
 PREFILTER = Prefilter.for_library(LIBRARY)
@@ -94,7 +94,7 @@ def _offered_together(
 def test_a_shape_at_a_time_is_each_line_alone(lines: list[bytes], parts: int) -> None:
     # many lines of one shape, so that shapes reach columns.MIN_SHAPE_LINES
     data = b"\n".join(lines * 5) + b"\n"
-    index, starts, ends = PREFILTER.spans(data, len(data), newlines_of(data))
+    index, starts, ends = PREFILTER.spans(data, len(data), Newlines.of(data))
     linenos = (index + 1).tolist()
     alone = _offered_alone(data, starts.tolist(), ends.tolist(), linenos)
     together = _offered_together(data, starts.tolist(), ends.tolist(), linenos, parts)
@@ -111,7 +111,7 @@ def test_most_progress_lines_are_taken_a_shape_at_a_time(monkeypatch: pytest.Mon
         for i in range(1, 2001)
     ]
     data = ("\n".join(lines) + "\n").encode()
-    index, starts, ends = PREFILTER.spans(data, len(data), newlines_of(data))
+    index, starts, ends = PREFILTER.spans(data, len(data), Newlines.of(data))
     collector = Collector(LIBRARY, "x.log", 2024)
     calls = 0
     take = Collector.take

@@ -12,8 +12,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from logscope.engine import default_library
+from logscope.newlines import Newlines
 from logscope.scan import BLOCK_TRIGGERS, Prefilter
-from logscope.sources import newlines_of
 
 LIBRARY = default_library()
 REAL = Prefilter.for_library(LIBRARY)
@@ -54,8 +54,9 @@ def check(prefilter: Prefilter, triggers: Sequence[str], block: bytes) -> None:
             f"want ={[block[s:e] for s, e in want]}"
         )
         # the same lines as indexes, placed with the block's newlines (ranges._window_lines)
-        indexes = scan.line_indexes(block, len(block), newlines_of(block)).tolist()
-        assert indexes == [block.count(b"\n", 0, s) for s, _ in want], scan.engine
+        index, starts, ends = scan.spans(block, len(block), Newlines.of(block))
+        assert index.tolist() == [block.count(b"\n", 0, s) for s, _ in want], scan.engine
+        assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == want, scan.engine
 
 
 def test_hyperscan_scans_when_installed() -> None:
