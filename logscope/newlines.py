@@ -55,14 +55,17 @@ class Newlines:
         found: Array = np.flatnonzero(np.frombuffer(self.data, np.uint8, count=self.size) == 10)
         return found
 
-    def around(self, positions: Array) -> tuple[Array, Array, Array]:
-        """For byte positions (below `size`): the index of the line holding each (the newlines
-        before it), the line's start, and its end (its newline, or `size`)."""
+    def lines_of(self, positions: Array) -> tuple[Array, Array, Array]:
+        """The lines holding byte positions (ascending, below `size`), each line once: its
+        index (the newlines before it), its start, and its end (its newline, or `size`)."""
         pos = np.asarray(positions, np.int64)
         w = pos >> 6
         word = self.words[w]
         low = (_ONE << (pos & 63).astype(np.uint64)) - _ONE  # bits before the position
         index = self.before[w] + np.bitwise_count(word & low)
+        first = np.flatnonzero(np.diff(index, prepend=-1) != 0)  # a line's first position
+        if len(first) < len(index):
+            pos, w, word, low, index = pos[first], w[first], word[first], low[first], index[first]
         # start: after the last newline before the position, in its word or an earlier one
         prior = word & low
         inside = prior != 0

@@ -144,9 +144,7 @@ class Prefilter:
         found = self.positions(block, size)
         if len(found) > 1 and bool((np.diff(found) < 0).any()):
             found.sort()
-        index, starts, ends = lines.around(found)
-        first = np.flatnonzero(np.diff(index, prepend=-1) != 0)  # a line's first match
-        return index[first], starts[first], ends[first]
+        return lines.lines_of(found)
 
     def candidates(self, block: bytes | bytearray, size: int = -1) -> Iterator[tuple[int, int]]:
         """(start, end) byte offsets of each candidate line of `block[:size]`, in order; end
