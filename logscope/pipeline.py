@@ -362,6 +362,8 @@ def analyze(
                     src.path, stats.bytes, stats.lines, stats.compression, tuple(stats.warnings)
                 )
             )
+        if pool is not None:
+            pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (allocator.py)
         analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
         analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
