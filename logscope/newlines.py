@@ -71,9 +71,9 @@ class Newlines:
         inside = prior != 0
         j = np.searchsorted(self.before, self.before[w], "left") - 1  # last word with one
         j = np.where(inside | (self.before[w] == 0), w, j)
-        last = np.where(inside, prior, self.words[j])
+        preceding = np.where(inside, prior, self.words[j])
         starts = np.where(
-            inside | (self.before[w] > 0), (j << 6) + _highest_bit(last) + 1, 0
+            inside | (self.before[w] > 0), (j << 6) + _highest_bit(preceding) + 1, 0
         ).astype(np.int64)
         # end: the first newline at or after the position, in its word or a later one
         rest = word & ~low
@@ -82,8 +82,8 @@ class Newlines:
         j = np.searchsorted(self.before, after, "right") - 1  # first word after w with one
         none = ~inside & (after == self.count)
         j = np.where(inside | none, w, j)
-        first = np.where(inside, rest, self.words[j])
-        ends = np.where(none, self.size, (j << 6) + _lowest_bit(first)).astype(np.int64)
+        following = np.where(inside, rest, self.words[j])
+        ends = np.where(none, self.size, (j << 6) + _lowest_bit(following)).astype(np.int64)
         return index, starts, ends
 
     def no_line_over(self, max_line: int) -> bool:
