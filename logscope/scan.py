@@ -148,14 +148,29 @@ class Prefilter:
 
     def candidates(self, block: bytes | bytearray, size: int = -1) -> Iterator[tuple[int, int]]:
         """(start, end) byte offsets of each candidate line of `block[:size]`, in order; end
-        excludes the newline."""
+        excludes the newline: `spans`, for a block whose newlines are not known yet."""
         size = len(block) if size < 0 else size
         if not size:
             return
+        _, starts, ends = self.spans(block, size, Newlines.of(block, size))
+        yield from zip(starts.tolist(), ends.tolist(), strict=True)
+
+    def positions(self, block: bytes | bytearray, size: int) -> npt.NDArray[np.int64]:
+        """A byte of each match in `block[:size]`, ascending: the last byte of each Hyperscan
+        match (one line may hold several), else the start of each candidate line."""
         db = _hyperscan(self.literals) if self.literals else None
-        if db is not None:
-            yield from _hyperscan_lines(db, block, size)
-            return
+        if db is None:
+            return np.fromiter(self._re2_line_starts(block, size), np.int64)
+        ends: list[int] = []
+        db.scan(
+            memoryview(block)[:size],
+            match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to),
+        )
+        # Hyperscan reports matches in the order of their ends; a match ends at `to` (exclusive)
+        return np.asarray(ends, np.int64) - 1
+
+    def _re2_line_starts(self, block: bytes | bytearray, size: int) -> Iterator[int]:
+        """The start of each candidate line of `block[:size]`, found by one RE2 scan."""
         # the block as an Arrow binary value without a copy (a copy costs as much as the scan)
         offsets = pa.py_buffer(array("q", (0, size)))
         value = pa.Array.from_buffers(
@@ -169,33 +184,7 @@ class Prefilter:
         for piece_len in lengths[:-1]:
             pos += piece_len
             start, pos = _line_around(block, pos, size)
-            yield start, pos
-
-    def positions(self, block: bytes | bytearray, size: int) -> npt.NDArray[np.int64]:
-        """A byte of each match in `block[:size]`, ascending: the last byte of each Hyperscan
-        match (one line may hold several), else the start of each candidate line."""
-        db = _hyperscan(self.literals) if self.literals else None
-        if db is None:
-            return np.fromiter((a for a, _ in self.candidates(block, size)), np.int64)
-        ends: list[int] = []
-        db.scan(
-            memoryview(block)[:size],
-            match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to),
-        )
-        # Hyperscan reports matches in the order of their ends; a match ends at `to` (exclusive)
-        return np.asarray(ends, np.int64) - 1
-
-
-def _hyperscan_lines(db: Any, block: bytes | bytearray, size: int) -> Iterator[tuple[int, int]]:
-    ends: list[int] = []
-    db.scan(
-        memoryview(block)[:size], match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to)
-    )
-    last = -1
-    for to in ends:  # in order of their end: a line's first match stands for the line
-        if to > last:
-            start, last = _line_around(block, to, size)
-            yield start, last
+            yield start
 
 
 def _line_around(block: bytes | bytearray, pos: int, size: int) -> tuple[int, int]:
