@@ -29,6 +29,7 @@ from .arrow import numbers, numpy_view, strings
 from .events import inert, parse_time
 from .grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
 from .lines import _EMBEDDED, parse_line
+from .packed import NUMPY_TYPES
 from .patterns import Library, TriggerIndex
 from .progress_columns import HeadFields, ProgressColumns, edge_lines
 from .scan import BLOCK_TRIGGERS
@@ -454,8 +455,5 @@ _MAX_CACHED = 4096
 
 def _array(typecode: str, values: np.ndarray[Any, Any]) -> array[Any]:
     out = array(typecode)
-    out.frombytes(values.astype(_NP[typecode]).tobytes())
+    out.frombytes(values.astype(NUMPY_TYPES[typecode]).tobytes())
     return out
-
-
-_NP = {"q": np.int64, "i": np.int32, "b": np.int8, "d": np.float64}

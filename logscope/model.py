@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from logscope.packed import NUMPY_TYPES, Packed
+from .packed import NUMPY_TYPES, Packed
 
 
 def gpu_hours(value: float | None) -> str:

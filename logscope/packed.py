@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-NUMPY_TYPES = {"q": np.int64, "d": np.float64, "b": np.int8}
+NUMPY_TYPES = {"q": np.int64, "i": np.int32, "d": np.float64, "b": np.int8}
+"""The numpy type of each `array` typecode the project stores."""
 _BITS = {code: struct.Struct(code).pack for code in NUMPY_TYPES}
 
 
 class Packed:
-    """An `array` of one typecode ("q", "d" or "b"), appended to and written in place, that
+    """An `array` of one typecode (of NUMPY_TYPES), appended to and written in place, that
     keeps (value, length) while all its values are bitwise equal (NaN with NaN, not 0.0 with
     -0.0), and becomes an `array` at the first value that differs."""
 
@@ -58,7 +59,7 @@ class Packed:
             return
         if self._rows is None:
             first = values[0].item()
-            if self._same(first) and bool((_bits(values) == _bits(values[:1])[0]).all()):
+            if self._same(first) and uniform(values):
                 self._value, self._len = first, self._len + len(values)
                 return
         self._unpack().frombytes(values.tobytes())
@@ -93,9 +94,7 @@ class Packed:
                     raise ValueError("a Packed stretch is replaced by as many values")
                 if not len(values):
                     return
-                if self._same(values[0].item()) and bool(
-                    (_bits(values) == _bits(values[:1])[0]).all()
-                ):
+                if self._same(values[0].item()) and uniform(values):
                     return
         self._unpack()[where] = v
 
@@ -116,6 +115,7 @@ class Packed:
         return f"Packed({self._rows!r})"
 
 
-def _bits(values: NDArray[Any]) -> NDArray[Any]:
-    """Values as integers of their width: NaN equal to the same NaN, 0.0 unequal to -0.0."""
-    return values.view(np.int64) if values.dtype == np.float64 else values
+def uniform(values: NDArray[Any]) -> bool:
+    """Every value is bitwise the first (NaN equal to the same NaN, 0.0 unequal to -0.0)."""
+    bits = values.view(np.int64) if values.dtype == np.float64 else values
+    return bool((bits == bits[:1]).all())

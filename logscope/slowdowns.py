@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from .changepoints import Floats, segments
 from .model import Finding, Progress, duration
+from .packed import uniform
 from .timeline import Attempt
 
 MIN_LINES = 10
@@ -109,8 +110,7 @@ def step_times(progress: Progress, attempt: Attempt) -> StepTimes | None:
 def _one_value(a: Floats) -> Floats:
     """a, or its one value repeated (a read-only view of no size) if it holds just one: a log
     interval and a batch size mostly never change."""
-    bits = a.view(np.int64)
-    return np.broadcast_to(a[:1].copy(), a.shape) if len(a) and bool((bits == bits[0]).all()) else a
+    return np.broadcast_to(a[:1].copy(), a.shape) if len(a) and uniform(a) else a
 
 
 def find_slowdowns(
