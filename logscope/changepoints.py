@@ -27,11 +27,11 @@ Floats = NDArray[np.float64]
 MAD_TO_SIGMA = 1.4826
 """Median absolute deviation to standard deviation, for Gaussian noise."""
 CHUNK_VALUES = 1 << 20
+"""Values `trailing_median` sorts at once (8 MB): windows are taken CHUNK_VALUES // window at a
+time, so a long window does not cost a copy of the whole series times the window."""
 SCORE_CHUNK = 1 << 16
 """Points `trailing_score_chunks` scores at once: a series of millions of progress lines never
 has its baseline, spread and score whole (24 bytes a point, and more while computed)."""
-"""Values `trailing_median` sorts at once (8 MB): windows are taken CHUNK_VALUES // window at a
-time, so a long window does not cost a copy of the whole series times the window."""
 
 
 def window_medians(y: Floats, window: int) -> Floats:
@@ -159,15 +159,17 @@ def _binary_segmentation(y: Floats, min_size: int, penalty: float) -> list[int]:
     return sorted(cuts)
 
 
-def _best_split(cs: Floats, s: int, e: int, min_size: int) -> tuple[int, float]:
+def _best_split(
+    cs: Floats, s: int, e: int, min_size: int, chunk: int = SCORE_CHUNK
+) -> tuple[int, float]:
     """The split of y[s:e] (cs: y's cumulative sums from 0) that lowers the squared error most,
     and by how much: the first of the largest gains, as np.argmax picks it. The candidate splits
-    are weighed SCORE_CHUNK at a time (the gains of a million points at once took nine arrays
+    are weighed `chunk` at a time (the gains of a million points at once took nine arrays
     of them), each gain the same float."""
     n = e - s
     best, best_gain = -1, -math.inf
-    for lo in range(s + min_size, e - min_size + 1, SCORE_CHUNK):
-        k = np.arange(lo, min(lo + SCORE_CHUNK, e - min_size + 1))
+    for lo in range(s + min_size, e - min_size + 1, chunk):
+        k = np.arange(lo, min(lo + chunk, e - min_size + 1))
         n1 = (k - s).astype(np.float64)
         n2 = (e - k).astype(np.float64)
         m1 = (cs[k] - cs[s]) / n1

@@ -37,7 +37,6 @@ fleet_app = typer.Typer(
 )
 app.add_typer(fleet_app, name="fleet")
 
-
 EXIT_HEALTHY, EXIT_INCIDENTS, EXIT_ERROR, EXIT_EMPTY = 0, 1, 2, 3
 
 ReportDir = Annotated[

@@ -45,7 +45,7 @@ def _freed_mb(mode: str) -> tuple[str, int]:
 def test_freed_buffers_go_back_to_the_system() -> None:
     applied, freed = _freed_mb("on")
     if applied != "True":
-        pytest.skip("this C library has no mallopt")
+        pytest.skip("this C library has no malloc_trim")
     assert freed >= 100  # of the 128 MB of buffers
     _, kept = _freed_mb("off")
     assert kept < 100, "glibc's default keeps them: the test shows the setting's effect"
