@@ -52,8 +52,7 @@ class Newlines:
 
     def positions(self) -> Array:
         """Position of every newline, ascending (what the bits spare the fast path)."""
-        found: Array = np.flatnonzero(np.frombuffer(self.data, np.uint8, count=self.size) == 10)
-        return found
+        return newlines_of(self.data, self.size)
 
     def lines_of(self, positions: Array) -> tuple[Array, Array, Array]:
         """The lines holding byte positions (ascending, below `size`), each line once: its
@@ -93,6 +92,13 @@ class Newlines:
         step = max(1, (max_line + 1) // 2)
         find = self.data.find
         return all(find(b"\n", a, a + step) >= 0 for a in range(0, self.size - step + 1, step))
+
+
+def newlines_of(data: bytes | bytearray, size: int = -1) -> Array:
+    """Positions of every newline in `data[:size]`, ascending (numpy: ~1 GB/s)."""
+    size = len(data) if size < 0 else size
+    found: Array = np.flatnonzero(np.frombuffer(data, np.uint8, count=size) == 10)
+    return found
 
 
 def _lowest_bit(x: Array) -> Array:

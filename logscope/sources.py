@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from .compression import compression_in, decompressed, read_upto_damage
 from .errors import InputError
-from .newlines import Newlines
+from .newlines import Newlines, newlines_of
 
 BLOCK_SIZE = 1 << 20
 MAX_LINE = 1 << 20
@@ -366,13 +366,6 @@ class Window:
     @property
     def nlines(self) -> int:
         return self.newlines.lines
-
-
-def newlines_of(data: bytes | bytearray, size: int = -1) -> npt.NDArray[np.intp]:
-    """Positions of every newline in `data[:size]`, ascending (numpy: ~1 GB/s)."""
-    size = len(data) if size < 0 else size
-    found: npt.NDArray[np.intp] = np.flatnonzero(np.frombuffer(data, np.uint8, count=size) == 10)
-    return found
 
 
 def line_numbers(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .lines import decode, parse_line
-from .sources import newlines_of
+from .newlines import newlines_of
 
 WRAP_SAMPLE = 1 << 20
 """Bytes at an input's start from which its wrap width is learned."""
