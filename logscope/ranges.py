@@ -200,7 +200,9 @@ def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
     index = {id(s): i for i, s in enumerate(task.library.signatures)}
     tally = _Tally()
     collector = Collector(task.library, task.path, task.year)
-    lines, progress = match_lines(collector, read(task, tally, collector), task.wrap, True)
+    lines, progress = match_lines(
+        collector, read(task, tally, collector), task.wrap, edges_only=True
+    )
     out: list[PackedMatch] = []
     for line, hit in lines:
         state = _line_state(line)
