@@ -30,11 +30,11 @@ from typing import Any
 from generate import PROFILES, generate, parse_size
 
 import logscope
-from logscope.engine import default_library
-from logscope.patterns import Library
-from logscope.ranges import RangeTask, scan_range
-from logscope.scan import Prefilter, escape_literal
-from logscope.sources import read_windows
+from logscope.engine.feed import default_library
+from logscope.match.prefilter import Prefilter, escape_literal
+from logscope.match.signatures import Library
+from logscope.read.sources import read_windows
+from logscope.scan.range_scan import RangeTask, scan_range
 
 HERE = Path(__file__).resolve().parent
 LOGSCOPE = Path(sys.executable).parent / "logscope"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .engine import Engine, default_library
+from .engine.analyze import analyze
+from .engine.feed import Engine, default_library
 from .errors import InputError, LogscopeError, PatternError
+from .match.signatures import Library, Signature, builtin_dirs, check_samples, load_library
 from .model import Analysis, Culprit, Event, Incident, Job, Line, Outcome
-from .patterns import Library, Signature, builtin_dirs, check_samples, load_library
-from .pipeline import analyze
 from .render.document import document
 
 __all__ = [

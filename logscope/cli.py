@@ -11,15 +11,16 @@ import sys
 from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from .engine import Engine, default_library
+from .engine.analyze import analyze as run_analysis
+from .engine.feed import Engine, default_library
 from .errors import LogscopeError
+from .match.signatures import builtin_dirs, check_samples, load_library
 from .model import Analysis
-from .patterns import builtin_dirs, check_samples, load_library
-from .pipeline import analyze as run_analysis
 from .render import FleetFormat, Format, ReportFormat, markdown
 from .render import json as json_render
 from .render.document import SCHEMA_VERSION, document
@@ -67,7 +68,7 @@ def _color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_UNITS = MappingProxyType({"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800})
 
 
 def parse_duration(text: str) -> float:
@@ -389,9 +390,9 @@ def tail(
     Example: logscope tail 'logs/*.out' --stall-after 20m --on-incident 'scancel $SLURM_JOB_ID'
     """
     # imported here: `analyze` starts ~0.1 s sooner without them (its workers wait for it)
-    from .actions import Actions, command_argv, run_tail
+    from .live.actions import Actions, command_argv, run_tail
+    from .live.watcher import Watcher
     from .render.stream import TailPrinter
-    from .watch import Watcher
 
     try:
         stall = None if stall_after == "auto" else parse_duration(stall_after)

@@ -9,11 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .packed import NUMPY_TYPES, Packed
+from .compact_column import NUMPY_TYPES, Packed
 
 
 def gpu_hours(value: float | None) -> str:
@@ -72,30 +73,32 @@ CATEGORIES = (
     "node_failure",
     "unknown",
 )
-NODE_EVIDENCE: dict[str, str] = {
-    # the hardware failed: the node is to blame
-    "gpu_hardware": "strong",
-    "node_failure": "strong",
-    # the node's GPU, link or NIC may be at fault, or the program
-    "cuda_error": "weak",
-    "comm_error": "weak",
-    "segfault": "weak",
-    # a rank that stopped answering: its node, when the log says which rank that was
-    "hang": "culprit",
-    "collective_timeout": "culprit",
-    # the program, its data, its size or the scheduler: never the node
-    "oom_gpu": "none",
-    "oom_host": "none",
-    "process_killed": "none",
-    "python_exception": "none",
-    "data_error": "none",
-    "io_error": "none",
-    "launcher_error": "none",
-    "timelimit": "none",
-    "cancelled": "none",
-    "preemption": "none",
-    "unknown": "none",
-}
+NODE_EVIDENCE: Mapping[str, str] = MappingProxyType(
+    {
+        # the hardware failed: the node is to blame
+        "gpu_hardware": "strong",
+        "node_failure": "strong",
+        # the node's GPU, link or NIC may be at fault, or the program
+        "cuda_error": "weak",
+        "comm_error": "weak",
+        "segfault": "weak",
+        # a rank that stopped answering: its node, when the log says which rank that was
+        "hang": "culprit",
+        "collective_timeout": "culprit",
+        # the program, its data, its size or the scheduler: never the node
+        "oom_gpu": "none",
+        "oom_host": "none",
+        "process_killed": "none",
+        "python_exception": "none",
+        "data_error": "none",
+        "io_error": "none",
+        "launcher_error": "none",
+        "timelimit": "none",
+        "cancelled": "none",
+        "preemption": "none",
+        "unknown": "none",
+    }
+)
 """How strongly an incident of each category implicates the node it happened on (the fleet's
 bad-node list counts only `strong` and `weak` ones; `culprit` is `weak` when a culprit rank with
 its host is named, else `none`)."""

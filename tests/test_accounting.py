@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logscope.accounting import Ledger, advise, build_ledger, daly, young
+from logscope.analysis.ledger import Ledger, advise, build_ledger, daly, young
+from logscope.analysis.timeline import Attempt, Save
+from logscope.engine.analyze import analyze
 from logscope.model import Analysis
-from logscope.pipeline import analyze
 from logscope.render.terminal import render as render_terminal
-from logscope.timeline import Attempt, Save
 
-from .conftest import FIXTURES
 from .generators.bloom_run import Truth, generate
+from .helpers import FIXTURES
 
 BUCKETS = {
     "wasted_progress": "wasted_progress_s",

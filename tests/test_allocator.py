@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from logscope import allocator
+from logscope import memory as allocator
 
 PROGRAM = """
 import importlib.util, sys

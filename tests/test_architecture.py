@@ -1,4 +1,5 @@
-"""Data flows one way: modules import only earlier stages; only the CLI and renderers print."""
+"""The house: stage packages in data-flow order, imports one way, no cycles, printing only at the
+edges, no module-level state."""
 
 from __future__ import annotations
 
@@ -10,98 +11,106 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).parent.parent / "logscope"
-ORDER = [
+STAGES = [
     "errors",
-    "allocator",
-    "packed",
+    "memory",
+    "compact_column",
     "model",
-    "hostlist",
-    "compression",
-    "newlines",
-    "sources",
-    "spool",
-    "follow",
+    "read",
     "lines",
-    "wrap",
-    "clusters",
-    "regexes",
-    "patterns",
+    "match",
     "scan",
-    "events",
-    "shapes",
-    "arrow",
-    "grids",
-    "progress_columns",
-    "columns",
-    "runs",
-    "ranges",
-    "culprits",
-    "incidents",
-    "outcome",
-    "timeline",
-    "jobs",
-    "changepoints",
-    "slowdowns",
-    "health",
+    "analysis",
     "findings",
-    "accounting",
-    "configs",
-    "endings",
-    "context",
     "engine",
-    "pipeline",
-    "watch",
-    "actions",
+    "live",
     "fleet",
     "render",
     "cli",
 ]
+"""Flat modules and stage packages in the order data flows: each imports only those above it and
+the modules of its own package."""
 PRINTERS = {"cli", "render"}
+MAX_FLAT = 10
+IMMUTABLE_WRAPPERS = {"MappingProxyType", "frozenset", "tuple"}
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in PKG.rglob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    return sorted(p for p in PKG.rglob("*.py") if p.name != "__main__.py")
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(PKG).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _stage(path: Path) -> str:
-    rel = path.relative_to(PKG).with_suffix("")
-    return rel.parts[0]
+    return _dotted(path).split(".")[0] or "__init__"
 
 
 def _imports(path: Path) -> set[str]:
-    """The logscope stages a module imports, relative imports resolved."""
-    package = ["logscope", *path.relative_to(PKG).parts[:-1]]
+    """The logscope modules (dotted, below `logscope`) a module imports, relative ones resolved."""
+    here = _dotted(path).split(".") if _dotted(path) else []
+    package = here if path.name == "__init__.py" else here[:-1]
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):  # import logscope.engine
-            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("logscope."))
-            continue
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        if node.module == "logscope":  # from logscope import cli
-            out.update(a.name for a in node.names)
-            continue
-        if node.level:
-            base = package[: len(package) - (node.level - 1)]
-            full = [*base, *(node.module or "").split(".")] if node.module else base
-            names = [full] if node.module else [[*full, a.name] for a in node.names]
-        elif (node.module or "").startswith("logscope."):
-            names = [(node.module or "").split(".")]
-        else:
-            continue
-        out.update(n[1] for n in names if len(n) > 1)
+        if isinstance(node, ast.Import):
+            out.update(a.name[9:] for a in node.names if a.name.startswith("logscope."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+            elif (node.module or "").split(".")[0] == "logscope":
+                base = []
+            else:
+                continue
+            module = [p for p in (node.module or "").split(".") if p]
+            if not node.level:
+                module = module[1:]
+            target = [*base, *module]
+            if target:
+                out.add(".".join(target))
+            else:  # from . import x (in logscope/__init__)
+                out.update(a.name for a in node.names)
     return out
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_flow_one_way(path: Path) -> None:
     stage = _stage(path)
-    mine = ORDER.index(stage)
+    if stage == "__init__":  # the public API re-exports from every stage
+        return
+    mine = STAGES.index(stage)
     for imported in _imports(path):
-        if imported == stage:
-            continue
-        assert imported in ORDER, f"{path.name} imports unknown module {imported}"
-        assert ORDER.index(imported) < mine, f"{stage} must not import {imported} (later stage)"
+        other = imported.split(".")[0]
+        assert other in STAGES, f"{path.name} imports unknown module {imported}"
+        assert STAGES.index(other) <= mine, f"{stage} must not import {imported} (later stage)"
+
+
+def test_no_import_cycles_within_a_package() -> None:
+    graph = {_dotted(p): _imports(p) for p in _modules() if _dotted(p)}
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph or nxt.split(".")[0] != node.split(".")[0]:
+                continue  # across stages the order above rules
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path, node, nxt]))
+            if nxt not in state:
+                visit(nxt, [*path, node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+def test_stages_are_packages_and_few_modules_stay_flat() -> None:
+    flat = sorted(p.stem for p in PKG.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(flat) <= MAX_FLAT, flat
+    on_disk = {*flat, *(p.name for p in PKG.iterdir() if (p / "__init__.py").exists())}
+    assert on_disk == set(STAGES), on_disk ^ set(STAGES)
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
@@ -116,15 +125,41 @@ def test_only_cli_and_renderers_print(path: Path) -> None:
     assert "sys.stdout" not in text and "sys.stderr" not in text, path.name
 
 
-def test_no_module_level_mutable_state() -> None:
-    for path in _modules():
-        tree = ast.parse(path.read_text())
-        for node in tree.body:
-            if isinstance(node, ast.Assign | ast.AnnAssign):
-                # constant lookup tables are dicts by convention; lists and sets are state
-                assert not isinstance(node.value, ast.List | ast.Set | ast.ListComp), (
-                    f"{path.name}:{node.lineno} module-level mutable container"
-                )
+def _mutable(value: ast.expr) -> bool:
+    """A container display, comprehension or constructor that can be changed after import."""
+    if isinstance(value, ast.List | ast.Set | ast.Dict | ast.ListComp | ast.SetComp | ast.DictComp):
+        return True
+    if isinstance(value, ast.Call):
+        name = getattr(value.func, "id", getattr(value.func, "attr", ""))
+        if name in IMMUTABLE_WRAPPERS:
+            return False
+        return name in ("dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter")
+    return False
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_module_level_mutable_state(path: Path) -> None:
+    """Tables are read-only (MappingProxyType, frozenset, tuple); nothing is kept between calls
+    at module level, caches included. `__all__` is the one list Python asks for."""
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if [getattr(t, "id", None) for t in targets] == ["__all__"]:
+                continue
+            assert not _mutable(node.value), f"{path.name}:{node.lineno} module-level container"
+    for node in ast.walk(tree):
+        assert not isinstance(node, ast.Global), f"{path.name}:{node.lineno} global state"
+
+
+def test_the_state_check_sees_a_cache() -> None:
+    """The rule above is not vacuous: the shapes of cache it exists to refuse are caught."""
+    for text in ("_PLANS: dict[int, str] = {}", "_SEEN = set()", "T = {k: 1 for k in 'ab'}"):
+        stmt = ast.parse(text).body[0]
+        assert isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None
+        assert _mutable(stmt.value), text
+    ok = ast.parse("T = MappingProxyType({'a': 1})").body[0]
+    assert isinstance(ok, ast.Assign) and not _mutable(ok.value)
 
 
 def test_an_analysis_with_findings_does_not_import_pandas(tmp_path: Path) -> None:
@@ -134,8 +169,8 @@ def test_an_analysis_with_findings_does_not_import_pandas(tmp_path: Path) -> Non
 
     generate(tmp_path, Plan(seed=1, slowdown=0.05, spikes=1, nan=True))
     code = (
-        "import sys; from logscope.pipeline import analyze; from logscope.render.document import "
-        f"document; a = analyze([{str(tmp_path / 'train.log')!r}]); document(a); "
+        "import sys; from logscope import analyze, document; "
+        f"a = analyze([{str(tmp_path / 'train.log')!r}]); document(a); "
         "assert a.findings; print('pandas' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from logscope import changepoints
-from logscope.changepoints import (
+from logscope.findings import changepoints as changepoints
+from logscope.findings.changepoints import (
     noise_sigma,
     segments,
     sorted_window_medians,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from logscope.model import CATEGORIES
 
-from .conftest import FIXTURES
+from .helpers import FIXTURES
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -147,7 +147,8 @@ def test_analyze_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
         f"    app(['analyze', {str(log)!r}, '--format', 'json'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('jinja2', 'pandas', 'pydantic', 'rich', 'logscope.actions', 'logscope.watch')\n"
+        "heavy = ('jinja2', 'pandas', 'pydantic', 'rich', 'logscope.live.actions',\n"
+        "         'logscope.live.watcher')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)

@@ -1,5 +1,5 @@
-"""Progress lines parsed in bulk (logscope.columns) say what the per-line path says: the same
-document on every fixture, every real log of the corpus and generated runs, and each line the
+"""Progress lines parsed in bulk (logscope.scan.bulk_progress) say what the per-line path says: the
+same document on every fixture, every real log of the corpus and generated runs, and each line the
 bulk path must not vouch for goes the per-line way."""
 
 from __future__ import annotations
@@ -13,18 +13,17 @@ from typing import Any
 
 import pytest
 
-from logscope import columns as columns_module
-from logscope.columns import Collector
-from logscope.engine import default_library
+from logscope.engine.analyze import analyze
+from logscope.engine.feed import default_library
 from logscope.errors import PatternError
+from logscope.match.signatures import load_library
 from logscope.model import Event, Line, Progress
-from logscope.patterns import load_library
-from logscope.pipeline import analyze
 from logscope.render.document import document
+from logscope.scan import bulk_progress as columns_module
+from logscope.scan.bulk_progress import Collector
 
-from .conftest import FIXTURES
+from .helpers import FIXTURES, corpus_logs
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "cases"
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "generate.py"
 LIBRARY = default_library()
 
@@ -60,9 +59,9 @@ def test_fixture_documents_are_the_same(path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_real_logs_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not CORPUS.is_dir():
-        pytest.skip(f"no real-log corpus at {CORPUS}")
-    logs = sorted(p for p in CORPUS.glob("*/*") if p.name != "truth.toml" and p.is_file())
+    logs = [
+        f for log in corpus_logs() for f in sorted(log.parent.iterdir()) if f.name != "truth.toml"
+    ]
     assert logs
     for log in logs:
         bulk, one = _both([str(log)], monkeypatch)
@@ -237,8 +236,8 @@ def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
 ) -> None:
     # should the per-line path not find the signature in the message left after the prefix,
     # the event carries what the bulk parse read, never a traceback
-    from logscope import engine as engine_module
-    from logscope.engine import Engine
+    from logscope.engine import feed as engine_module
+    from logscope.engine.feed import Engine
 
     raw = b"[default3]: iteration       43/     100 | consumed samples:  5504 | lm loss: 1.5 |"
     collector = Collector(LIBRARY, "x.log", 2024)
@@ -258,8 +257,8 @@ def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
 
 def test_tail_gets_an_event_for_every_progress_line_read_in_bulk() -> None:
     # `tail --format json` streams each iteration line; in bulk, analyze builds none of them
-    from logscope.engine import Engine
-    from logscope.sources import Block
+    from logscope.engine.feed import Engine
+    from logscope.read.sources import Block
 
     lines = [
         f"[default7]: iteration {it:8d}/     100 | consumed samples: {it * 64:8d} | "

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from logscope.engine.analyze import analyze
 from logscope.model import Finding
-from logscope.pipeline import analyze
 
 from .generators.bloom_run import generate as generate_bloom
 

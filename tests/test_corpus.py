@@ -6,13 +6,14 @@ corpus lives beside the clone (in CI too); outside CI, without it, the test skip
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from .helpers import skip_or_fail
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 SCORE = CORPUS / "score.py"
@@ -31,9 +32,7 @@ _COUNTS = re.compile(
 @pytest.fixture(scope="module")
 def summary() -> str:
     if not SCORE.is_file():
-        if os.environ.get("CI"):
-            pytest.fail(f"{SCORE} is missing: CI lays ../shared beside the clone")
-        pytest.skip(f"no real-log corpus at {CORPUS} (it lies beside the clone in CI)")
+        skip_or_fail(f"no real-log corpus at {CORPUS} (it lies beside the clone in CI)")
     run = subprocess.run(
         [sys.executable, str(SCORE), "--logscope", f"{sys.executable} -m logscope"],
         capture_output=True,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import FIXTURES
+from .helpers import FIXTURES
 
 EXPECTED = tomllib.loads((FIXTURES / "expected.toml").read_text())
 

@@ -25,7 +25,7 @@ from logscope.fleet import (
     summarize,
 )
 
-from .conftest import FIXTURES
+from .helpers import FIXTURES
 
 LAB = sorted((FIXTURES / "lab").glob("*.log"))
 SLURM = sorted((FIXTURES / "slurm").glob("*.out"))

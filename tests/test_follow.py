@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from logscope import follow as following
-from logscope.follow import _ROTATED, Chunk, Notice, Tick, follow
+from logscope.live import follow as following
+from logscope.live.follow import _ROTATED, Chunk, Notice, Tick, follow
 
-from .conftest import COMPRESSORS
+from .helpers import COMPRESSORS
 
 Item = Chunk | Notice | Tick
 

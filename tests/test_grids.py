@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logscope import grids
-from logscope.columns import MAX_GRID_WIDTH, Collector
-from logscope.engine import default_library
+from logscope.engine.feed import default_library
+from logscope.match.prefilter import Prefilter
 from logscope.model import to_float
-from logscope.newlines import Newlines
-from logscope.progress_columns import ProgressColumns
-from logscope.scan import Prefilter
+from logscope.read.newlines import Newlines
+from logscope.scan import line_grids as grids
+from logscope.scan.bulk_progress import MAX_GRID_WIDTH, Collector
+from logscope.scan.parsed_progress import ProgressColumns
 
 LIBRARY = default_library()
 PREFILTER = Prefilter.for_library(LIBRARY)

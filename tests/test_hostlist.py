@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from logscope.fleet.blame import node_evidence
-from logscope.hostlist import MAX_HOSTS, expand_hostlist, node_name
+from logscope.lines.hostlist import MAX_HOSTS, expand_hostlist, node_name
 from logscope.model import CATEGORIES, NODE_EVIDENCE, Culprit, Event, Incident, Line
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .test_scenarios import assert_root, lineno, verdict_incident, write
+from .helpers import assert_root, lineno, verdict_incident, write
 
 Run = Callable[[list[str]], tuple[int, dict[str, Any], Path]]
 

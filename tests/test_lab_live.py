@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from .helpers import in_ci
+
 sys.path.insert(0, str(Path(__file__).parent / "lab"))
 
 LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
@@ -22,7 +24,7 @@ HAVE_TORCH = (
     == 0
 )
 
-if not HAVE_TORCH and os.environ.get("CI"):
+if not HAVE_TORCH and in_ci():
     pytest.fail("torch is not installed in CI: the live lab tests must run", pytrace=False)
 
 pytestmark = [

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from logscope.cli import app
-from logscope.lines import decode, parse_line
+from logscope.lines.decode import decode, parse_line
 from logscope.model import Line
 
 

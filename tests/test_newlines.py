@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logscope.newlines import Newlines
+from logscope.read.newlines import Newlines
 
 # lines of every length around a 64-byte word: none, short, one word, several words; runs of
 # empty lines (a word of newlines sets every bit: the highest bit must not round up)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logscope.packed import NUMPY_TYPES, Packed
+from logscope.compact_column import NUMPY_TYPES, Packed
 
 # NaN, the other NaN, 0.0 and -0.0: equal or not, bit for bit
 FLOATS = [math.nan, -math.nan, 0.0, -0.0, 1.5, math.inf]

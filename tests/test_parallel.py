@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from logscope import pipeline as pipeline_module
-from logscope.columns import Collector
-from logscope.engine import default_library
+from logscope.engine import analyze as pipeline_module
+from logscope.engine.analyze import analyze
+from logscope.engine.feed import default_library
 from logscope.errors import InputError, WorkerError
-from logscope.pipeline import analyze
-from logscope.ranges import (
+from logscope.match.prefilter import Prefilter
+from logscope.read.sources import MAX_LINE, LongLine, split_ranges
+from logscope.render.document import document
+from logscope.scan.bulk_progress import Collector
+from logscope.scan.range_scan import (
     RangeTask,
     _block_lines,
     _scan,
@@ -25,12 +28,9 @@ from logscope.ranges import (
     _window_lines,
     scan_range,
 )
-from logscope.render.document import document
-from logscope.scan import Prefilter
-from logscope.sources import MAX_LINE, LongLine, split_ranges
 
-from .conftest import FIXTURES
 from .generators.bloom_run import Truth
+from .helpers import FIXTURES
 
 
 @pytest.fixture

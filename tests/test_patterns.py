@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from logscope.errors import PatternError
-from logscope.lines import parse_line
+from logscope.lines.decode import parse_line
+from logscope.match.signatures import Signature, builtin_dirs, check_samples, load_library
 from logscope.model import CATEGORIES
-from logscope.patterns import Signature, builtin_dirs, check_samples, load_library
 
 LIBRARY = load_library(builtin_dirs())
 BAD = Path(__file__).parent / "bad_patterns"
@@ -116,13 +116,13 @@ def test_patterns_cli(run_cli) -> None:
     ],
 )
 def test_title_placeholders_are_filled_from_the_match(fields: dict, title: str) -> None:
-    from logscope.incidents import fill_title
+    from logscope.analysis.incidents import fill_title
 
     assert fill_title("Python exception: {exception}: {message}", fields) == title
 
 
 def test_builtin_regexes_compile_and_their_columns_name_a_field() -> None:
-    """Built-in regexes are compiled when first used (logscope.regexes), not when loaded: this
+    """Built-in regexes are compiled when first used (logscope.match.regexes), not when loaded: this
     is the check a user's library gets at load."""
     for sig in LIBRARY.signatures:
         assert sig.regex.compiled.pattern == sig.regex.pattern

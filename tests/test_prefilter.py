@@ -11,9 +11,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from logscope.engine import default_library
-from logscope.newlines import Newlines
-from logscope.scan import BLOCK_TRIGGERS, Prefilter
+from logscope.engine.feed import default_library
+from logscope.match.prefilter import BLOCK_TRIGGERS, Prefilter
+from logscope.read.newlines import Newlines
 
 LIBRARY = default_library()
 REAL = Prefilter.for_library(LIBRARY)

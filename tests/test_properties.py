@@ -15,13 +15,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logscope.engine import default_library
+from logscope.engine.analyze import analyze
+from logscope.engine.feed import default_library
 from logscope.errors import InputError
 from logscope.model import Analysis
-from logscope.pipeline import analyze
 from logscope.render.document import document
 
-from .conftest import FIXTURES
+from .helpers import FIXTURES
 
 LAB = sorted((FIXTURES / "lab").glob("*.log"))
 ALL_LOGS = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".log", ".out"))

@@ -20,12 +20,13 @@ import zstandard
 from typer.testing import CliRunner
 
 from logscope.cli import app
-from logscope.pipeline import analyze
+from logscope.engine.analyze import analyze
+from logscope.read.sources import Tail
 from logscope.render.document import document
 from logscope.render.report import report_name
-from logscope.sources import Tail
-from tests.conftest import FIXTURES, analyze_doc
 from tests.generators.bloom_run import Truth
+
+from .helpers import FIXTURES, analyze_doc, skip_or_fail
 
 LAB = FIXTURES / "lab"
 DATA_BLOCK = re.compile(
@@ -348,9 +349,7 @@ def _chromium() -> str | None:
         found = shutil.which(name)
         if found:
             return found
-    if os.environ.get("CI"):
-        pytest.fail("no chromium in CI: install Debian's chromium (apt-get install -y chromium)")
-    pytest.skip("no chromium binary (apt-get install -y chromium); CI runs this test")
+    skip_or_fail("no chromium binary (apt-get install -y chromium; .ci/run does)")
 
 
 def load_in_chromium(page: Path) -> tuple[str, list[str], list[str]]:

@@ -16,44 +16,11 @@ from typing import Any
 
 import pytest
 
-from .conftest import child_failed_block
+from .helpers import assert_root, child_failed_block, lineno, verdict_incident, write
 
 # --------------------------------------------------------------------------------------------
 # helpers
 
-
-def write(tmp_path: Path, name: str, lines: list[str]) -> Path:
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def lineno(lines: list[str], text: str, nth: int = 0) -> int:
-    """1-based physical line number of the nth line equal to text."""
-    hits = [i + 1 for i, line in enumerate(lines) if line == text]
-    assert len(hits) > nth, f"not in log: {text!r}"
-    return hits[nth]
-
-
-def verdict_incident(doc: dict[str, Any]) -> dict[str, Any]:
-    verdict = doc["verdict"]
-    assert verdict is not None, doc["job"]
-    return next(i for i in doc["incidents"] if i["id"] == verdict["incident"])
-
-
-def assert_root(inc: dict[str, Any], path: Path, line: int, text: str) -> None:
-    rc = inc["root_cause"]
-    assert (rc["line"], rc["text"]) == (line, text), rc
-    assert Path(rc["file"]).name == path.name, rc
-
-
-# --------------------------------------------------------------------------------------------
-# 1. BLOOM tr11-176B-ml, 2022-03-21: one GPU dies, 48 nodes of identical `[defaultN]:` headers.
-# Source: bigscience-workshop/bigscience train/tr11-176B-ml/chronicles.md (FORMATS §8.2, §1.1);
-# agent lines FORMATS §3.2 era 1 (pid/local_rank adapted); ChildFailedError template FORMATS §3.1
-# (fields adapted: BLOOM's node 3 = srun task 3, local rank 3 -> global rank 27); watchdog lines
-# FORMATS §2.2/§2.3 (torch ~1.11 forms, [Rank N] adapted); `using world size:` line: Megatron-
-# DeepSpeed log found in a public repo (numbers set to tr11's 384 GPUs = DP 8 x TP 4 x PP 12).
 
 _TORCH = "/gpfswork/rech/six/commun/conda/tr11-176B-ml/lib/python3.8/site-packages/torch/lib"
 _BLOOM_ITER = (

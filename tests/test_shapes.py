@@ -1,5 +1,5 @@
-"""Lines of one shape read from one match (logscope.shapes): only regexes blind to which digit
-is which may do it, and what they read equals the per-line path's reading."""
+"""Lines of one shape read from one match (logscope.scan.line_shapes): only regexes blind to which
+digit is which may do it, and what they read equals the per-line path's reading."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections import Counter
 
 import pytest
 
-from logscope.columns import MIN_SHAPE_LINES, Collector
-from logscope.engine import default_library
-from logscope.lines import parse_line
-from logscope.shapes import digit_blind
+from logscope.engine.feed import default_library
+from logscope.lines.decode import parse_line
+from logscope.scan.bulk_progress import MIN_SHAPE_LINES, Collector
+from logscope.scan.line_shapes import digit_blind
 
 LIBRARY = default_library()
 

@@ -10,9 +10,9 @@ gloo) and acts on it while it runs.
 The test times every line of the job's output itself (a tight poll of the file) and every line
 logscope prints, and prints the measured latencies (`pytest -s`).
 
-Needs a single-node SLURM (`.ci/slurm-up.sh`, run here when no node answers) and torch in
-$LAB_PYTHON or this interpreter. Skipped with the reason when either is missing, except under
-CI (env CI set), where that is a failure.
+Needs a single-node SLURM (`.ci/slurm-up.sh` brings one up; `.ci/run` runs it, a test never does)
+and torch in $LAB_PYTHON or this interpreter. Skipped with the reason when either is missing,
+except under CI (CI=true), where that is a failure.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ REPO = LAB_DIR.parent.parent
 sys.path.insert(0, str(LAB_DIR))
 from run_faults import job_env, torchrun_cmd  # noqa: E402
 from run_slurm import job_in_queue, job_state  # noqa: E402
+
+from .helpers import skip_or_fail  # noqa: E402
 
 LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
 LOGSCOPE = [sys.executable, "-m", "logscope"]
@@ -77,25 +79,7 @@ def _why_no_slurm() -> str | None:
         return f"torch not importable by {LAB_PYTHON} (set LAB_PYTHON or pip install -e '.[lab]')"
     if shutil.which("sbatch") and _node_up():
         return None
-    if os.geteuid() != 0:
-        return "no SLURM node answers and .ci/slurm-up.sh needs root"
-    try:
-        r = subprocess.run(
-            ["bash", str(REPO / ".ci" / "slurm-up.sh")],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return ".ci/slurm-up.sh did not finish within 15 min"
-    print(r.stdout + r.stderr, file=sys.stderr)
-    if r.returncode != 0:
-        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-8:])
-        return f".ci/slurm-up.sh failed (exit {r.returncode}):\n{tail}"
-    if not _node_up():
-        return ".ci/slurm-up.sh succeeded but sinfo shows no idle node"
-    return None
+    return "no SLURM node answers (as root, bash .ci/slurm-up.sh brings one up; .ci/run does)"
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +88,7 @@ def slurm() -> None:
     if reason is None:
         return
     print(f"\n[slurm-e2e] cannot run a SLURM lab job: {reason}", file=sys.stderr)
-    if os.environ.get("CI"):
-        pytest.fail(f"SLURM end-to-end tests must run in CI: {reason}", pytrace=False)
-    pytest.skip(f"cannot run a SLURM lab job: {reason}")
+    skip_or_fail(f"cannot run a SLURM lab job: {reason}")
 
 
 # -- timing what is written and what logscope says ---------------------------------------------

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from logscope.compression import compression_in
 from logscope.errors import InputError
-from logscope.sources import (
+from logscope.read.compression import compression_in
+from logscope.read.sources import (
     BLOCK_SIZE,
     MAX_LINE,
     Block,
@@ -36,7 +36,7 @@ from logscope.sources import (
     read_windows,
 )
 
-from .conftest import COMPRESSORS, analyze_doc, cli
+from .helpers import COMPRESSORS, analyze_doc, cli
 
 FAILURE = b"[default1]:[rank1]: ValueError: injected fault at iteration 17\n"
 PLAIN = b"[default0]:rank 0: data loader ready (world size 4)\n"

@@ -16,16 +16,25 @@ import lz4.frame
 import pytest
 import zstandard
 
-from logscope import context as context_module
-from logscope import spool as spool_module
+from logscope.analysis import context as context_module
+from logscope.engine.analyze import analyze
 from logscope.errors import InputError
-from logscope.pipeline import analyze
+from logscope.read import spool as spool_module
+from logscope.read.sources import MAX_LINE, Source
+from logscope.read.spool import (
+    Chunk,
+    KeepBudget,
+    Keeper,
+    Kept,
+    Spool,
+    _ChunkWriter,
+    _Fed,
+    read_kept,
+)
 from logscope.render.document import document
-from logscope.sources import MAX_LINE, Source
-from logscope.spool import Chunk, KeepBudget, Keeper, Kept, Spool, _ChunkWriter, _Fed, read_kept
 
-from .conftest import FIXTURES
 from .generators.bloom_run import Truth
+from .helpers import FIXTURES
 
 _PACK = {
     "gz": gzip.compress,

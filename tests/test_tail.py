@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from logscope.actions import Actions, command_argv, metrics_text, run_tail
-from logscope.engine import Engine, default_library
-from logscope.sources import Block
-from logscope.watch import Watcher
+from logscope.engine.feed import Engine, default_library
+from logscope.live.actions import Actions, command_argv, metrics_text, run_tail
+from logscope.live.watcher import Watcher
+from logscope.read.sources import Block
 
-from .conftest import COMPRESSORS, FIXTURES
+from .helpers import COMPRESSORS, FIXTURES
 
 LIBRARY = default_library()
 ITER = (

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logscope.jobs import job_in_name
-from logscope.pipeline import analyze
-from logscope.timeline import _zeroed
+from logscope.analysis.slurm_jobs import job_in_name
+from logscope.analysis.timeline import _zeroed
+from logscope.engine.analyze import analyze
 
-from .conftest import child_failed_block
+from .helpers import child_failed_block
 
 ITER = (
     "[default7]: iteration {it:8d}/  115311 | consumed samples: {s:12d} | elapsed time per "

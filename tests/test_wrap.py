@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logscope.wrap import rejoin, wrap_width
+from logscope.lines.wrap import rejoin, wrap_width
 
-from .conftest import analyze_doc
-from .test_scenarios import verdict_incident
+from .helpers import analyze_doc, verdict_incident
 
 WIDTH = 116
 # A DeepSpeed launcher failure as a terminal 116 columns wide shows it: the return code line is

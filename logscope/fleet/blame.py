@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..hostlist import node_name
+from ..lines.hostlist import node_name
 from ..model import NODE_EVIDENCE, Analysis, Incident
 
 IMPLICATING = ("strong", "weak")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..engine import default_library
+from ..engine.analyze import analyze
+from ..engine.feed import default_library
 from ..errors import LogscopeError
+from ..match.signatures import Library
 from ..model import Analysis
-from ..patterns import Library
-from ..pipeline import analyze
 from .store import tables, write
 
 _SLURM_ID = re.compile(r"^\d+$")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..hostlist import node_name
+from ..lines.hostlist import node_name
 from ..model import NODE_EVIDENCE, rounded
 from .blame import IMPLICATING
 from .store import Fleet

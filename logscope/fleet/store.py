@@ -11,13 +11,14 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from ..culprits import World
+from ..analysis.culprits import World
 from ..errors import LogscopeError
 from ..model import Analysis, Event
 from .blame import incident_node, job_nodes, node_evidence
@@ -110,7 +111,9 @@ FINDINGS = pa.schema(
         ("date", pa.string()),
     ]
 )
-SCHEMAS = {"jobs": JOBS, "incidents": INCIDENTS, "events": EVENTS, "findings": FINDINGS}
+SCHEMAS = MappingProxyType(
+    {"jobs": JOBS, "incidents": INCIDENTS, "events": EVENTS, "findings": FINDINGS}
+)
 PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
 
 NOT_FAILURES = frozenset({"timelimit", "cancelled", "preemption"})

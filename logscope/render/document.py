@@ -6,9 +6,10 @@ import math
 from datetime import datetime
 from typing import Any
 
-from ..accounting import Advice, Ledger, LedgerIncident
-from ..culprits import World
-from ..incidents import cascade_ranks
+from ..analysis.culprits import World
+from ..analysis.incidents import cascade_ranks
+from ..analysis.ledger import Advice, Ledger, LedgerIncident
+from ..analysis.timeline import Attempt
 from ..model import (
     Analysis,
     Event,
@@ -20,7 +21,6 @@ from ..model import (
     gpu_hours,
     rounded,
 )
-from ..timeline import Attempt
 from .training import training_doc
 
 SCHEMA_VERSION = 1

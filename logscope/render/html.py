@@ -37,7 +37,7 @@ _TICK_STEPS = (
 
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("logscope", "templates"),
+        loader=jinja2.PackageLoader("logscope.render", "templates"),
         autoescape=True,  # log text is hostile input
         undefined=jinja2.StrictUndefined,  # a typo in a template fails the tests, not the user
         trim_blocks=True,

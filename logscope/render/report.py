@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..actions import write_atomic
 from ..errors import LogscopeError
+from ..live.actions import write_atomic
 from . import html
 
 

@@ -6,10 +6,10 @@ import json
 from dataclasses import dataclass
 from typing import TextIO
 
-from ..actions import ActionResult
-from ..follow import Notice
+from ..live.actions import ActionResult
+from ..live.follow import Notice
+from ..live.watcher import Alert, HealthWarning
 from ..model import Event
-from ..watch import Alert, HealthWarning
 
 
 @dataclass(slots=True)

@@ -5,24 +5,27 @@ from __future__ import annotations
 import io
 import math
 import statistics
+from types import MappingProxyType
 from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..accounting import Advice, Ledger
-from ..culprits import World
-from ..incidents import cascade_ranks
+from ..analysis.culprits import World
+from ..analysis.incidents import cascade_ranks
+from ..analysis.ledger import Advice, Ledger
 from ..model import Analysis, Incident, Outcome, duration, gpu_hours
 from .document import culprit_name, failure_lines, rank_ranges, summary
 from .training import training_doc
 
-_OUTCOME_STYLE = {
-    Outcome.completed: "bold green",
-    Outcome.truncated: "bold yellow",
-    Outcome.unknown: "bold yellow",
-}
+_OUTCOME_STYLE = MappingProxyType(
+    {
+        Outcome.completed: "bold green",
+        Outcome.truncated: "bold yellow",
+        Outcome.unknown: "bold yellow",
+    }
+)
 
 
 def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 100) -> None:

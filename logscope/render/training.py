@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.timeline import Attempt
+from ..findings.slowdowns import step_times
 from ..model import Analysis
-from ..slowdowns import step_times
-from ..timeline import Attempt
 
 POINTS = 600
 """Buckets in a run: enough for a 900-pixel chart, small for a 5 GB log."""

@@ -1,0 +1,128 @@
+"""What the analysis reads again once it is done: the lines around each root cause, and the last
+line each rank printed (from the end of each input)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..lines.decode import ROUTING_PREFIX, decode, parse_line, prefix_lines
+from ..match.events import who
+from ..model import Analysis, Incident
+from ..read.sources import read_lines, rereadable
+from ..read.spool import Kept, read_kept
+
+TAIL_BYTES = 8 << 20
+"""The end of an input scanned for the last line of every rank (the hang heat strip); less
+of each when there are many inputs (lines.window_per_input)."""
+TAIL_BUDGET = 32 << 20
+
+
+def last_seen(
+    analysis: Analysis,
+    tail_bytes: int = TAIL_BYTES,
+    seen: dict[str, dict[bytes, int]] | None = None,
+) -> list[tuple[int, str, int]]:
+    """(rank, file, line) of the last line each rank printed, from the end of each input.
+
+    A hung job's ranks fall silent one after another; the first to stop is the suspect. Only
+    the last `tail_bytes` of each input are read: the ending is what matters, and reading every
+    line of a large log for it would cost more than the analysis. An uncompressed file is read
+    again here; for the others (compressed, stdin, a pipe) `seen` holds what `last_lines` found
+    in their tail as it went by.
+    """
+    world = analysis.extra["world"]
+    seen = seen or {}
+    best: dict[int, tuple[int, str, int]] = {}
+    for index, info in enumerate(analysis.inputs):
+        last = seen.get(info.path)
+        if last is None:
+            if info.compression is not None or not rereadable(info.path):
+                continue
+            try:
+                back = tail_lines(info.path, Path(info.path).stat().st_size, tail_bytes)
+            except OSError:
+                continue
+            last = {prefix: n + info.lines for prefix, n in back.items()}
+        for prefix, lineno in last.items():
+            key = (index << 40) | lineno
+            for line in prefix_lines(prefix, info.path):
+                rank = world.rank_of(line)
+                if rank is not None and (rank not in best or best[rank][0] <= key):
+                    best[rank] = (key, info.path, lineno)
+    return sorted((rank, path, line) for rank, (_key, path, line) in best.items())
+
+
+def last_lines(tail: bytes, cut: bool, lines: int) -> dict[bytes, int]:
+    """The line number of the last line of each routing prefix in the tail of an input of
+    `lines` lines; `cut`: bytes came before the tail (its first line may be a part)."""
+    if cut:
+        tail = tail[tail.find(b"\n") + 1 :]
+    first = lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+    last: dict[bytes, int] = {}
+    for m in ROUTING_PREFIX.finditer(tail):
+        last[m.group(0)] = m.start()
+    # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
+    # counting newlines from the start would be quadratic
+    out: dict[bytes, int] = {}
+    lineno, counted = first, 0
+    for prefix, pos in sorted(last.items(), key=lambda item: item[1]):
+        lineno += tail.count(b"\n", counted, pos)
+        counted = pos
+        out[prefix] = lineno
+    return out
+
+
+def tail_lines(path: str, end: int, tail_bytes: int) -> dict[bytes, int]:
+    """last_lines of the `tail_bytes` of a file before byte `end`, numbered from its last line
+    back (0, -1, ...: add the file's line count)."""
+    start = max(0, end - tail_bytes)
+    with Path(path).open("rb") as f:
+        f.seek(start)
+        tail = f.read(end - start)
+    return last_lines(tail, start > 0, 0)
+
+
+CONTEXT_LINES = 5
+"""Lines of the same rank shown before and after a root cause."""
+CONTEXT_WINDOW = 400
+"""Physical lines searched each side of a root cause: other ranks' lines interleave with the
+culprit's."""
+
+
+def root_context(
+    incidents: Sequence[Incident],
+    marks: dict[str, list[tuple[int, int]]] | None = None,
+    kept: dict[str, list[Kept]] | None = None,
+    radius: int = CONTEXT_LINES,
+) -> dict[str, list[tuple[int, str]]]:
+    """For each incident, its root-cause line with the lines of the same rank around it.
+    `marks`: Engine.line_marks, where known; `kept`: chunks of compressed inputs kept after
+    their scan (spool.Spool), read instead of the input when they hold the lines."""
+    wanted: dict[str, set[int]] = {}
+    for inc in incidents:
+        n = inc.root_cause.line.lineno
+        lo = max(1, n - CONTEXT_WINDOW)
+        wanted.setdefault(inc.root_cause.line.path, set()).update(range(lo, n + CONTEXT_WINDOW))
+    marks, kept = marks or {}, kept or {}
+    lines: dict[str, dict[int, bytes]] = {}
+    for path, nums in wanted.items():
+        got = read_kept(kept.get(path, ()), nums)
+        lines[path] = read_lines(path, nums, marks.get(path, ())) if got is None else got
+    out: dict[str, list[tuple[int, str]]] = {}
+    for inc in incidents:
+        root = inc.root_cause.line
+        mine = who(root)
+        got = lines.get(root.path, {})
+        before: list[tuple[int, str]] = []
+        after: list[tuple[int, str]] = []
+        for n in sorted(got):
+            if n == root.lineno:
+                continue
+            text = decode(got[n]).rstrip("\r")
+            decoded = parse_line(text, root.path, n)
+            if not any(who(x) == mine for x in decoded):
+                continue
+            (before if n < root.lineno else after).append((n, text))
+        out[inc.id] = [*before[-radius:], (root.lineno, root.raw), *after[:radius]]
+    return out

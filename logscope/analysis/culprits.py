@@ -1,0 +1,244 @@
+"""Who is to blame: the ranks of a job, and the rules that name a culprit from what the log shows
+(a rank prefix, torchrun's failure block, the ranks that stayed silent or say they wait, a
+launcher's report, a process group's rank)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ..match.events import FAILURE_ENTRY, who
+from ..model import Culprit, Event, Line, field_int
+
+Who = tuple[int | None, str | None, int | None, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """The ranks of a job, and how to name the rank of any line."""
+
+    nodes: int
+    nproc_per_node: int | None
+    size: int | None
+    ranks: frozenset[int]
+    multi_node_tee: bool
+    """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
+
+    def rank_of(self, line: Line) -> int | None:
+        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
+
+    def rank_of_who(self, w: Who) -> int | None:
+        task, _host, local_rank, rank = w
+        if rank is not None:
+            return rank
+        if local_rank is None:
+            return None
+        if self.nodes <= 1 and not self.multi_node_tee:
+            return local_rank
+        if task is not None and self.nproc_per_node:
+            # srun --ntasks-per-node=1 runs one torchrun agent per node: task id = node index
+            return task * self.nproc_per_node + local_rank
+        return None
+
+
+def build_world(streams: Sequence[Who], declared_size: int | None = None) -> World:
+    """The job's ranks from every stream seen, and how tee headers map to global ranks."""
+    nodes = {(t, h) for t, h, lr, _r in streams if lr is not None}
+    max_local = max((lr for _t, _h, lr, _r in streams if lr is not None), default=None)
+    nproc = max_local + 1 if max_local is not None else None
+    explicit = max((r for *_x, r in streams if r is not None), default=-1) + 1
+    tee = nproc * max(1, len(nodes)) if nproc else 0
+    size = declared_size or max(explicit, tee) or None
+    # BLOOM's merged main_log.txt: 48 nodes all print `[default3]:` with nothing to tell the
+    # nodes apart, so a bare tee header names a local rank only (FORMATS.md §1.1)
+    multi_node_tee = bool(nproc and size and size > nproc and len(nodes) <= 1)
+    world = World(len(nodes), nproc, size, frozenset(), multi_node_tee)
+    ranks = {r for w in streams if (r := world.rank_of_who(w)) is not None}
+    return World(world.nodes, nproc, size, frozenset(ranks), multi_node_tee)
+
+
+# `[PG ID 0 PG GUID 0(default_pg) Rank 7]`, `[PG 0 (default_pg) Rank 12]`, `[Rank 7]` at the start
+# of a ProcessGroupNCCL message: the rank within the process group that reports (FORMATS §2).
+_PG_RANK = re.compile(r"^\s*\[(?:PG (?:ID )?(?P<pg>\d+)\b[^\]]*?)?Rank (?P<rank>\d+)\]")
+
+
+def attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """A cause printed without any rank prefix: when the launcher reports exactly one failed
+    worker, the error is that worker's (a bare `terminate called ...` then torchrun's `failed
+    (exitcode: -6) local_rank: 0`)."""
+    named = {
+        (field_int(e, "rank"), field_int(e, "local_rank"))
+        for e in events
+        if e.role == "summary"
+        and e.seq > root.seq
+        and e.fields.get("signal_name") != "SIGTERM"
+        and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
+    }
+    if len(named) != 1:
+        return culprit
+    rank, local = named.pop()
+    if rank is None and local is not None and world.nodes <= 1 and not world.multi_node_tee:
+        rank = local
+    which = f"rank {rank}" if rank is not None else f"local rank {local}"
+    return replace(
+        culprit,
+        rank=rank,
+        local_rank=local,
+        confidence=0.7,
+        reason=f"{culprit.reason}; the error carries no rank, and the launcher reports one "
+        f"failed worker only ({which})",
+    )
+
+
+def pg_culprit(culprit: Culprit, root: Event, events: Sequence[Event], burst_lines: int) -> Culprit:
+    """A ProcessGroupNCCL message names the rank within its process group; in the default group
+    that is the global rank (said outright by `[PG ID 0 ... default_pg ...]`, assumed, with less
+    confidence, by the old `[Rank N]` that names no group). The root's own message, else that of
+    the first later line of the same stream in its burst (its watchdog reporting the same error
+    a few lines on)."""
+    later = (
+        e
+        for e in events
+        if e.seq > root.seq
+        and e.line.path == root.line.path
+        and who(e.line) == who(root.line)
+        and 0 < e.line.lineno - root.line.lineno <= burst_lines
+    )
+    for e in (root, *later):
+        m = _PG_RANK.match(e.line.text)
+        if m is None:
+            continue
+        pg = m["pg"]
+        if pg is not None and pg != "0" and "default_pg" not in m.group(0):
+            return culprit
+        named = pg is not None
+        where = "the message" if e is root else f"line {e.line.lineno} of the same stream"
+        return replace(
+            culprit,
+            rank=int(m["rank"]),
+            confidence=(0.7 if named else 0.5) - (0 if e is root else 0.1),
+            reason=f"{culprit.reason}; no prefix names the rank, and {where} names rank "
+            f"{m['rank']} of "
+            + ("the default process group" if named else "its process group (the default)"),
+        )
+    return culprit
+
+
+def reported_culprit(events: Sequence[Event]) -> Culprit | None:
+    """The one rank a launcher names as the first to fail (mpirun's `Process name: [[j,s],R]`,
+    torchrun's Root Cause entry), when the ranks' own lines are only symptoms."""
+    named = {
+        r
+        for e in events
+        if e.role == "summary"
+        and e.fields.get("signal_name") != "SIGTERM"
+        and (e.signature != FAILURE_ENTRY or e.fields.get("root") == "1")
+        if (r := field_int(e, "rank")) is not None
+    }
+    if len(named) != 1:
+        return None
+    r = named.pop()
+    return Culprit(
+        rank=r,
+        local_rank=None,
+        host=None,
+        confidence=0.7,
+        reason=f"the ranks' own lines are symptoms; the launcher reports rank {r} as the first "
+        "process that failed",
+    )
+
+
+def locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
+    """A culprit known by local rank only: torchrun's failure block may say its global rank and
+    host (each node's agent prints its own block), when exactly one entry fits."""
+    if culprit.rank is not None:
+        if culprit.host is None:
+            # the block's `host :` is the agent's node: the failed rank's node
+            hosts = {
+                e.fields["host"]
+                for e in events
+                if e.signature == FAILURE_ENTRY
+                and field_int(e, "rank") == culprit.rank
+                and e.fields.get("host")
+            }
+            if len(hosts) == 1:
+                return replace(culprit, host=hosts.pop())
+        return culprit
+    if culprit.local_rank is None:
+        return culprit
+    fits = {
+        (field_int(e, "rank"), e.fields.get("host"))
+        for e in events
+        if e.signature == FAILURE_ENTRY
+        and field_int(e, "local_rank") == culprit.local_rank
+        and e.fields.get("signal_name") != "SIGTERM"
+        and field_int(e, "rank") is not None
+    }
+    if len(fits) != 1:
+        return culprit
+    rank, host = fits.pop()
+    return replace(
+        culprit,
+        rank=rank,
+        host=culprit.host or host,
+        confidence=max(culprit.confidence, 0.8),
+        reason=f"{culprit.reason.split('; its node is unknown')[0]}; torchrun's failure block "
+        f"names local rank {culprit.local_rank} as rank {rank}" + (f" on {host}" if host else ""),
+    )
+
+
+def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
+    """With collective timeouts, the culprit is the rank that did not time out (FORMATS §2.7)."""
+    reporters = {
+        r
+        for e in events
+        if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
+        if (r := world.rank_of(e.line)) is not None
+        or (e.role == "symptom" and (r := field_int(e, "rank")) is not None)
+    }
+    # a waiting rank may name the world it waits for (`world_size=8, worker_count=7`)
+    declared = max((n for e in events if (n := field_int(e, "world_size")) is not None), default=0)
+    if declared > (world.size or 0):
+        world = replace(world, size=declared)
+    # ranks the launcher only reports as SIGTERMed said nothing themselves
+    behind: dict[int, int] = {}
+    for e in events:
+        enq = field_int(e, "last_enqueued")
+        r = world.rank_of(e.line)
+        if enq is not None and r is not None:
+            behind[r] = min(enq, behind.get(r, enq))
+    if world.size:
+        silent = sorted(set(range(world.size)) - reporters)
+        if len(silent) == 1:
+            r = silent[0]
+            return Culprit(
+                rank=r,
+                local_rank=r % world.nproc_per_node if world.nproc_per_node else None,
+                host=None,
+                confidence=0.8,
+                reason=(
+                    f"{len(reporters)} of {world.size} ranks report a timed-out or failed "
+                    f"collective; rank {r} reported nothing, so it is the one they waited for"
+                ),
+            )
+        if 1 < len(silent) <= 8:
+            lst = ", ".join(map(str, silent))
+            return Culprit(
+                rank=silent[0],
+                local_rank=None,
+                host=None,
+                confidence=0.3,
+                reason=f"ranks {lst} reported no timeout; any of them may be the one that hung",
+            )
+    if len(behind) > 1:
+        r = min(behind, key=lambda k: behind[k])
+        if list(behind.values()).count(behind[r]) == 1:
+            return Culprit(
+                rank=r,
+                local_rank=None,
+                host=None,
+                confidence=0.6,
+                reason=f"rank {r} has the lowest last enqueued collective ({behind[r]})",
+            )
+    return None

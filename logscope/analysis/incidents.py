@@ -1,0 +1,358 @@
+"""Events to incidents: what failed first, what is its cascade, and who is to blame."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..match.events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED, who
+from ..match.signatures import Library
+from ..model import (
+    Culprit,
+    Event,
+    Incident,
+    Progress,
+    field_int,
+)
+from .culprits import World, attribute, locate, pg_culprit, reported_culprit, silent_culprit
+
+_ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
+_SEVERITY_RANK = MappingProxyType({"fatal": 3, "error": 2, "warning": 1, "info": 0})
+_SERIOUS = ("fatal", "error")
+# Progress lines between two failures that make them separate incidents: a rank can print
+# an iteration line or two while the cascade of a failure is already under way.
+SPLIT_AFTER_PROGRESS = 3
+# A burst: the lines of one failure of one rank (terminate + what() + frames, a traceback).
+_BURST_LINES = 40
+_LEAD_LINES = 5
+"""A warning this many lines or fewer before an error of the same stream may be its cause (NCCL
+prints `NCCL WARN <what failed>`, then the error code unwinding its stack)."""
+
+
+def _order(e: Event) -> int:
+    return e.seq
+
+
+def _just_before(w: Event, e: Event) -> bool:
+    """`w` is a warning of `e`'s stream at most _LEAD_LINES lines before it."""
+    return (
+        w.line.path == e.line.path
+        and 0 <= e.line.lineno - w.line.lineno <= _LEAD_LINES
+        and who(w.line) == who(e.line)
+    )
+
+
+def _strength(e: Event, library: Library) -> tuple[int, int, int]:
+    """Role, then severity, then a signature of its own over a catch-all (a C++ `what():` that a
+    CUDA signature knows tells more than one no signature knows)."""
+    return (
+        _ROLE_RANK.get(e.role or "", 0),
+        _SEVERITY_RANK.get(e.severity or "", 0),
+        0 if _catch_all(e, library) else 1,
+    )
+
+
+def _catch_all(e: Event, library: Library) -> bool:
+    """An event of a catch-all: an unrecognized line, or a signature that classifies."""
+    if e.signature == UNRECOGNIZED:
+        return True
+    sig = library.by_id(e.signature)
+    return sig is not None and sig.classify
+
+
+def signal_death(e: Event) -> bool:
+    """A launcher's report that a process died of a signal it did not get from the launcher."""
+    if e.role != "summary":
+        return False
+    code = field_int(e, "exit_code")
+    name = e.fields.get("signal_name", "")
+    if code is not None:
+        if code in EXIT_SIGNALS:
+            return EXIT_SIGNALS[code][0] != "SIGTERM"
+        return code < 0 or code > 128
+    return bool(name) and name != "SIGTERM"
+
+
+@dataclass(frozen=True, slots=True)
+class _Pick:
+    root: Event
+    culprit: Culprit | None
+    category: str
+
+
+def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
+    ends = [e for e in events if e.role == "end"]
+    if ends:
+        # Everything after the scheduler ended the job is its consequence (SIGTERMs, the
+        # launcher's SignalException, srun's exit codes): only what came before can be a cause.
+        before = [e for e in events if _order(e) < _order(ends[0])]
+        if any(e.severity in _SERIOUS and e.role in ("cause", "symptom") for e in before) or any(
+            signal_death(e) for e in before
+        ):
+            return _pick(before, world, library)
+        return _Pick(ends[0], None, ends[0].category or "cancelled")
+    serious = [e for e in events if e.severity in _SERIOUS]
+    failed = _failed_collectives(serious, world)
+    causes = [e for e in serious if e.role == "cause" and not _after_own(e, failed, world, library)]
+    if causes:
+        root = _refine(causes[0], causes, world, library)
+        rank = world.rank_of(root.line)
+        culprit = Culprit(
+            rank=rank,
+            local_rank=root.line.local_rank,
+            host=root.line.host or root.fields.get("host"),
+            task=root.line.task,
+            confidence=0.9 if rank is not None else 0.6,
+            reason=f"first error that is not a symptom of another rank's failure: {root.signature}"
+            + (
+                f"; its node is unknown: every node prints the same [{root.line.role}N]: headers"
+                if rank is None and world.multi_node_tee and root.line.role
+                else ""
+            ),
+        )
+        culprit = locate(culprit, events)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = attribute(culprit, root, events, world)
+        if culprit.rank is None and culprit.local_rank is None:
+            # no prefix at all: a process-group rank is the only name the log gives the rank
+            # (with a tee header, `[Rank N]` is a rank of some group of that local rank)
+            culprit = pg_culprit(culprit, root, events, _BURST_LINES)
+        category = root.category or "python_exception"
+        if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
+            # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
+            category = "gpu_hardware"
+        return _Pick(root, culprit, category)
+    deaths = [e for e in serious if signal_death(e) and not _own_abort(e, events, world)]
+    if deaths:
+        root = deaths[0]
+        rank = field_int(root, "rank")
+        if rank is None:
+            rank = world.rank_of(root.line)
+        local = field_int(root, "local_rank")
+        code_s = root.fields.get("exit_code", "")
+        code = field_int(root, "exit_code")
+        name = root.fields.get("signal_name") or (
+            EXIT_SIGNALS[code][0] if code is not None and code in EXIT_SIGNALS else None
+        )
+        sig = f"{name} (exit code {code_s})" if name and code_s else name or f"exit code {code_s}"
+        culprit = Culprit(
+            rank=rank if rank is not None else (local if world.nodes <= 1 else None),
+            local_rank=local,
+            host=root.fields.get("host") or root.line.host,
+            task=root.line.task,
+            confidence=0.85,
+            reason=f"the launcher reports this rank died of {sig} and it printed no error itself",
+        )
+        category = (
+            EXIT_SIGNALS[code][1]
+            if code is not None and code in EXIT_SIGNALS
+            else root.category or "process_killed"
+        )
+        return _Pick(root, culprit, category)
+    symptoms = [e for e in serious if e.role == "symptom"]
+    if symptoms:
+        timeouts = [e for e in symptoms if e.category == "collective_timeout"] or symptoms
+        root = timeouts[0]
+        lead = next((w for w in events if w.severity == "warning" and _just_before(w, root)), None)
+        if lead is not None:
+            root = lead  # `NCCL WARN <what failed>` before the error code it returned
+        # what the ranks say beats the launcher's first failure: torchrun's Root Cause names the
+        # first rank its watchdog took down, a victim when another rank hung
+        named = silent_culprit(events, world) or reported_culprit(events)
+        return _Pick(root, named, root.category or "comm_error")
+    summaries = [e for e in serious if e.role == "summary"]
+    root = summaries[0] if summaries else events[0]
+    return _Pick(root, None, root.category or "launcher_error")
+
+
+def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
+    """A SIGABRT of a rank that reported a failure first: its watchdog took the process down
+    (`To avoid data inconsistency, we are taking the entire process down`), so the death is a
+    symptom of what that rank reported, not a cause."""
+    if field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
+        return False
+    rank = field_int(death, "rank")
+    if rank is None:
+        local = field_int(death, "local_rank")
+        if local is not None:
+            rank = world.rank_of_who((death.line.task, death.line.host, local, None))
+    if rank is None:
+        return False
+    return any(
+        e.role == "symptom"
+        and e.severity in _SERIOUS
+        and e.signature != FAILURE_ENTRY
+        and _order(e) < _order(death)
+        and world.rank_of(e.line) == rank
+        for e in events
+    )
+
+
+def _failed_collectives(serious: Sequence[Event], world: World) -> dict[int, int]:
+    """The order key of each rank's first failed or timed-out collective it reported."""
+    first: dict[int, int] = {}
+    for e in serious:
+        if e.role == "symptom" and e.category in ("collective_timeout", "comm_error"):
+            r = world.rank_of(e.line)
+            if r is not None and e.seq < first.get(r, e.seq + 1):
+                first[r] = e.seq
+    return first
+
+
+def _after_own(cause: Event, failed: dict[int, int], world: World, library: Library) -> bool:
+    """A catch-all error (an exception line, an unrecognized line) of a rank that already
+    reported a failed or timed-out collective: the consequence of that failure (the watchdog's
+    abort, `DDP expects same model` after an aborted allgather), not a new cause."""
+    if not _catch_all(cause, library):
+        return False
+    rank = world.rank_of(cause.line)
+    return rank is not None and failed.get(rank, cause.seq) < cause.seq
+
+
+def _refine(first: Event, causes: Sequence[Event], world: World, library: Library) -> Event:
+    """The most telling line of the first failing rank's burst (e.g. `what():` over `terminate`)."""
+    rank = world.rank_of(first.line)
+    best = first
+    for e in causes:
+        if e.line.path != first.line.path or e.line.lineno - first.line.lineno > _BURST_LINES:
+            break
+        same = (
+            world.rank_of(e.line) == rank
+            and e.line.local_rank == first.line.local_rank
+            and e.line.task == first.line.task
+        )
+        if same and _strength(e, library) > _strength(best, library):
+            best = e
+    return best
+
+
+def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+    sig = library.by_id(e.signature)
+    if e.signature == FAILURE_ENTRY:
+        sig = library.by_id("torchrun.child_failed")
+        what = e.fields.get("signal_name") or f"exit code {e.fields.get('exit_code')}"
+        rank = e.fields.get("rank", "?")
+        title = f"Rank {rank} exited with {what}"
+        if sig is None:
+            return title, "", (), ()
+        return title, sig.explanation, sig.remedy, sig.references
+    if e.signature == UNRECOGNIZED:
+        return (
+            f"Unrecognized error: {e.fields.get('message', '')[:TITLE_FIELD_MAX]}",
+            _UNRECOGNIZED_EXPLANATION,
+            _UNRECOGNIZED_REMEDIES,
+            (),
+        )
+    if sig is None:
+        return e.signature, "", (), ()
+    title = fill_title(sig.title, e.fields)
+    xid = field_int(e, "xid")
+    if xid is not None and xid in library.xid:
+        title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
+    return title, sig.explanation, sig.remedy, sig.references
+
+
+_UNRECOGNIZED_EXPLANATION = (
+    "No signature knows this line, but it reads as an error and nothing else in the log "
+    "explains how the job failed: it is the earliest such line. Its category comes from the "
+    "library's classification rules where one fits its words (`unknown` where none does)."
+)
+_UNRECOGNIZED_REMEDIES = (
+    "Read the lines around it (`logscope analyze --format markdown` shows them)",
+    "Teach logscope the message: add a signature with `samples` in a `--patterns DIR`",
+)
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_UNFILLED = re.compile(r"\s*[:,-]?\s*\{\w+\}")
+TITLE_FIELD_MAX = 120
+
+
+def fill_title(title: str, fields: dict[str, str]) -> str:
+    """A signature title with `{field}` placeholders filled from the match; a placeholder with
+    no value is dropped together with the separator before it."""
+
+    def value(m: re.Match[str]) -> str:
+        v = fields.get(m.group(1), "").strip()
+        return v[:TITLE_FIELD_MAX] if v else m.group(0)
+
+    filled = _PLACEHOLDER.sub(value, title)
+    return _UNFILLED.sub("", filled).strip()
+
+
+def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[Event]]:
+    """Group failure events, in order: a group starts at a serious event (or an end banner),
+    and a new one once training made progress again."""
+    groups: list[list[Event]] = []
+    current: list[Event] = []
+    recent: deque[Event] = deque(maxlen=_LEAD_LINES)
+    for e in sorted(failures, key=_order):
+        if current and progress.count_between(current[-1].seq, e.seq) >= SPLIT_AFTER_PROGRESS:
+            groups.append(current)
+            current = []
+        if current:
+            current.append(e)
+        elif e.severity in _SERIOUS or e.role == "end":
+            # the warnings right before a group's first error may say what failed
+            current = [w for w in recent if _just_before(w, e)] + [e]
+        else:
+            recent.append(e)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def build_incidents(
+    failures: Sequence[Event],
+    progress: Progress,
+    world: World,
+    library: Library,
+) -> list[Incident]:
+    out: list[Incident] = []
+    for n, group in enumerate(split_incidents(failures, progress), 1):
+        pick = _pick(group, world, library)
+        root = pick.root
+        title, explanation, remedy, refs = _text(library, root)
+        culprit_rank = pick.culprit.rank if pick.culprit else None
+        cascade = tuple(e for e in group if e is not root and e.role != "end")
+        evidence = tuple(e for e in group if e is not root and e.role == "end")
+        last_iter = progress.last_iteration_before(root.seq)
+        times = [e.time for e in group if e.time is not None]
+        category = pick.category
+        if (
+            pick.culprit
+            and category in ("collective_timeout", "comm_error")
+            and culprit_rank is not None
+        ):
+            title = f"{title} (rank {culprit_rank} stopped answering)"
+        out.append(
+            Incident(
+                id=f"I{n}",
+                category=category,
+                severity=root.severity or "error",
+                title=title,
+                explanation=explanation,
+                remedies=remedy,
+                references=refs,
+                root_cause=root,
+                culprit=pick.culprit,
+                cascade=cascade,
+                evidence=evidence,
+                iteration=last_iter,
+                start=min(times) if times else None,
+                end=max(times) if times else None,
+            )
+        )
+    return out
+
+
+def cascade_ranks(incident: Incident, world: World) -> list[int]:
+    culprit = incident.culprit.rank if incident.culprit else None
+    ranks = set()
+    for e in incident.cascade:
+        r = field_int(e, "rank") if e.signature == FAILURE_ENTRY else world.rank_of(e.line)
+        if r is not None and r != culprit:
+            ranks.add(r)
+    return sorted(ranks)

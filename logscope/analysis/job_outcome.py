@@ -1,0 +1,229 @@
+"""How a job ended: crashed, hung, cut by the scheduler, completed or truncated, from its last
+incident, its end banners and the progress cadence; and the hang incident when it hung."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import MappingProxyType
+
+from ..model import Event, Incident, Job, Outcome, Progress, duration, field_int
+from .culprits import World
+from .incidents import SPLIT_AFTER_PROGRESS
+
+_END_OUTCOME = MappingProxyType(
+    {
+        "timelimit": Outcome.timelimit,
+        "cancelled": Outcome.cancelled,
+        "preemption": Outcome.preempted,
+        "node_failure": Outcome.node_failure,
+    }
+)
+HANG_FLOOR_S = 30.0
+"""Silence before a time limit or cancel shorter than this is not called a hang."""
+HANG_CADENCE_FACTOR = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    outcome: Outcome
+    reason: str
+    hang_s: float | None = None
+
+
+SAVE_FACTOR = 5.0
+EVAL_FACTOR = 1.5
+SAVE_FLOOR_S = 600.0
+"""A save or an evaluation never seen before may take this long before it counts as a hang."""
+STARTUP_FLOOR_S = 1800.0
+"""Before an attempt's first iteration (start-up, checkpoint load) no hang is called sooner."""
+
+
+TOLD_TO_STOP = frozenset({"process_killed", "cancelled", "timelimit", "preemption"})
+"""What the scheduler or a person does to a job: after a long silence, the end of a hang."""
+
+
+def stops_the_job(incident: Incident) -> bool:
+    """An end banner, or the word that the job's processes were killed or cancelled: what ends
+    a job, which after a long silence ends a hang and after a failure is its consequence."""
+    return incident.root_cause.role == "end" or incident.category in TOLD_TO_STOP
+
+
+def allowed_silence(
+    phase: str, base: float, save_max: float | None = None, eval_max: float | None = None
+) -> float:
+    """Seconds of silence the phase a job is in allows before it is a hang, from `base` (what
+    training allows): a save five times the longest save seen, an evaluation 1.5 times the
+    longest seen (10 minutes for the first of either), start-up 30 minutes. `tail` decides
+    live by it, `analyze` at each attempt's end."""
+    if phase == "save":
+        return max(base, SAVE_FACTOR * save_max if save_max else SAVE_FLOOR_S)
+    if phase == "eval":
+        return max(base, EVAL_FACTOR * eval_max if eval_max else SAVE_FLOOR_S)
+    if phase == "startup":
+        return max(base, STARTUP_FLOOR_S)
+    return base
+
+
+def hang_threshold(cadence_s: float | None) -> float:
+    """Silence before an end that makes a hang: five logged intervals, at least 30 s."""
+    return max(HANG_FLOOR_S, HANG_CADENCE_FACTOR * (cadence_s or 0.0))
+
+
+def decide_outcome(
+    incidents: Sequence[Incident],
+    progress: Progress,
+    exits: Sequence[Event],
+    last_progress: datetime | None,
+    end_time: datetime | None,
+    cadence: float | None,
+    started: bool = False,
+    allowed_s: float | None = None,
+) -> Ending:
+    """How the job ended, from the last incident, the end banners and the progress cadence
+    (`Progress.median_interval_s`, which the caller has). `allowed_s`: the silence the phase it
+    ended in allows (allowed_silence), when the caller knows the phase."""
+    final = incidents[-1] if incidents else None
+    if final is not None and progress.count_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
+        final = None  # training went on after the last incident
+    threshold = hang_threshold(cadence) if allowed_s is None else allowed_s
+    gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None
+
+    if final is not None:
+        end = final.root_cause
+        if final.category == "hang" and not any(
+            e.role in ("summary", "end") or e.category != "hang" for e in final.cascade
+        ):
+            # the log ends while ranks say they wait (for a rank at init, a barrier)
+            return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
+        if final.category in TOLD_TO_STOP:
+            # told to stop after a long silence: it had hung
+            end_at = end.time or end_time
+            gap = (end_at - last_progress).total_seconds() if end_at and last_progress else gap
+            if gap is not None and gap > threshold:
+                how = {"timelimit": "killed at its time limit", "process_killed": "killed"}
+                return Ending(
+                    Outcome.hung,
+                    f"no progress for {duration(gap)} before the job was "
+                    f"{how.get(final.category or '', 'cancelled')}",
+                    gap,
+                )
+        if end.role != "end":
+            return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
+        outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
+        return Ending(outcome, final.title)
+    _first, it = progress.iterations()
+    total = progress.train_iters
+    if it is not None and total is not None and it >= total:
+        return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
+    if exits:
+        return Ending(Outcome.completed, f"the job says it exited: {exits[-1].line.text.strip()}")
+    if gap is not None and gap > threshold:
+        return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
+    if len(progress):
+        return Ending(Outcome.truncated, "the log ends while training was still progressing")
+    if started or end_time is not None:
+        # the job ran (a launch banner, stamped lines) and nothing says it ended: the log stops
+        # while it runs (a window of a longer log, or a job still going)
+        return Ending(Outcome.truncated, "the log ends with no sign that the job ended")
+    return Ending(Outcome.unknown, "no progress markers and no failure found")
+
+
+def make_job(
+    ending: Ending,
+    world: World,
+    hosts: Sequence[str],
+    start: datetime | None,
+    end: datetime | None,
+    progress: Progress,
+    last_progress: datetime | None,
+) -> Job:
+    first_it, last_it = progress.iterations()
+    return Job(
+        outcome=ending.outcome,
+        outcome_reason=ending.reason,
+        world_size=world.size,
+        hosts=tuple(sorted(set(hosts))),
+        start=start,
+        end=end,
+        first_iteration=first_it,
+        last_iteration=last_it,
+        train_iters=progress.train_iters,
+        last_progress=last_progress,
+    )
+
+
+_HANG_EXPLANATION = (
+    "Progress stopped and no rank reported an error: a rank is stuck (a dead GPU, a deadlock, "
+    "a collective some rank never entered) and the others wait for it. Without a watchdog "
+    "timeout nothing ends the job, so the time until it was killed is lost."
+)
+
+
+_HANG_REMEDIES = (
+    "Watch the job with `logscope tail` and a stall timeout, so a hang is acted on in minutes",
+    "Set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a process-group timeout shorter than the "
+    "time you can afford to lose; TORCH_NCCL_DUMP_ON_TIMEOUT=1 records what each rank "
+    "waited on",
+    "Run `py-spy dump --pid PID` on every rank of a hung job to see where each one is stuck",
+)
+
+
+def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incident | None:
+    """A hang rooted at the last progress line (the silence began there): `incident` (an end
+    banner after a long silence: scancel, the time limit) recategorised, its banner the
+    evidence, or, with no incident, a new one."""
+    stopped = f" after iteration {field_int(last, 'iteration')}" if last is not None else ""
+    title = f"Training hung{stopped}: {reason}"
+    if incident is not None:
+        hung = replace(
+            incident,
+            category="hang",
+            severity="error",
+            title=title,
+            explanation=_HANG_EXPLANATION + " " + incident.explanation,
+            remedies=_HANG_REMEDIES + incident.remedies,
+            start=last.time if last is not None else incident.start,
+        )
+        if last is None:
+            return hung
+        return replace(
+            hung,
+            root_cause=last,
+            evidence=(incident.root_cause, *incident.evidence),
+            iteration=field_int(last, "iteration"),
+        )
+    if last is None:
+        return None
+    return Incident(
+        id="",
+        category="hang",
+        severity="error",
+        title=title,
+        explanation=_HANG_EXPLANATION,
+        remedies=_HANG_REMEDIES,
+        references=(),
+        root_cause=last,
+        culprit=None,
+        cascade=(),
+        evidence=(),
+        iteration=field_int(last, "iteration"),
+        start=last.time,
+        end=None,
+    )
+
+
+def hang_incident(
+    incidents: Sequence[Incident], last: Event | None, ending: Ending
+) -> list[Incident]:
+    """Name the final hang of an attempt whose last progress line is `last`: its last incident
+    (an end banner) becomes `hang`, or, with no incident at all, a hang incident rooted there."""
+    out = list(incidents)
+    if out and stops_the_job(out[-1]):
+        out[-1] = as_hang(out[-1], last, ending.reason) or out[-1]
+    elif not out:
+        hung = as_hang(None, last, ending.reason)
+        if hung is not None:
+            out.append(hung)
+    return out

@@ -1,0 +1,1 @@
+"""Engine: the incremental state every driver feeds, and `analyze` for logs that have ended."""

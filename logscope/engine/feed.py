@@ -1,0 +1,566 @@
+"""The one pipeline: sources → lines → events → incidents → Analysis, fed incrementally."""
+
+from __future__ import annotations
+
+import functools
+import math
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ..analysis.attempt_endings import attempt_endings
+from ..analysis.culprits import Who, World, build_world
+from ..analysis.incidents import build_incidents
+from ..analysis.job_outcome import (
+    Ending,
+    decide_outcome,
+    make_job,
+)
+from ..analysis.ledger import advise, attempt_of, build_ledger, headline
+from ..analysis.slurm_jobs import name_jobs
+from ..analysis.timeline import Attempt, Timeline, input_of
+from ..findings.configuration import find_configs
+from ..findings.gather import find
+from ..lines.decode import (
+    DISCOVERY_BYTES,
+    prefix_lines,
+    routing_prefixes,
+)
+from ..lines.hostlist import expand_hostlist
+from ..lines.wrap import WRAP_SAMPLE, wrap_width
+from ..match.events import Extractor, who
+from ..match.prefilter import Hit, matched
+from ..match.signatures import Library, builtin_dirs, load_library
+from ..match.unrecognized import Clusters
+from ..model import (
+    Analysis,
+    Event,
+    Incident,
+    InputInfo,
+    Line,
+    Outcome,
+    Progress,
+    all_empty,
+    field_int,
+    line_seconds,
+)
+from ..read.newlines import Newlines
+from ..read.sources import Block
+from ..scan.bulk_progress import Collector
+from ..scan.parsed_progress import ProgressColumns
+from ..scan.progress_arrays import ScanArrays
+from ..scan.range_scan import match_lines, window_lines
+
+MAX_CONFIG_LINES = 16
+"""Configuration lines kept per signature: every rank prints the same options."""
+MAX_EVENTS_PER_SIGNATURE = 5_000
+"""Events kept per signature (all are counted): 384 ranks repeating one warning stay bounded."""
+
+
+@dataclass(slots=True)
+class Engine:
+    """Incremental state of one analysis. `analyze` feeds whole files; `tail` feeds as they grow."""
+
+    library: Library
+    extractor: Extractor = field(init=False)
+    timeline: Timeline = field(init=False)
+    failures: list[Event] = field(default_factory=list)
+    progress: Progress = field(default_factory=Progress)
+    markers: list[Event] = field(default_factory=list)
+    """Exit, launch and status lines (a checkpoint's or a validation's go to the timeline: a run
+    saving every 100 steps has tens of thousands, ~800 bytes each as Events)."""
+    saw_steps: bool = False
+    """A checkpoint or validation line was seen: the job ran."""
+    configs: list[Event] = field(default_factory=list)
+    """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
+    streams: set[Who] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    declared_world: int | None = None
+    first_time: datetime | None = None
+    last_time: datetime | None = None
+    _derived_until: float = -math.inf
+    """The latest time the timeline gave a progress line (a float: one per line)."""
+    _per_sig: dict[str, int] = field(default_factory=dict)
+    _last_iter: int | None = None
+    _input_index: dict[str, int] = field(default_factory=dict)
+    _nodelists: set[str] = field(default_factory=set)
+    _nodelist_changes: list[Event] = field(default_factory=list)
+    """Lines naming a node list unlike the one named before: which nodes each attempt ran on."""
+    _offsets: dict[str, int] = field(default_factory=dict)
+    _prefixes: set[bytes] = field(default_factory=set)
+    discovery: int = DISCOVERY_BYTES
+    """Bytes at each input's start scanned for rank prefixes (lines.window_per_input)."""
+    wrap: dict[str, int | None] = field(default_factory=dict)
+    """Per input, the width its lines were hard-wrapped at, or None (wrap.wrap_width)."""
+    line_marks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    """Per uncompressed input read in ranges: (line number, byte offset) of each range's start,
+    so the lines around a root cause are read without reading the file from its start."""
+
+    def __post_init__(self) -> None:
+        self.extractor = Extractor(self.library)
+        self.timeline = Timeline(self.progress)
+
+    def discover(self, block: Block, path: str) -> None:
+        """Note every rank prefix on the lines that start in an input's discovery window
+        (see lines.routing_prefixes)."""
+        start = self._offsets.get(path, 0)
+        self._offsets[path] = start + len(block.data)
+        self.note_prefixes(path, routing_prefixes(block.data, start, window=self.discovery))
+
+    def note_prefixes(self, path: str, prefixes: Iterable[bytes]) -> None:
+        for prefix in set(prefixes) - self._prefixes:
+            self._prefixes.add(prefix)
+            for line in prefix_lines(prefix, path):
+                self._note_stream(line)
+
+    def feed_block(
+        self, block: Block, path: str, year: int | None, events: bool = True
+    ) -> list[Event]:
+        """Feed a block's candidate lines; returns their events (see `feed_sorted`)."""
+        if path not in self.wrap:
+            # learned from an input's first block (read_blocks gives whole lines)
+            self.wrap[path] = wrap_width(block.data[:WRAP_SAMPLE])
+        width = self.wrap[path]
+        collector = Collector(self.library, path, year)
+        candidates = window_lines(
+            self.extractor.prefilter,
+            collector,
+            block.data,
+            len(block.data),
+            Newlines.of(block.data),
+            block.first_lineno,
+            width,
+            block.truncated,
+        )
+        lines, progress = match_lines(collector, candidates, width)
+        return self.feed_sorted(lines, progress, path, events=events)
+
+    def feed_sorted(
+        self,
+        lines: Sequence[tuple[Line, Hit | None]],
+        progress: ProgressColumns,
+        path: str,
+        base: int = 0,
+        events: bool = True,
+    ) -> list[Event]:
+        """Feed decoded lines and bulk-parsed progress lines (numbered from `base`) in line
+        order; returns their events (`events=False`: none, and a progress line's event is built
+        only if the timeline asks for it: `analyze` needs none, `tail` streams them all)."""
+        out: list[Event] = []
+        n = len(progress)
+        placed: _Placed | None = None
+        if n:
+            index = self._input_index.setdefault(path, len(self._input_index))
+            arrays = ScanArrays.of(progress, (index << 40) + base)
+            if not any(hit is not None and hit[0].kind == "iteration" for _, hit in lines):
+                # no iteration line among the others: the progress lines go into Progress all
+                # at once, in line order, and each run is only clocked (see _feed_progress)
+                placed = self._add_progress(arrays, 0, n)
+        j = 0
+        for line, hit in lines:
+            if j < n and progress.lineno[j] + base < line.lineno:
+                k = bisect_left(progress.lineno, line.lineno - base, j)
+                self._feed_progress(progress, arrays, j, k, path, base, placed)
+                if events:
+                    out.extend(self._progress_event(progress, i, path, base) for i in range(j, k))
+                j = k
+            found = self.feed_line(line, hit)
+            if events:
+                out.extend(found)
+        if j < n:
+            self._feed_progress(progress, arrays, j, n, path, base, placed)
+            if events:
+                out.extend(self._progress_event(progress, i, path, base) for i in range(j, n))
+        return out
+
+    def _feed_progress(
+        self,
+        cols: ProgressColumns,
+        arrays: ScanArrays,
+        lo: int,
+        hi: int,
+        path: str,
+        base: int,
+        placed: _Placed | None = None,
+    ) -> None:
+        """A run of bulk-parsed progress lines, `cols[lo:hi]` (`arrays` theirs), as `feed_line`
+        would take them one by one. `placed`: where the scan's lines already are in Progress
+        (`_add_progress`), else they are added here."""
+        self._progress_streams(cols, lo, hi, path)
+        if placed is None:
+            first, seconds = self._add_progress(arrays, lo, hi)
+        else:
+            first, seconds = placed[0] + lo, placed[1][lo:hi]
+        seqs, times, iterations = arrays.seqs[lo:hi], arrays.times[lo:hi], arrays.iterations[lo:hi]
+        progress = self.progress
+        if first == 0:
+            progress.keep(0, self._progress_event(cols, lo, path, base))
+        progress.resolve = lambda idx: self._progress_event(cols, lo + idx - first, path, base)
+        try:
+            derived = self.timeline.add_progress_run(seqs, times, seconds, first, iterations)
+        finally:
+            progress.resolve = None
+        last = functools.partial(self._progress_event, cols, hi - 1, path, base)
+        progress.keep(first + hi - lo - 1, last)
+        self._derived_until = max(self._derived_until, derived)
+        stated = times[~np.isnan(times)]
+        if len(stated):
+            self._tick(datetime.fromtimestamp(float(stated.min())))
+            self._tick(datetime.fromtimestamp(float(stated.max())))
+
+    def _add_progress(self, arrays: ScanArrays, lo: int, hi: int) -> _Placed:
+        """Add bulk-parsed lines `lo:hi` of a scan to Progress (their time NaN until the
+        timeline gives one); returns where the first is, and the seconds each covers."""
+        iterations = arrays.iterations[lo:hi]
+        seconds = arrays.per_iteration_s[lo:hi] * self._log_intervals(iterations)
+        columns = {name: v[lo:hi] for name, v in arrays.health.items()}
+        columns["seq"] = arrays.seqs[lo:hi]
+        columns["iteration"] = iterations
+        columns["time"] = arrays.times[lo:hi]
+        columns["iter_s"] = seconds
+        columns["nonfinite"] = arrays.nonfinite[lo:hi]
+        totals = arrays.train_iters[lo:hi]
+        totals = totals[~np.isnan(totals)]
+        first = self.progress.extend(columns, int(totals[-1]) if len(totals) else None)
+        return first, seconds
+
+    def _log_intervals(self, its: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Iterations each progress line covers (-1: no iteration number): above 1 when the
+        log prints every Nth; a gap over 100,000 is no log interval."""
+        steps = np.ones(len(its))
+        rows = np.flatnonzero(its >= 0)
+        if len(rows):
+            values = its[rows]
+            before = np.empty_like(values)
+            before[0] = -1 if self._last_iter is None else self._last_iter
+            before[1:] = values[:-1]
+            gap = values - before
+            ok = (gap > 1) & (gap <= 100_000)
+            if self._last_iter is None:
+                ok[0] = False
+            steps[rows] = np.where(ok, gap, 1)
+            self._last_iter = int(values[-1])
+        return steps
+
+    def _progress_streams(self, cols: ProgressColumns, lo: int, hi: int, path: str) -> None:
+        """The streams and hosts of a run of progress lines; a torchrun failure block open in
+        one of their streams ends, as a line of the stream would end it."""
+        for h in set(cols.head[lo:hi]):
+            host, rank, local_rank, task = cols.heads[h]
+            if local_rank is not None or rank is not None:
+                self.streams.add((task, host, local_rank, rank))
+            if host:
+                self.hosts.add(host)
+            for e in self.extractor.interrupt(path, task, host):
+                self._add(e)
+
+    def _progress_event(self, cols: ProgressColumns, i: int, path: str, base: int) -> Event:
+        """The event of bulk-parsed line `i`, built as the per-line path builds it."""
+        lineno = base + cols.lineno[i]
+        sig = self.library.signatures[cols.signature[i]]
+        records = list(
+            matched(self.library, cols.raw_line(i), path, lineno, cols.year, False, None)
+        )
+        for line, hit in records:
+            if hit is not None and hit[0] is sig:
+                return self.extractor.event_of(line, hit, self._seq(line))
+        # the regex found it in the whole line, not in the message left after its prefix: the
+        # event carries what the bulk parse read
+        fields = {k: repr(v[i]) for k, v in cols.values.items() if v[i] == v[i]}
+        for k in ("iteration", "train_iters"):
+            if k in fields:
+                fields[k] = str(int(cols.values[k][i]))
+        line = records[-1][0]
+        return self.extractor.event_of(line, (sig, fields), self._seq(line))
+
+    def feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
+        self._note_stream(line)
+        seq = self._seq(line)
+        events = self.extractor.feed(line, hit, seq)
+        for e in events:
+            self._add(e)
+        if line.time is not None and not any(e.time_exact for e in events):
+            # a stamped line no signature knows is still a moment of its attempt
+            self._tick(line.time)
+            self.timeline.stamp(seq, line.time)
+        return events
+
+    def world(self) -> World:
+        """The ranks and hosts seen so far."""
+        return build_world(sorted(self.streams, key=repr), self.declared_world)
+
+    def _note_stream(self, line: Line) -> None:
+        if line.local_rank is not None or line.rank is not None:
+            self.streams.add(who(line))
+        if line.host:
+            self.hosts.add(line.host)
+
+    def _tick(self, t: datetime) -> None:
+        if self.first_time is None or t < self.first_time:
+            self.first_time = t
+        if self.last_time is None or t > self.last_time:
+            self.last_time = t
+
+    def _seq(self, line: Line) -> int:
+        index = self._input_index.setdefault(line.path, len(self._input_index))
+        return (index << 40) | line.lineno
+
+    def _add(self, e: Event) -> None:
+        if not e.seq:
+            # a ChildFailedError entry, anchored at another line than the one that closed it
+            e = replace(e, seq=self._seq(e.line))
+        boundary = _boundary(e)
+        if boundary:
+            # before its stamp: the line's time belongs to the attempt it starts
+            self.timeline.boundary(e, boundary)
+        if e.time is not None and e.time_exact:
+            self._tick(e.time)
+            self.timeline.stamp(e.seq, e.time, _stamp_kind(e))
+        if e.line.host:
+            self.hosts.add(e.line.host)
+        if e.kind == "iteration":
+            it = field_int(e, "iteration")
+            step = self._log_intervals(np.array([-1 if it is None else it], np.int64))[0]
+            idx = self.progress.add(e, it, line_seconds(e, int(step)))
+            exact = e.time.timestamp() if e.time is not None and e.time_exact else math.nan
+            t = self.timeline.add_progress(e.seq, exact, idx, it)
+            if t is not None and t > self._derived_until:
+                self._derived_until = t
+            return
+        # the nodes a line names took part: srun's and torchrun's reports, node lists (an
+        # hourly status line repeats the same list: expanded once)
+        if host := e.fields.get("host"):
+            self.hosts.add(host)
+        if nodelist := e.fields.get("nodelist"):
+            if nodelist not in self._nodelists:
+                self._nodelists.add(nodelist)
+                self.hosts.update(expand_hostlist(nodelist))
+            changes = self._nodelist_changes
+            if not changes or changes[-1].fields["nodelist"] != nodelist:
+                changes.append(e)
+        if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
+            if e.kind == "checkpoint_save":
+                self.timeline.save_start(e)
+            elif e.kind == "checkpoint_saved":
+                self.timeline.save_done(e)
+            self.saw_steps = True
+            return
+        if e.kind == "config":
+            # how the job was set up: a few lines of each kind are enough (issue 17)
+            n = self._per_sig.get(e.signature, 0)
+            self._per_sig[e.signature] = n + 1
+            if n < MAX_CONFIG_LINES:
+                self.configs.append(e)
+            return
+        if e.kind in ("exit", "launch", "status"):
+            if e.kind == "launch" and "world_size" in e.fields:
+                self.declared_world = int(e.fields["world_size"])
+            self.markers.append(e)
+            return
+        if e.time is None:
+            t = self.timeline.now(e.seq)
+            if t is not None:
+                e = replace(e, time=datetime.fromtimestamp(t), time_exact=False)
+        n = self._per_sig.get(e.signature, 0)
+        self._per_sig[e.signature] = n + 1
+        if n < MAX_EVENTS_PER_SIGNATURE or e.severity in ("fatal",) or e.role == "end":
+            self.failures.append(e)
+
+    def result(
+        self,
+        inputs: Sequence[InputInfo],
+        gpus: int | None = None,
+        mtbf_s: float | None = None,
+    ) -> Analysis:
+        for e in self.extractor.finish():
+            self._add(e)
+        attempts = self.timeline.finish()
+        failures = self._failures()
+        if attempts:
+            named = [
+                (a, e.fields["job_id"])
+                for e in failures
+                if e.fields.get("job_id") and (a := attempt_of(e, attempts, e.time)) is not None
+            ]
+            paths = {index: path for path, index in self._input_index.items()}
+            attempts = name_jobs(attempts, paths, named)
+        if math.isfinite(self._derived_until):
+            derived = datetime.fromtimestamp(self._derived_until)
+            if self.last_time is None or derived > self.last_time:
+                self.last_time = derived
+        last_progress = self.progress.last_time()
+        world = self.world()
+        incidents = self._incidents(failures, attempts, world)
+        exits = [m for m in self.markers if m.kind == "exit"]
+        cadence = self.progress.median_interval_s()
+        endings: dict[int, tuple[str, Incident | None]] = {}
+        if attempts:
+            incidents, endings, ending = attempt_endings(
+                attempts, incidents, exits, self.progress, self._started()
+            )
+        else:
+            ending = decide_outcome(
+                incidents,
+                self.progress,
+                exits,
+                last_progress,
+                self.last_time,
+                cadence,
+                started=self._started(),
+            )
+        if all_empty(inputs):
+            # an empty log says nothing of the job, least of all that it was healthy (issue 16)
+            ending = Ending(
+                Outcome.unknown, "no input held a line: nothing says whether the job ran"
+            )
+        job = make_job(
+            ending,
+            world,
+            sorted(self.hosts),
+            self.first_time,
+            self.last_time,
+            self.progress,
+            last_progress,
+        )
+        overflows = [m for m in self.markers if m.kind == "status" and "scale" in m.fields]
+        findings = find(
+            self.progress,
+            attempts,
+            overflows,
+            gpus or world.size,
+            self._attempt_hosts(attempts),
+            self.locate,
+        )
+        ledger = build_ledger(attempts, endings, gpus or world.size, cadence, findings)
+        findings += tuple(find_configs(self.configs, failures, ledger, self.library))
+        ended_by = None
+        if job.outcome not in (Outcome.completed, Outcome.truncated, Outcome.unknown):
+            last_ending = endings.get(attempts[-1].index) if attempts else None
+            ended_by = last_ending[1] if last_ending else (incidents[-1] if incidents else None)
+        advice = advise(attempts, ledger, cadence, mtbf_s)
+        clusters: Clusters = self.extractor.unrecognized
+        return Analysis(
+            inputs=tuple(inputs),
+            job=job,
+            incidents=tuple(incidents),
+            verdict=headline(incidents, ledger, ended_by),
+            unrecognized=tuple(clusters.templates()),
+            progress=self.progress,
+            findings=findings,
+            extra={
+                "world": world,
+                "attempts": tuple(attempts),
+                "ledger": ledger,
+                "advice": advice,
+            },
+        )
+
+    def _incidents(
+        self, failures: Sequence[Event], attempts: Sequence[Attempt], world: World
+    ) -> list[Incident]:
+        """Incidents built within each attempt: a burst of failures never spans two jobs (the
+        end of one job's `.out` and the start of the next one's are far apart in time)."""
+        if not attempts:
+            return build_incidents(failures, self.progress, world, self.library)
+        parts: dict[int, list[Event]] = {}
+        for e in failures:
+            a = attempt_of(e, attempts, e.time)
+            parts.setdefault(-1 if a is None else a, []).append(e)
+        return [
+            inc
+            for _, part in sorted(parts.items())
+            for inc in build_incidents(part, self.progress, world, self.library)
+        ]
+
+    def locate(self, seq: int) -> tuple[str | None, int | None]:
+        """An order key's file and line number."""
+        index, lineno = seq >> 40, seq & ((1 << 40) - 1)
+        path = next((p for p, i in self._input_index.items() if i == index), None)
+        return path, lineno
+
+    def _attempt_hosts(self, attempts: Sequence[Attempt]) -> dict[int, frozenset[str]]:
+        """The nodes each attempt ran on, where a node list says (else the attempt before's). A
+        node list between two attempts of one input is the later one's: a job prints its nodes
+        as it starts."""
+        named: dict[int, set[str]] = {}
+        for e in self._nodelist_changes:
+            index = _starting(e.seq, attempts)
+            if index is None:
+                index = attempt_of(e, attempts, e.time)
+            if index is not None:
+                named.setdefault(index, set()).update(expand_hostlist(e.fields["nodelist"]))
+        out: dict[int, frozenset[str]] = {}
+        before: frozenset[str] | None = None
+        for a in attempts:
+            hosts = frozenset(named[a.index]) if a.index in named else before
+            if hosts is not None:
+                out[a.index] = before = hosts
+        return out
+
+    def _started(self) -> bool:
+        """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
+        save said so."""
+        return bool(self.streams) or bool(self.markers) or self.saw_steps
+
+    def _failures(self) -> list[Event]:
+        """The failure events, with the unrecognized error lines when no signature found a
+        serious one: a plain failure nobody wrote a signature for still makes an incident."""
+        if any(e.severity in ("fatal", "error") for e in self.failures):
+            return self.failures
+        # a line the job outlived (it says it finished after it) did not end the job
+        finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
+        extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
+        return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
+
+
+_Placed = tuple[int, npt.NDArray[np.float64]]
+"""Where a scan's first progress line is in Progress, and the seconds each of its lines covers."""
+
+
+def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:
+    """The attempt a line announces: the next one in its input, when the line is after the
+    last line of every earlier attempt of that input (between attempts, or before the first)."""
+    inp = input_of(seq)
+    mine = [a for a in attempts if a.input == inp]
+    nxt = next((a for a in mine if a.first_seq > seq), None)
+    if nxt is None or any(seq <= a.last_seq for a in mine if a.first_seq <= seq):
+        return None
+    return nxt.index
+
+
+def _boundary(e: Event) -> str:
+    """The kind of attempt boundary a line is, or ''."""
+    if e.kind in ("launch", "checkpoint_load"):
+        return e.kind
+    if e.kind == "status":
+        if e.fields.get("which") == "START":
+            return "start"
+        if e.fields.get("what", "").startswith("before the start of training"):
+            return "launch"  # Megatron prints it once per launch, right before training
+    return ""
+
+
+def _stamp_kind(e: Event) -> str:
+    """What a stamped event says about its attempt's time span."""
+    if e.kind == "status":
+        which = e.fields.get("which")
+        if which == "START":
+            return "start"
+        if which == "END":
+            return "end"
+        if e.fields.get("state", "").startswith("waiting"):
+            return "waiting"
+        if e.fields.get("what", "").startswith("before the start of training"):
+            return "loop"
+    if e.role == "end":
+        return "end"
+    return "anchor"
+
+
+def default_library(extra: Iterable[Path | str] = ()) -> Library:
+    return load_library([*builtin_dirs(), *extra])

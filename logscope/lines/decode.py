@@ -1,0 +1,368 @@
+"""Decode physical lines: text, `\\r` states, ANSI escapes, routing prefixes, timestamps.
+
+Prefixes stack (FORMATS.md §9.11): ` 3: [default7]:[rank31]:[E1003 18:37:01.83 F.cpp:607] msg`
+is srun label, torchrun tee header, c10 rank prefix and C++ logger header. They are stripped from
+the left one at a time; every one is optional.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+
+from ..model import Line
+
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
+)
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+_OMPI = re.compile(
+    r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
+    r"\[(?P<job>\d+),(?P<vpid>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:"
+)
+_SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
+# pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
+# `RuntimeError: ` or `srun: ` are never taken for a host.
+_PDSH = re.compile(
+    r"(?!slurmstepd|srun|sbatch|salloc|slurmd|python\d)"
+    r"(?![\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault|Expired): )"
+    r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): (?=\S)"
+)
+_TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
+_C10 = re.compile(
+    r"\[(?P<lvl>[FEWIV])(?P<md>\d{3,4})? ?"
+    r"(?:(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? )?"
+    r"(?P<src>[\w.+-]+:\d+)\] ?"
+)
+_GLOG = re.compile(
+    r"(?P<lvl>[VIWEFC])(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<frac>\d+) +"
+    r"(?P<pid>\d+) (?P<src>[^\s\]]+:\d+)\] ?"
+)
+_ASCTIME = r"(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d),(?P<frac>\d{3})"
+_PYLOG_NAMED = re.compile(r"\[" + _ASCTIME + r"\] [\w.]+: \[(?P<lvl>[A-Z]+)\] ?")
+_DEEPSPEED = re.compile(r"\[" + _ASCTIME + r"\] \[(?P<lvl>[A-Z]+)\] \[[^\]]*\] ?")
+_HF = re.compile(r"\[(?P<lvl>[A-Z]+)\|[^\]]+\] " + _ASCTIME + r" >> ")
+_PYLOG_PLAIN = re.compile(r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+):")
+_NCCL = re.compile(
+    r"(?:\[(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.\d+)?\] )?"
+    r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] "
+)
+_BRACKET_TIME = re.compile(
+    r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
+)
+_ISO_START = re.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
+    r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - )?"
+)
+_DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
+_SYSLOG = re.compile(
+    r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
+    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
+)
+# Decorations a line picks up on its way to the reader (issue 11): a Markdown or e-mail quote
+# `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry
+# nothing, and are stripped once, before the first routing prefix.
+_QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")
+_INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,\d+)\]<?[:\w])")
+# Ray prefixes every line of a worker with `(ActorName pid=N[, ip=A.B.C.D])` and the raylet's
+# lines with `(raylet[, ip=...])` (ray/_private/log_monitor.py): the ip names the node.
+_RAY = re.compile(
+    # a copy without the escape bytes keeps the colour codes as text: `[2m[36m(...)[0m`
+    r"(?:\[[0-9;]*m)*\((?:[\w.:-]+ pid=\d+|raylet|gcs_server|autoscaler|monitor)"
+    r"(?:, ip=(?P<ip>[\w.:-]+))?\)(?:\[[0-9;]*m)* ?"
+)
+# Ray's C++ logger (ray/util/logging.cc): `[2025-04-02 15:02:00,117 E 135782 135782] `
+_RAY_CPP = re.compile(r"\[" + _ASCTIME + r" (?P<lvl>[DIWEF]) \d+ \d+\] ")
+# Hadoop YARN's log collector: `<ISO time> /container_e559_1557431881457_79419_05_000002: `
+_CONTAINER = re.compile(r"/?container_\w+: ")
+_MONTHS = MappingProxyType(
+    {
+        m: i
+        for i, m in enumerate(
+            ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1
+        )
+    }
+)
+
+# Another rank's output glued into this line (TailLog forwards partial lines, FORMATS.md §1.1):
+# a tee header, or a C++ logger header, that does not start the line.
+# The literal `[` comes first so the search skips to each `[` (35x faster than a lookbehind
+# tried at every position); the match starts at the header's `[`.
+_EMBEDDED = re.compile(
+    r"\[(?<=\S\[)(?=[A-Za-z_][\w.-]*?:?\d+\]:"
+    r"|[FEWI]\d{0,4}(?: \d\d:\d\d:\d\d\.\d+)? [\w.+-]+\.(?:cpp|hpp|cc|h):\d+\] )"
+)
+_MAX_PREFIXES = 10
+
+DISCOVERY_BYTES = 8 << 20
+"""Bytes at the start of an input scanned for the routing prefix of every line (at most; less
+each when there are many inputs, see window_per_input)."""
+DISCOVERY_BUDGET = 64 << 20
+
+# Routing prefixes at the start of a line, for finding every rank in a log's first bytes.
+ROUTING_PREFIX = re.compile(
+    rb"(?m)^(?:\[\d+,\d+\]<\w+>:"
+    rb"|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
+    # the character after the prefix tells a c10 `[rank3]:[E` from a torchtitan `[rank3]:text`
+    rb"[ \[]?"
+)
+
+
+@dataclass(slots=True)
+class _Prefix:
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    task: int | None = None
+    role: str | None = None
+    level: str | None = None
+    time: datetime | None = None
+
+
+def clean(raw: str) -> str:
+    """Strip ANSI escapes and control characters (but not `\\r`) from decoded text."""
+    if raw.isprintable():
+        return raw  # neither escapes nor control characters (the common case, C-fast)
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    return _CTRL.sub("", raw)
+
+
+def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
+    try:
+        if g.get("date"):
+            y, mo, d = (int(x) for x in str(g["date"]).split("-"))
+        elif g.get("md"):
+            if year is None:
+                return None
+            md = int(str(g["md"]))
+            y, mo, d = year, md // 100, md % 100
+        elif g.get("mon"):
+            if year is None:
+                return None
+            y, mo, d = year, _MONTHS[str(g["mon"])], int(str(g["day"]))
+        else:
+            return None
+        if g.get("h") is None:
+            return None
+        frac = (str(g.get("frac") or "0") + "000000")[:6]
+        return datetime(y, mo, d, int(str(g["h"])), int(str(g["m"])), int(str(g["s"])), int(frac))
+    except (ValueError, KeyError):
+        return None
+
+
+def parse_ctime(text: str) -> datetime | None:
+    """`Mon Mar 21 13:34:34 2022` (ctime, OpenMPI) to a datetime."""
+    try:
+        return datetime.strptime(text, "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+
+
+def _strip(text: str, p: _Prefix, year: int | None) -> str:
+    """Strip every prefix from the left of text, filling p."""
+    first = True
+    m = _QUOTE.match(text) or _INDENT.match(text)
+    if m:
+        text = text[m.end() :]
+    for _ in range(_MAX_PREFIXES):
+        m = _OMPI.match(text)
+        if m:
+            p.rank = int(m["vpid"])
+            if m["ctime"]:
+                p.time = parse_ctime(m["ctime"]) or p.time
+            text = text[m.end() :]
+            first = False
+            continue
+        if first:
+            m = _SRUN.match(text)
+            if m and m.end() < len(text):
+                p.task = int(m["task"])
+                text = text[m.end() :]
+                first = False
+                continue
+            m = _PDSH.match(text)
+            if m and not _NCCL.match(text):
+                p.host = m["host"]
+                text = text[m.end() :]
+                first = False
+                continue
+        first = False
+        if text.startswith(" ") and not text.startswith(" ["):
+            break  # of the prefixes below, only a bracketed time starts with a space
+        m = _TEE.match(text)
+        if m:
+            rest = text[m.end() :]
+            n = int(m["n"])
+            if m["role"] == "rank" and not m["colon"]:
+                if p.local_rank is not None:
+                    # after a tee header (`[default3]:[rank19]:`): tee headers never stack, so
+                    # this is the c10 / excepthook prefix, a global rank, whatever follows it
+                    p.rank = n
+                    if rest.startswith(" "):
+                        rest = rest[1:]
+                elif rest.startswith("[rank") and _TEE.match(rest):
+                    p.local_rank = n  # torchtitan `--role rank` tee header, then the c10 prefix
+                elif rest.startswith(("[", " ")) or not rest:
+                    p.rank = n  # c10 logger `[rank3]:[E...` or Python excepthook `[rank3]: `
+                    if rest.startswith(" "):
+                        rest = rest[1:]
+                else:
+                    p.local_rank = n  # torchtitan tee header `[rank0]:text`
+            else:
+                p.local_rank = n
+                p.role = m["role"]
+                if m["colon"]:
+                    p.host = m["role"]  # `--role $(hostname -s):` style
+            text = rest
+            continue
+        m = _C10.match(text) or _GLOG.match(text)
+        if m:
+            p.level = m["lvl"]
+            g = m.groupdict()
+            if m.re is _C10:
+                # c10's 9-digit fraction comes from CLOCK_MONOTONIC, not the printed second
+                # (FORMATS.md §1.2): keep the whole seconds only
+                g["frac"] = None
+            p.time = _time(g, year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _PYLOG_NAMED.match(text) or _DEEPSPEED.match(text) or _HF.match(text)
+        if m:
+            p.level = m["lvl"][0]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _NCCL.match(text)
+        if m:
+            p.host = p.host or m["host"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _BRACKET_TIME.match(text) or _ISO_START.match(text)
+        if m:
+            p.time = _time(m.groupdict(), year) or p.time
+            if m.groupdict().get("lvl"):
+                p.level = m["lvl"][0]
+            text = text[m.end() :]
+            continue
+        m = _SYSLOG.match(text)
+        if m:
+            p.host = p.host or m["host"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _RAY.match(text)
+        if m:
+            p.host = p.host or m["ip"]
+            text = text[m.end() :]
+            continue
+        m = _RAY_CPP.match(text)
+        if m:
+            p.level = m["lvl"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _CONTAINER.match(text)
+        if m:
+            text = text[m.end() :]
+            continue
+        m = _DMESG.match(text) or _PYLOG_PLAIN.match(text)
+        if m:
+            if m.re is _PYLOG_PLAIN:
+                p.level = m["lvl"][0]
+            text = text[m.end() :]
+            continue
+        break
+    return text
+
+
+def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = None) -> list[Line]:
+    """Decode one physical line into records: one per `\\r` state and per glued-in piece.
+
+    `year` completes timestamps that carry none (c10 `E1129 ...`, glog, syslog).
+    """
+    raw = raw.rstrip("\r\n")
+    text = clean(raw)
+    out: list[Line] = []
+    inherit: _Prefix | None = None
+    for segment in text.split("\r") if "\r" in text else (text,):
+        if not segment.strip():
+            continue
+        piece: str | None = segment
+        first_piece = True
+        while piece is not None:
+            p = _Prefix()
+            msg = _strip(piece, p, year)
+            glued = _EMBEDDED.search(msg)
+            piece = None
+            if glued:
+                msg, piece = msg[: glued.start()], msg[glued.start() :]
+            if inherit is not None:
+                # a `\r` state or a glued piece belongs to the same srun task / pdsh host, and a
+                # `\r` state with no header of its own to the same rank
+                p.task = p.task if p.task is not None else inherit.task
+                p.host = p.host or inherit.host
+                if first_piece and p.local_rank is None and p.rank is None:
+                    p.local_rank, p.rank, p.role = inherit.local_rank, inherit.rank, inherit.role
+            out.append(
+                Line(
+                    path=path,
+                    lineno=lineno,
+                    raw=raw,
+                    text=msg,
+                    host=p.host,
+                    rank=p.rank,
+                    local_rank=p.local_rank,
+                    task=p.task,
+                    role=p.role,
+                    level=p.level,
+                    time=p.time,
+                )
+            )
+            if inherit is None or first_piece:
+                inherit = p
+            first_piece = False
+    if not out:
+        out.append(Line(path=path, lineno=lineno, raw=raw, text=""))
+    return out
+
+
+def decode(data: bytes) -> str:
+    """Bytes to text: UTF-8 with invalid bytes replaced, never an error."""
+    return data.decode("utf-8", errors="replace")
+
+
+def routing_prefixes(
+    data: bytes | bytearray, offset: int, size: int = -1, window: int = DISCOVERY_BYTES
+) -> set[bytes]:
+    """The distinct routing prefixes of the lines of `data[:size]` (at byte `offset` of its
+    input) that start in the input's first `window` bytes.
+
+    Every rank prints something at start-up, but a silent rank may print nothing after it:
+    this finds ranks that no candidate line shows. A fixed byte window, not "the first block",
+    keeps the result independent of how the input is cut; scanning every line of a whole log
+    would cost more than the rest of the analysis (80 MB/s, measured on bench/ logs).
+    """
+    if offset >= window:
+        return set()
+    end = len(data) if size < 0 else size
+    if offset + end > window:
+        cut = data.find(b"\n", window - offset)
+        end = end if cut < 0 else cut + 1
+    return set(ROUTING_PREFIX.findall(data, 0, end))
+
+
+def window_per_input(inputs: int, budget: int, floor: int, ceiling: int) -> int:
+    """Bytes of each input scanned line by line (rank discovery, last lines), out of a budget
+    for all: 8 MiB of one merged log, but not 8 MiB of each of 384 per-rank files."""
+    return max(floor, min(ceiling, budget // max(1, inputs)))
+
+
+def prefix_lines(prefix: bytes, path: str) -> list[Line]:
+    """Decode a routing prefix found by ROUTING_PREFIX. The scan kept the character after it
+    (c10 `[rank3]:[` vs torchtitan `[rank3]:x`): complete it into a line."""
+    return parse_line(decode(prefix) + ("x" if prefix.endswith(b" ") else "x]"), path)

@@ -1,0 +1,124 @@
+"""Hard-wrapped logs: learn an input's wrap width, and rejoin a candidate line with its pieces.
+
+A terminal, a runner or a copy from a web page cuts every long line at a fixed width: a message,
+even a word, goes on in the next physical line, which carries no prefix of its own (issue 11).
+Such a file is recognizable from its line lengths: no line is longer than the width, many lines
+are exactly that long, and the line after one of those does not start a record. Only candidate
+lines and their neighbours pay for the rejoin; other inputs have no width and pay nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..read.newlines import newlines_of
+from .decode import decode, parse_line
+
+WRAP_SAMPLE = 1 << 20
+"""Bytes at an input's start from which its wrap width is learned."""
+MAX_PIECES = 8
+"""Physical lines one logical line is rejoined from, at most."""
+_MIN_WIDTH = 60  # terminals are 80 wide and up; shorter equal lengths are a coincidence
+_MIN_CUT = 2
+_MAX_LOOKS = 64
+"""Lines of exactly the width whose next line is looked at, at most."""
+
+
+def _shape(line: bytes | bytearray) -> bytes:
+    """A line without its numbers and padding: the same for every line of one template."""
+    return bytes(line).translate(None, b"0123456789 .+-")
+
+
+# Lines that start a record although no prefix says so: a traceback's lines, a Python exception,
+# a `Key: value` or `LOCAL_RANK: 0 - ...` report
+_RECORD_START = re.compile(
+    r"^(?:Traceback \(most recent call last\)|\s+File \"|During handling of|The above exception"
+    r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b|[A-Z]\w*(?: \w+)?: )"
+)
+
+
+def starts_record(raw: bytes | bytearray) -> bool:
+    """A physical line that begins a record of its own: a routing prefix, a logger header or a
+    timestamp is stripped from it, or it has the shape of a traceback line."""
+    text = decode(bytes(raw)).rstrip("\r")
+    if not text.strip():
+        return True
+    line = parse_line(text)[0]
+    return line.text != text or bool(_RECORD_START.match(text))
+
+
+def wrap_width(data: bytes | bytearray) -> int | None:
+    """The width an input's lines were cut at, or None: from its first bytes (whole lines)."""
+    newlines = newlines_of(data)
+    if len(newlines) < _MIN_CUT + 1:
+        return None
+    starts = np.concatenate(([0], newlines[:-1] + 1))
+    cr = np.frombuffer(data, np.uint8)[np.maximum(newlines - 1, 0)] == 13
+    lengths = newlines - starts - (cr & (newlines > starts))
+    width = int(lengths.max())
+    at_width = np.flatnonzero(lengths == width)
+    # the common case ends here, in numpy: the longest line is short or alone
+    if width < _MIN_WIDTH or len(at_width) < _MIN_CUT:
+        return None
+    if 2 * len(at_width) < int(np.count_nonzero(lengths * 10 > width * 9)):
+        return None  # long lines of many lengths: not a wrap
+    # a cut line goes on in a line of another shape; a fixed-format line (Megatron's iteration
+    # lines, alike but for their digits) is followed by another of its kind
+    cut = 0
+    for i in at_width[:_MAX_LOOKS].tolist():
+        if i + 1 < len(newlines):
+            line, after = data[starts[i] : newlines[i]], data[starts[i + 1] : newlines[i + 1]]
+            cut += _continues(line, after)
+    return width if cut >= _MIN_CUT else None
+
+
+def _continues(line: bytes | bytearray, after: bytes | bytearray) -> bool:
+    """`after` goes on with `line` cut at the wrap: not the next line of its template, not the
+    start of a record of its own."""
+    return _shape(after) != _shape(line) and not starts_record(after)
+
+
+def _length(data: bytes | bytearray, start: int, end: int) -> int:
+    """The length of the line [start, end), a carriage return before its newline not counted."""
+    return end - start - (1 if end > start and data[end - 1] == 13 else 0)
+
+
+def rejoin(
+    data: bytes | bytearray, spans: Sequence[tuple[int, int]], width: int | None, size: int = -1
+) -> list[tuple[int, int]]:
+    """The candidate spans of a block grown to whole wrapped records: back to the record's
+    first piece and on to its last, each span once (a candidate inside another's record is
+    dropped). Without a width the spans are returned as they are."""
+    if width is None or not spans:
+        return list(spans)
+    size = len(data) if size < 0 else size
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if out and start <= out[-1][1]:
+            continue  # a piece of the record before
+        pieces = 1
+        while pieces < MAX_PIECES and start > 0:
+            prev = data.rfind(b"\n", 0, start - 1) + 1
+            here = data[start : end_of(data, start, size)]
+            if _length(data, prev, start - 1) != width or not _continues(
+                data[prev : start - 1], here
+            ):
+                break
+            start, pieces = prev, pieces + 1
+        last = data.rfind(b"\n", 0, end) + 1  # the start of the span's last physical line
+        while pieces < MAX_PIECES and _length(data, last, end) == width and end + 1 < size:
+            nxt, nxt_end = end + 1, end_of(data, end + 1, size)
+            if not _continues(data[last:end], data[nxt:nxt_end]):
+                break
+            last, end, pieces = nxt, nxt_end, pieces + 1
+        out.append((start, end))
+    return out
+
+
+def end_of(data: bytes | bytearray, start: int, size: int) -> int:
+    """The end (newline excluded) of the line that starts at `start`."""
+    end = data.find(b"\n", start, size)
+    return size if end < 0 else end

@@ -1,0 +1,1 @@
+"""Live: following growing logs, raising crashes and hangs as alerts, and acting on them."""

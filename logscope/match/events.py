@@ -1,0 +1,390 @@
+"""Matched lines to events: signature fields, classification, torchrun's failure block per
+stream, and the unrecognized error lines kept for the incident of last resort."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from ..model import Event, Line
+from .prefilter import Hit, Prefilter
+from .signatures import Library, Signature
+from .unrecognized import Clusters
+
+_BLOCK_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
+# Where a block read from the middle starts: its section headers, or an entry's first field as
+# torchrun aligns it (`  time      : ...`).
+_BLOCK_START = re.compile(
+    r"^(?:Root Cause \(first observed failure\):|Failures:|\s+(?:time|host|rank|exitcode) {2,}: )"
+)
+_BLOCK_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
+_BLOCK_RANK = re.compile(r"(-?\d+)(?: \(local_rank: (\d+)\))?")
+_BLOCK_EXIT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?(?:\s+\((SIG\w+)\))?")
+_BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
+
+FAILURE_ENTRY = "torchrun.failure_entry"
+"""Synthetic signature id of one entry of a ChildFailedError block."""
+UNRECOGNIZED = "unrecognized.error_line"
+"""Synthetic signature id of an error-looking line that no signature knows (issue 11): the
+incident of last resort, so that a log with a plain failure is never called healthy."""
+TRACEBACK_START = "python.traceback_start"
+# Exceptions of a process told to stop (KeyboardInterrupt, torchrun's SignalException): no failure
+_TOLD_TO_STOP = frozenset({"cancelled", "timelimit", "preemption", "process_killed"})
+MAX_UNRECOGNIZED = 100
+"""Unrecognized error lines kept as events (all are counted in the templates)."""
+
+# Exit codes of workers killed by a signal, as torchelastic reports them (negative signal).
+EXIT_SIGNALS: Mapping[int, tuple[str, str]] = MappingProxyType(
+    {
+        -9: ("SIGKILL", "process_killed"),
+        -11: ("SIGSEGV", "segfault"),
+        -7: ("SIGBUS", "segfault"),
+        -6: ("SIGABRT", "process_killed"),
+        -15: ("SIGTERM", "process_killed"),
+        -2: ("SIGINT", "cancelled"),
+        137: ("SIGKILL", "process_killed"),
+        139: ("SIGSEGV", "segfault"),
+    }
+)
+
+_DATE_CMD = re.compile(
+    r"(?P<rest>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d)"
+    r"(?: [A-Z]{2,5}| [+-]\d{4})? (?P<year>\d{4})"
+)
+_TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H:%M:%S", "%Y-%m-%d %H:%M:%S")
+
+# Error-looking messages that are not errors of the job, so are never "unrecognized".
+_NOT_AN_ERROR = re.compile(
+    r"^\s*(?:raise\b|File \"|\^+$|~+$|During handling of the above exception"
+    r"|The above exception was the direct cause|frame #\d+: "
+    r"|Exception raised from \S+ at .* \(most recent call first\):)|error_file:|errors\.html"
+)
+_LOOKS_LIKE_ERROR = re.compile(
+    r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed)?|killed|panic|segmentation)\b"
+)
+# A line its own logger marks as information, a debug note or a warning does not report a
+# failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).
+_NOT_A_FAILURE_LEVEL = frozenset("IDVW")
+_NOT_A_FAILURE = re.compile(
+    r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])"
+    # a client that says it will try again has not failed (`entering retry loop`, `retrying in 5 s`)
+    r"|(?i:\bretry(?:ing)?\b|\bwill retry\b|\bretries left\b)"
+)
+
+
+def parse_time(value: str) -> datetime | None:
+    """A time captured by a signature: ISO, torchrun's `2024-03-12_02:29:19`, or `date`'s."""
+    m = _DATE_CMD.match(value)
+    if m:
+        # `date` prints a zone name (CET, UTC) that strptime cannot map; the clock is local
+        value = f"{m['rest']} {m['year']}"
+        try:
+            return datetime.strptime(value, "%a %b %d %H:%M:%S %Y")
+        except ValueError:
+            return None
+    for fmt in _TIME_FORMATS:
+        try:
+            return datetime.strptime(value[:19], fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def looks_like_error(message: str) -> bool:
+    return bool(_LOOKS_LIKE_ERROR.search(message)) and not _NOT_AN_ERROR.search(message)
+
+
+def inert(line: Line) -> bool:
+    """A decoded record without a match that the extractor and the engine would keep nothing
+    of: no routing prefix, no time, no error words, not a ChildFailedError block's start."""
+    return (
+        line.host is None
+        and line.rank is None
+        and line.local_rank is None
+        and line.task is None
+        and line.time is None
+        and not _BLOCK_START.match(line.text)
+        and not looks_like_error(line.text)
+    )
+
+
+def who(line: Line) -> tuple[int | None, str | None, int | None, int | None]:
+    """The stream a line belongs to: (srun task, host, local rank, global rank)."""
+    return (line.task, line.host, line.local_rank, line.rank)
+
+
+@dataclass(slots=True)
+class _Block:
+    section: str = ""
+    entries: list[dict[str, str]] = field(default_factory=list)
+    current: dict[str, str] | None = None
+    exit_lines: dict[int, Line] = field(default_factory=dict)
+    """The physical `exitcode :` line of each entry, by the entry's position."""
+    last_lineno: int = 0
+
+
+@dataclass(slots=True)
+class Extractor:
+    """Turns decoded candidate lines into events; keeps per-stream state across blocks."""
+
+    library: Library
+    unrecognized: Clusters = field(default_factory=Clusters)
+    unrecognized_events: list[Event] = field(default_factory=list)
+    """The first MAX_UNRECOGNIZED unrecognized error lines as events (UNRECOGNIZED), for the
+    engine to use when no signature explains the failure."""
+    _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
+    _tracebacks: dict[tuple[Any, ...], Event] = field(default_factory=dict)
+    """Per stream, the start of a traceback whose exception line has not come yet."""
+    prefilter: Prefilter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.prefilter = Prefilter.for_library(self.library)
+
+    def feed(self, line: Line, hit: Hit | None, seq: int = 0) -> list[Event]:
+        """Events of one decoded line (none for most), given its best signature match; `seq`
+        is the line's order key."""
+        out: list[Event] = []
+        block_events = self._block_line(line)
+        if block_events is not None:
+            return block_events
+        if hit is None and _BLOCK_START.match(line.text):
+            # an excerpt of the block without its ChildFailedError header (issue 11)
+            self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno - 1)
+            return self._block_line(line) or []
+        if hit is None:
+            if looks_like_error(line.text):
+                self.unrecognized.add(line)
+                if (
+                    len(self.unrecognized_events) < MAX_UNRECOGNIZED
+                    and line.level not in _NOT_A_FAILURE_LEVEL
+                    and not _NOT_A_FAILURE.search(line.text)
+                ):
+                    self.unrecognized_events.append(self._unrecognized(line, seq))
+            return out
+        sig, fields = hit
+        category, severity = sig.category, sig.severity
+        xid = fields.get("xid")
+        if xid is not None and xid.isdigit() and int(xid) in self.library.xid:
+            # NVIDIA's meaning of the code decides: Xid 13 is an application fault, 79 a dead GPU
+            info = self.library.xid[int(xid)]
+            category = info.get("category", category)
+            severity = info.get("severity", severity)
+        if (
+            sig.role == "summary"
+            and "exit_code" not in fields
+            and fields.get("signal", "").isdigit()
+        ):
+            # `exited on signal 9` is what torchrun and srun call exit code -9
+            fields = {**fields, "exit_code": f"-{fields['signal']}"}
+        # the stream is looked at only while a traceback is open or starts: not per progress line
+        tracking = bool(self._tracebacks) or sig.id == TRACEBACK_START
+        stream = (line.path, *who(line)) if tracking else ()
+        open_traceback = tracking and stream in self._tracebacks
+        # only a warning, or a line that may end an open traceback, asks whether it was raised
+        raised = (severity == "warning" or open_traceback) and self.library.raised(
+            line.raw, line.text
+        )
+        if raised and severity == "warning" and category not in _TOLD_TO_STOP:
+            # an exception that ended a traceback: the process died of it, even when its words
+            # alone are only a hint (`Connection reset by peer`)
+            severity = "error"
+        if sig.classify:
+            category, fields = self._classified(
+                category, fields, fields.get("exception", ""), fields.get("message", "")
+            )
+        out.append(self._event(line, sig, fields, seq, category, severity))
+        if sig.id == "torchrun.child_failed":
+            self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
+        if sig.id == TRACEBACK_START:
+            self._tracebacks.setdefault(stream, out[-1])
+        elif open_traceback and (raised or sig.role == "cause" or severity in ("fatal", "error")):
+            del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
+        return out
+
+    def event_of(self, line: Line, hit: Hit, seq: int) -> Event:
+        """The event of a line whose signature needs no state of the extractor (a progress
+        line), as `feed` builds it."""
+        sig, fields = hit
+        return self._event(line, sig, fields, seq, sig.category, sig.severity)
+
+    @staticmethod
+    def _event(
+        line: Line,
+        sig: Signature,
+        fields: dict[str, str],
+        seq: int,
+        category: str | None,
+        severity: str | None,
+    ) -> Event:
+        time = line.time
+        exact = time is not None
+        if "time" in fields:
+            t = parse_time(fields["time"])
+            if t is not None:
+                time, exact = t, True
+        return Event(
+            seq=seq,
+            signature=sig.id,
+            kind=sig.kind,
+            line=line,
+            fields=fields,
+            category=category,
+            severity=severity,
+            role=sig.role,
+            time=time,
+            time_exact=exact,
+        )
+
+    def interrupt(self, path: str, task: int | None, host: str | None) -> list[Event]:
+        """A line of a stream that is no part of a torchrun failure block: a block open in
+        that stream has ended (its events)."""
+        key = (path, task, host)
+        if key not in self._blocks:
+            return []
+        return self._close(key)
+
+    def _classified(
+        self, category: str | None, fields: dict[str, str], exception: str, message: str
+    ) -> tuple[str | None, dict[str, str]]:
+        """The category the classification rules give a catch-all line, and its fields with
+        the rule that decided; the category as it was when no rule fits."""
+        rule = self.library.classify(exception, message)
+        if rule is None:
+            return category, fields
+        return rule.category, {**fields, "rule": rule.id}
+
+    def _unrecognized(self, line: Line, seq: int) -> Event:
+        category, fields = self._classified(
+            "unknown", {"message": line.text.strip()}, "", line.text
+        )
+        return Event(
+            seq=seq,
+            signature=UNRECOGNIZED,
+            kind="failure",
+            line=line,
+            fields=fields,
+            category=category,
+            severity="error",
+            role="cause",
+            time=line.time,
+            time_exact=line.time is not None,
+        )
+
+    def _block_line(self, line: Line) -> list[Event] | None:
+        """Consume a line of an open ChildFailedError block; None if it is not one."""
+        key = (line.path, line.task, line.host)
+        blk = self._blocks.get(key)
+        if blk is None:
+            return None
+        if line.lineno - blk.last_lineno > 4:
+            # the block's lines are consecutive; a gap means it ended without its border
+            return self._close(key) or None
+        text = line.text
+        blk.last_lineno = line.lineno
+        if text.startswith("Root Cause"):
+            blk.section = "root"
+            return []
+        if text.startswith(("Failures:", "Other Failures:")):
+            blk.section = "other"
+            return []
+        m = _BLOCK_ENTRY.match(text)
+        if m:
+            blk.current = {"index": m.group(1), "section": blk.section}
+            blk.entries.append(blk.current)
+            return []
+        m = _BLOCK_FIELD.match(text)
+        if m and (blk.current is None or m.group(1) in blk.current):
+            # the `[3]:` header line is not a candidate (see BLOCK_TRIGGERS): a field seen
+            # again starts the next entry
+            blk.current = {"section": blk.section}
+            blk.entries.append(blk.current)
+        if m and blk.current is not None:
+            blk.current[m.group(1)] = m.group(2).strip()
+            blk.current.setdefault("lineno", str(line.lineno))
+            if m.group(1) == "exitcode":
+                blk.exit_lines[len(blk.entries) - 1] = line
+            return []
+        if text.startswith("=====") and blk.section == "root" and blk.current is not None:
+            return self._close(key)
+        if (
+            text.lstrip().startswith(("-----", "=====", "<NO_OTHER_FAILURES>"))
+            or text.endswith(" FAILED")
+            or not text.strip()
+        ):
+            return []
+        return self._close(key) or None
+
+    def _close(self, key: tuple[str, int | None, str | None]) -> list[Event]:
+        blk = self._blocks.pop(key)
+        return [
+            self._entry_event(e, blk.exit_lines[i])
+            for i, e in enumerate(blk.entries)
+            if i in blk.exit_lines
+        ]
+
+    def _entry_event(self, entry: dict[str, str], line: Line) -> Event:
+        """One failure of the block, anchored at its physical `exitcode :` line."""
+        fields: dict[str, str] = {"root": "1" if entry.get("section") == "root" else "0"}
+        m = _BLOCK_RANK.match(entry.get("rank", ""))
+        if m:
+            fields["rank"] = m.group(1)
+            if m.group(2):
+                fields["local_rank"] = m.group(2)
+        m = _BLOCK_EXIT.match(entry.get("exitcode", ""))
+        category = "process_killed"
+        if m:
+            fields["exit_code"] = m.group(1)
+            if m.group(2):
+                fields["pid"] = m.group(2)
+            code = int(m.group(1))
+            if code in EXIT_SIGNALS:
+                fields["signal_name"], category = EXIT_SIGNALS[code]
+            elif code > 0:
+                category = "python_exception"
+        tb = entry.get("traceback", entry.get("msg", ""))
+        if tb:
+            fields["traceback"] = tb
+            sm = _BLOCK_SIGNAL.search(tb)
+            if sm:
+                fields["signal"], fields["signal_name"] = sm.group(1), sm.group(2)
+        if entry.get("host"):
+            fields["host"] = entry["host"]
+        time = parse_time(entry.get("time", "")) if entry.get("time") else None
+        entry_line = replace(line, host=entry.get("host") or line.host)
+        sigterm = fields.get("signal_name") == "SIGTERM"
+        return Event(
+            signature=FAILURE_ENTRY,
+            kind="failure",
+            line=entry_line,
+            fields=fields,
+            category=category,
+            severity="info" if sigterm else "error",
+            role="symptom" if sigterm else "summary",
+            time=time,
+            time_exact=time is not None,
+        )
+
+    def finish(self) -> list[Event]:
+        """Close blocks still open at the end of the input. A traceback whose exception never
+        came (an excerpt cut, a process killed while it printed) is kept as an error line of
+        last resort: a traceback is printed for an exception only."""
+        out: list[Event] = []
+        for key in list(self._blocks):
+            out.extend(self._close(key))
+        for start in self._tracebacks.values():
+            self.unrecognized_events.append(
+                replace(
+                    start,
+                    signature=UNRECOGNIZED,
+                    fields={"message": "a traceback whose exception the log does not show"},
+                    category="python_exception",
+                    severity="error",
+                    role="cause",
+                )
+            )
+        self._tracebacks.clear()
+        return out

@@ -1,0 +1,1 @@
+"""Read: paths, globs, directories and stdin, decompressed, as blocks of whole lines."""

@@ -1,0 +1,454 @@
+"""Progress lines as columns (issue 13): the iteration lines of a range parsed in bulk.
+
+A log that prints every step is mostly iteration lines, and decoding each into a Line, a dict of
+fields and an Event costs ~50 us of Python a line. Here a range's plain progress lines (every
+trigger they hold belongs to an iteration signature) are parsed together: lines that differ only
+in their digits from one match of the first of them (shapes.py), the others by each signature's
+regex and `columns` run once over all of them inside pyarrow (RE2). Numbers become float arrays,
+and the prefix before each match (`[default7]: `, a timestamp) is decoded once per distinct
+prefix. The engine receives arrays, not one object per line.
+
+Lines this path cannot vouch for take the per-line path instead, whole: a line cut at MAX_LINE
+or rejoined from a hard-wrapped record, one with control characters or non-ASCII text (RE2 and
+the `regex` module agree on `\\d`, `\\s` and `\\b` over ASCII only), one whose `\\r` states before
+the last say anything, one with another rank's output glued into it, one no regex matches.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..compact_column import NUMPY_TYPES
+from ..lines.decode import _EMBEDDED, parse_line
+from ..match.events import inert, parse_time
+from ..match.prefilter import BLOCK_TRIGGERS
+from ..match.signatures import Library, TriggerIndex
+from .arrow_buffers import numbers, numpy_view, strings
+from .line_grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
+from .line_shapes import digit_blind
+from .parsed_progress import HeadFields, ProgressColumns, edge_lines
+
+VALUES = (
+    "iteration",
+    "train_iters",
+    "iter_s",
+    "iter_ms",
+    "loss",
+    "grad_norm",
+    "loss_scale",
+    "skipped",
+    "nan_iters",
+    "batch",
+)
+"""The numeric fields of a progress line that Progress keeps (model.Progress)."""
+
+_HEAD = "_head"
+_CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
+_SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_CONTROL))
+"""A line's shape: its digits made NUL (patterns.TriggerIndex's key), its control characters
+but `\r` made \x01 to be found (a line with any is decoded line by line)."""
+Array = np.ndarray[Any, Any]
+
+
+def _re2_ok(pattern: str) -> bool:
+    """RE2 compiles the pattern and every group in it is named (extract_regex needs both)."""
+    try:
+        pc.extract_regex(strings([]), pattern)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    bulk: frozenset[int]
+    """Indexes of the iteration signatures whose regex and columns RE2 runs as written."""
+    index: TriggerIndex
+    """The library's triggers and, last, torchrun's failure-block words (scan.BLOCK_TRIGGERS):
+    a line of that block is read with the block (events.Extractor)."""
+
+
+def _plan(library: Library) -> _Plan:
+    """What the bulk path may take, worked out once per library."""
+    return library.derived("bulk_progress.plan", lambda: _make_plan(library))
+
+
+def _make_plan(library: Library) -> _Plan:
+    out: set[int] = set()
+    for i, s in enumerate(library.signatures):
+        patterns = [s.regex.pattern, *(c.pattern for c in s.columns)]
+        if s.kind == "iteration" and all(_re2_ok(p) for p in patterns):
+            out.add(i)
+    index = TriggerIndex.build([*(s.trigger for s in library.signatures), BLOCK_TRIGGERS])
+    return _Plan(frozenset(out), index)
+
+
+@dataclass(slots=True)
+class Collector:
+    """Sorts a range's candidate lines into plain progress lines, parsed in bulk by `finish`,
+    and the rest, which the caller decodes line by line."""
+
+    library: Library
+    path: str
+    year: int | None
+    _bulk: frozenset[int] = field(init=False)
+    _index: TriggerIndex = field(init=False)
+    _lineno: list[int] = field(default_factory=list)
+    _text: list[str] = field(default_factory=list)
+    _raw: list[bytes] = field(default_factory=list)
+    _shapes: list[bytes] = field(default_factory=list)
+    _sigs: list[tuple[int, ...]] = field(default_factory=list)
+    _grids: list[tuple[Grid, tuple[tuple[int, ...], int]]] = field(default_factory=list)
+    _heads: dict[HeadFields, int] = field(default_factory=dict)
+    _head_fields: list[HeadFields] = field(default_factory=list)
+    _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
+    _inert: dict[bytes, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        plan = _plan(self.library)
+        self._bulk, self._index = plan.bulk, plan.index
+
+    def take(self, lineno: int, raw: bytes) -> bool:
+        """Keep a plain progress line for the bulk parse; False: the caller decodes it."""
+        if not self._bulk:
+            return False
+        raw = raw.rstrip(b"\r")
+        shape = raw.translate(_SHAPE)  # digits NUL, control characters but `\r` \x01
+        if b"\x01" in shape:
+            return False
+        sigs = self._index.candidates_in(raw, shape)
+        if not sigs or not self._bulk.issuperset(sigs):
+            return False
+        cut = raw.rfind(b"\r")
+        if cut < 0:
+            last = raw
+        else:
+            # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
+            if not self._inert_states(raw[:cut], shape[:cut]):
+                return False
+            last, shape = raw[cut + 1 :], shape[cut + 1 :]
+        if not last.isascii():
+            return False
+        self._lineno.append(lineno)
+        self._shapes.append(shape)
+        self._text.append(last.decode("ascii"))
+        self._raw.append(raw)
+        self._sigs.append(sigs)
+        return True
+
+    def take_lines(
+        self, data: bytes | bytearray, starts: Array, ends: Array, linenos: Array
+    ) -> Array:
+        """`take` each line `data[starts[i]:ends[i]]` (numbered `linenos`, ascending), deciding
+        once per shape (grids.py) what `take` decides line by line; returns the indexes of the
+        lines not taken, ascending."""
+        if not self._bulk or not len(starts):
+            return np.arange(len(starts))
+        found = sort_lines(data, starts, ends, linenos, _SHAPE, self._judge, MAX_GRID_WIDTH)
+        self._grids += found.grids
+        left = [
+            i
+            for i in found.each.tolist()
+            if not self.take(int(linenos[i]), _line(data, starts[i], ends[i]))
+        ]
+        return np.union1d(found.refused, np.asarray(left, np.int64))
+
+    def _judge(self, shape: bytes, line: bytes) -> tuple[Verdict, tuple[tuple[int, ...], int]]:
+        """What `take` decides of every line of a shape (the first such `line`): the
+        signatures and where the line's last `\\r` state begins, when it is taken."""
+        refused: tuple[Verdict, tuple[tuple[int, ...], int]] = (Verdict.REFUSE, ((), 0))
+        if b"\x01" in shape:
+            return refused
+        if shape.endswith(b"\r"):
+            return Verdict.EACH, ((), 0)  # more than one `\r` at its end: `take` strips all
+        sigs = self._index.of_shape(shape)
+        if sigs is None:
+            return Verdict.EACH, ((), 0)
+        if not sigs or not self._bulk.issuperset(sigs):
+            return refused
+        cut = shape.rfind(b"\r")
+        if cut >= 0 and not self._inert_states(line[:cut], shape[:cut]):
+            return refused
+        if not shape[cut + 1 :].isascii():
+            return refused
+        return Verdict.TAKE, (sigs, cut + 1)
+
+    def _inert_states(self, states: bytes, key: bytes) -> bool:
+        """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
+        time, no error words (as the per-line path would decode them). Decided once per shape:
+        a redrawn bar differs only in its digits."""
+        known = self._inert.get(key)
+        if known is None:
+            text = states.decode("utf-8", "replace")
+            known = all(inert(line) for line in parse_line(text, self.path, 1, self.year))
+            if len(self._inert) >= _MAX_CACHED:
+                self._inert.clear()
+            self._inert[key] = known
+        return known
+
+    def finish(
+        self, others: Array | None = None
+    ) -> tuple[ProgressColumns, list[tuple[int, bytes]]]:
+        """The bulk-parsed lines, and the taken lines no regex matched after all (to be decoded
+        line by line), in line order. Given the line numbers of the other candidate lines
+        (`others`, ascending), the columns hold the text of `edge_lines` only."""
+        groups = self._groups()
+        n = sum(len(g.linenos) for g in groups)
+        if not n:
+            return ProgressColumns(), []
+        chosen = np.full(n, -1, np.int32)
+        head = np.full(n, -1, np.int32)
+        times = np.full(n, np.nan)
+        values = {name: np.full(n, np.nan) for name in VALUES}
+        nonfinite = np.zeros(n, np.int8)
+        out = _Out(chosen, head, times, values, nonfinite)
+        # each line's signatures in the order Library.match prefers them, tried in turn
+        order = {
+            g.sigs: sorted(g.sigs, key=lambda i: (-self.library.signatures[i].priority, i))
+            for g in groups
+        }
+        # lines of one shape are read from one match (shapes.py); the others by RE2, in bulk
+        texts: dict[int, str] = {}
+        ranks: dict[int, list[int]] = {}
+        pending: list[int] = []
+        base = 0
+        for g in groups:
+            rows = np.arange(base, base + len(g.linenos))
+            if len(rows) >= MIN_SHAPE_LINES and self._blind(order[g.sigs]):
+                self._by_shape(g.rows, rows, order[g.sigs], out)
+            else:
+                width = g.rows.shape[1]
+                whole = g.rows.tobytes().decode("ascii")
+                for i, r in enumerate(rows.tolist()):
+                    texts[r] = whole[i * width : (i + 1) * width]
+                    ranks[r] = order[g.sigs]
+                pending += rows.tolist()
+            base += len(rows)
+        depth = 0
+        while pending:
+            by_sig: dict[int, list[int]] = {}
+            for r in pending:
+                if depth < len(ranks[r]):
+                    by_sig.setdefault(ranks[r][depth], []).append(r)
+            pending = []
+            for sig, members in by_sig.items():
+                pending += self._parse(sig, members, texts, out)
+            depth += 1
+        rejected = self._rejected(groups, chosen)
+        if others is not None and rejected:
+            others = np.union1d(others, np.asarray([n for n, _ in rejected], np.int64))
+        return self._columns(groups, out, others), rejected
+
+    def _groups(self) -> list[Group]:
+        """The taken lines by shape and signatures, each group in line order, the groups in
+        the order of their first lines."""
+        parts: dict[tuple[bytes, tuple[int, ...]], list[Group]] = {}
+        by_key: dict[tuple[bytes, tuple[int, ...]], list[int]] = {}
+        for r, key in enumerate(zip(self._shapes, self._sigs, strict=True)):
+            by_key.setdefault(key, []).append(r)
+        for (shape, sigs), rows in by_key.items():
+            text = "".join([self._text[r] for r in rows]).encode("ascii")
+            matrix = np.frombuffer(text, np.uint8).reshape(len(rows), len(shape))
+            raws = [
+                (np.array([i]), np.frombuffer(self._raw[r], np.uint8)[None, :])
+                for i, r in enumerate(rows)
+                if len(self._raw[r]) != len(shape)
+            ]
+            linenos = np.asarray([self._lineno[r] for r in rows], np.int64)
+            parts.setdefault((shape, sigs), []).append(Group(sigs, linenos, matrix, raws))
+        for grid, (sigs, lead) in self._grids:
+            whole = [(np.arange(len(grid)), grid.rows)] if lead else []
+            group = Group(sigs, grid.linenos, grid.rows[:, lead:], whole)
+            parts.setdefault((grid.shape[lead:], sigs), []).append(group)
+        groups = [merged(p) for p in parts.values()]
+        groups.sort(key=lambda g: int(g.linenos[0]))
+        return groups
+
+    def _columns(self, groups: list[Group], out: _Out, others: Array | None) -> ProgressColumns:
+        linenos = np.concatenate([g.linenos for g in groups])
+        keep = np.flatnonzero(out.chosen >= 0)
+        keep = keep[np.argsort(linenos[keep], kind="stable")]
+        held = None
+        if others is None:
+            raw, ends = raw_lines(groups, keep)
+        else:
+            edges = edge_lines(linenos[keep], out.values["iteration"][keep], others)
+            raw, ends = raw_lines(groups, keep[edges])
+            held = _array("q", edges)
+        return ProgressColumns(
+            lineno=_array("q", linenos[keep]),
+            signature=_array("i", out.chosen[keep]),
+            head=_array("i", out.head[keep]),
+            heads=list(self._head_fields),
+            time=_array("d", out.times[keep]),
+            values={name: _array("d", v[keep]) for name, v in out.values.items()},
+            nonfinite=_array("b", out.nonfinite[keep]),
+            raw=raw,
+            ends=_array("q", ends),
+            held=held,
+            year=self.year,
+        )
+
+    @staticmethod
+    def _rejected(groups: list[Group], chosen: Array) -> list[tuple[int, bytes]]:
+        """The lines no regex matched, in line order."""
+        out: list[tuple[int, bytes]] = []
+        base = 0
+        for g in groups:
+            missed = np.flatnonzero(chosen[base : base + len(g.linenos)] < 0).tolist()
+            out.extend((int(g.linenos[i]), g.raw(i)) for i in missed)
+            base += len(g.linenos)
+        out.sort()
+        return out
+
+    def _blind(self, ranked: list[int]) -> bool:
+        """Every signature a line may match reads all lines of a shape alike (shapes.py)."""
+        sigs = [self.library.signatures[i] for i in ranked]
+        patterns = [p for s in sigs for p in (s.regex.pattern, *(c.pattern for c in s.columns))]
+        return _EMBEDDED_BLIND and all(digit_blind(p) for p in patterns)
+
+    def _by_shape(self, grid: Array, index: Array, ranked: list[int], out: _Out) -> None:
+        """Lines of one shape (a row of `grid` each, rows `index` of `out`): the first one's
+        match places every field of each of them."""
+        text = grid[0].tobytes().decode("ascii")
+        for sig in ranked:
+            found = self.library.signatures[sig].spans(text)
+            if found is not None:
+                break
+        else:
+            return  # no regex matches them: each is decoded line by line
+        start, where = found
+        if _EMBEDDED.search(text, start):
+            return  # another stream's output glued in: decoded line by line
+        # each distinct prefix (and the message's first two characters) decoded once, in the
+        # order the lines show them
+        keys, first, which = np.unique(
+            cells(grid, 0, min(start + 2, grid.shape[1])), return_index=True, return_inverse=True
+        )
+        heads, stamps = np.zeros(len(keys), np.int32), np.zeros(len(keys))
+        for k in np.argsort(first, kind="stable").tolist():
+            key = keys[k].decode("ascii")
+            heads[k], stamps[k] = self._head(key[:start], key)
+        out.head[index], out.times[index] = heads[which], stamps[which]
+        for name, (a, b) in where.items():
+            if name == "time":
+                _stated(out, index, [c.decode("ascii") for c in cells(grid, a, b).tolist()])
+            elif name in out.values and b > a:
+                numbers = cell_floats(grid, a, b)
+                _store(out, index, name, np.ones(len(index), bool), numbers)
+        out.chosen[index] = sig
+
+    def _parse(self, sig: int, members: list[int], texts: dict[int, str], out: _Out) -> list[int]:
+        """Parse the lines `members` (their `texts`) with one signature; returns those it does
+        not match."""
+        s = self.library.signatures[sig]
+        taken = strings([texts[r] for r in members])
+        found = pc.extract_regex(taken, f"^(?P<{_HEAD}>.*?)(?:{s.regex.pattern})")
+        matched = found.is_valid()
+        valid = numpy_view(pc.cast(matched, pa.int8()), np.int8).astype(bool)
+        missed = [r for r, ok in zip(members, valid, strict=True) if not ok]
+        if not valid.any():
+            return missed
+        rows = np.asarray(members)[valid]
+        found = found.filter(matched)
+        taken = taken.filter(matched)
+        glued = np.zeros(len(rows), bool)
+        for k, (r, prefix) in enumerate(zip(rows, found.field(_HEAD).to_pylist(), strict=True)):
+            text = texts[r]
+            if _EMBEDDED.search(text, len(prefix)):
+                glued[k] = True  # another stream's output glued in: decoded line by line
+                continue
+            out.head[r], out.times[r] = self._head(prefix, text)
+        columns = {name: found.field(name) for name in found.type.names if name != _HEAD}
+        for column in s.columns:
+            extra = pc.extract_regex(taken, column.pattern)
+            for name in extra.type.names:
+                columns.setdefault(name, extra.field(name))
+        for name, col in columns.items():
+            if name == "time":
+                _stated(out, rows, col.to_pylist())
+            elif name in out.values:
+                _store(out, rows, name, *numbers(col))
+        out.chosen[rows[~glued]] = sig
+        return missed
+
+    def _head(self, prefix: str, text: str) -> tuple[int, float]:
+        """The index of a prefix's fields and the time it states (NaN if none). The first
+        characters of the message go with it: a prefix decoder looks one or two ahead."""
+        key = text[: len(prefix) + 2]
+        known = self._parsed.get(key)
+        if known is None:
+            line = parse_line(key, self.path, 1, self.year)[0]
+            fields = (line.host, line.rank, line.local_rank, line.task)
+            index = self._heads.get(fields)
+            if index is None:
+                index = self._heads[fields] = len(self._head_fields)
+                self._head_fields.append(fields)
+            stamp = math.nan if line.time is None else line.time.timestamp()
+            known = (index, stamp)
+            if len(self._parsed) >= _MAX_CACHED:
+                self._parsed.clear()  # stamped prefixes are all distinct
+            self._parsed[key] = known
+        return known
+
+
+def _stated(out: _Out, rows: np.ndarray[Any, Any], texts: list[str]) -> None:
+    """Times a regex captured: they come before the prefix's, as in Extractor.feed."""
+    for r, text in zip(rows.tolist(), texts, strict=True):
+        t = parse_time(text) if text else None
+        if t is not None:
+            out.times[r] = t.timestamp()
+
+
+def _store(
+    out: _Out,
+    rows: np.ndarray[Any, Any],
+    name: str,
+    present: np.ndarray[Any, Any],
+    numbers: np.ndarray[Any, Any],
+) -> None:
+    """A field's numbers for `rows`; a loss present but not finite is flagged, kept as NaN."""
+    out.values[name][rows] = numbers
+    if name == "loss":
+        bad = rows[present & ~np.isfinite(numbers)]
+        out.nonfinite[bad] = 1
+        out.values[name][bad] = np.nan
+
+
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """What `finish` fills in, a row per taken line."""
+
+    chosen: np.ndarray[Any, Any]
+    """The signature each line matched, -1 if none (it is decoded line by line)."""
+    head: np.ndarray[Any, Any]
+    times: np.ndarray[Any, Any]
+    values: dict[str, np.ndarray[Any, Any]]
+    nonfinite: np.ndarray[Any, Any]
+
+
+MIN_SHAPE_LINES = 8
+"""Lines of one shape read from one match; fewer go to RE2 with the others."""
+MAX_GRID_WIDTH = 4096
+"""Longer candidate lines are decided line by line (Collector.take_lines)."""
+
+
+def _line(data: bytes | bytearray, start: Any, end: Any) -> bytes:
+    return bytes(data[int(start) : int(end)])
+
+
+_EMBEDDED_BLIND = digit_blind(_EMBEDDED.pattern)
+_MAX_CACHED = 4096
+
+
+def _array(typecode: str, values: np.ndarray[Any, Any]) -> array[Any]:
+    out = array(typecode)
+    out.frombytes(values.astype(NUMPY_TYPES[typecode]).tobytes())
+    return out

@@ -1,0 +1,136 @@
+"""What the tests share: paths, the CLI through typer's runner, logs written from lines, and the
+rule for what lies beside a clone only in CI."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+from pathlib import Path
+from typing import Any
+
+import lz4.frame
+import pytest
+import zstandard
+from typer.testing import CliRunner
+
+from logscope.cli import app
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+"""The project's shared folder: beside CI's clone, never beside a user's."""
+CORPUS_CASES = SHARED / "corpus" / "cases"
+
+
+def in_ci() -> bool:
+    """CI runs `.ci/run` with CI=true: there a missing component fails instead of skipping."""
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip saying why; in CI, fail: what CI must run cannot pass by being absent."""
+    if in_ci():
+        pytest.fail(f"{reason} (required in CI)", pytrace=False)
+    pytest.skip(reason)
+
+
+def corpus_logs() -> list[Path]:
+    """The shared real-log corpus' logs; skips (fails in CI) where it is not beside the clone."""
+    if not CORPUS_CASES.is_dir():
+        skip_or_fail(f"no real-log corpus at {CORPUS_CASES} (it lies beside the clone in CI)")
+    return sorted(CORPUS_CASES.glob("*/log.txt"))
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+COMPRESSORS = {
+    "gzip": gzip.compress,
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+    "zstd": zstandard.ZstdCompressor().compress,
+    "lz4": lz4.frame.compress,
+}
+"""Each compression logscope reads, by name: bytes in, a whole compressed file out."""
+
+
+def cli(*args: str, input: bytes | str | None = None) -> tuple[int, str, str]:
+    """Invoke the real CLI; returns (exit_code, stdout, stderr)."""
+    result = CliRunner().invoke(app, list(args), input=input)
+    # a traceback in the library surfaces here, not as an exit code (1 means "incidents")
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"CLI crashed: {result.exception!r}\nstderr:\n{result.stderr}")
+    return result.exit_code, result.stdout, result.stderr
+
+
+def analyze_doc(*args: str, input: bytes | str | None = None) -> tuple[int, dict[str, Any], str]:
+    """`logscope analyze ARGS --format json`: exit code, parsed document, stderr."""
+    code, out, err = cli("analyze", *args, "--format", "json", input=input)
+    assert code in (0, 1), f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    return code, json.loads(out), err
+
+
+_SIGNALS = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def child_failed_block(
+    script: str, *, time: str, host: str, rank: int, local_rank: int, exitcode: int, pid: int
+) -> list[str]:
+    """torchrun's ChildFailedError block with one failure, in its 2.x template (FORMATS.md §3.1,
+    as printed in the observed plexus.sky excerpt)."""
+    if exitcode < 0:
+        traceback = f"Signal {-exitcode} ({_SIGNALS[-exitcode]}) received by PID {pid}"
+    else:
+        traceback = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+    return [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        f"{script} FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        f"  time      : {time}",
+        f"  host      : {host}",
+        f"  rank      : {rank} (local_rank: {local_rank})",
+        f"  exitcode  : {exitcode} (pid: {pid})",
+        "  error_file: <N/A>",
+        f"  traceback : {traceback}",
+        "============================================================",
+    ]
+
+
+def write(tmp_path: Path, name: str, lines: list[str]) -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def lineno(lines: list[str], text: str, nth: int = 0) -> int:
+    """1-based physical line number of the nth line equal to text."""
+    hits = [i + 1 for i, line in enumerate(lines) if line == text]
+    assert len(hits) > nth, f"not in log: {text!r}"
+    return hits[nth]
+
+
+def verdict_incident(doc: dict[str, Any]) -> dict[str, Any]:
+    verdict = doc["verdict"]
+    assert verdict is not None, doc["job"]
+    return next(i for i in doc["incidents"] if i["id"] == verdict["incident"])
+
+
+def assert_root(inc: dict[str, Any], path: Path, line: int, text: str) -> None:
+    rc = inc["root_cause"]
+    assert (rc["line"], rc["text"]) == (line, text), rc
+    assert Path(rc["file"]).name == path.name, rc
+
+
+# --------------------------------------------------------------------------------------------
+# 1. BLOOM tr11-176B-ml, 2022-03-21: one GPU dies, 48 nodes of identical `[defaultN]:` headers.
+# Source: bigscience-workshop/bigscience train/tr11-176B-ml/chronicles.md (FORMATS §8.2, §1.1);
+# agent lines FORMATS §3.2 era 1 (pid/local_rank adapted); ChildFailedError template FORMATS §3.1
+# (fields adapted: BLOOM's node 3 = srun task 3, local rank 3 -> global rank 27); watchdog lines
+# FORMATS §2.2/§2.3 (torch ~1.11 forms, [Rank N] adapted); `using world size:` line: Megatron-
+# DeepSpeed log found in a public repo (numbers set to tr11's 384 GPUs = DP 8 x TP 4 x PP 12).
