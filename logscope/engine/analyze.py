@@ -1,6 +1,6 @@
-"""`analyze`: logs that have ended, read the fastest way each allows and fed to one Engine in
-input order: ranges of a large file scanned by worker processes; a compressed file decompressed
-by a child process into chunks the workers scan (spool.py); a stream here."""
+"""`analyze`: logs that have ended, fed to one Engine in input order, each read the fastest way
+it allows: a large file in ranges scanned by worker processes, a compressed one decompressed
+into chunks the workers scan (read.spool), anything else here as a stream."""
 
 from __future__ import annotations
 

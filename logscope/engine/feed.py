@@ -1,4 +1,5 @@
-"""The one pipeline: sources → lines → events → incidents → Analysis, fed incrementally."""
+"""Engine: the incremental state of one analysis, blocks of lines → events → incidents → an
+Analysis. `analyze` feeds it whole files; `tail` feeds it as they grow."""
 
 from __future__ import annotations
 
