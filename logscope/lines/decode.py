@@ -1,9 +1,7 @@
 """Decode physical lines: text, `\\r` states, ANSI escapes, routing prefixes, timestamps.
-
-Prefixes stack (FORMATS.md §9.11): ` 3: [default7]:[rank31]:[E1003 18:37:01.83 F.cpp:607] msg`
-is srun label, torchrun tee header, c10 rank prefix and C++ logger header. They are stripped from
-the left one at a time; every one is optional.
-"""
+Prefixes stack (srun label, torchrun tee header, c10 rank prefix, C++ logger header, as in
+` 3: [default7]:[rank31]:[E1003 18:37:01.83 F.cpp:607] msg`); each is optional, and they are
+stripped from the left one at a time."""
 
 from __future__ import annotations
 
