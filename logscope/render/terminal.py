@@ -1,4 +1,5 @@
-"""The terminal summary: verdict first, then each incident, then unrecognized error lines."""
+"""The terminal summary: verdict first, then each incident, the findings, the ledger and the
+unrecognized error lines."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""Progress lines as columns (issue 13): the iteration lines of a range parsed in bulk.
-
-A log that prints every step is mostly iteration lines, and decoding each into a Line, a dict of
-fields and an Event costs ~50 us of Python a line. Here a range's plain progress lines (every
-trigger they hold belongs to an iteration signature) are parsed together: lines that differ only
-in their digits from one match of the first of them (shapes.py), the others by each signature's
-regex and `columns` run once over all of them inside pyarrow (RE2). Numbers become float arrays,
-and the prefix before each match (`[default7]: `, a timestamp) is decoded once per distinct
-prefix. The engine receives arrays, not one object per line.
-
-Lines this path cannot vouch for take the per-line path instead, whole: a line cut at MAX_LINE
-or rejoined from a hard-wrapped record, one with control characters or non-ASCII text (RE2 and
-the `regex` module agree on `\\d`, `\\s` and `\\b` over ASCII only), one whose `\\r` states before
-the last say anything, one with another rank's output glued into it, one no regex matches.
-"""
+"""Collector: a range's plain progress lines parsed together into float arrays, not a Line and
+an Event each. Lines of one shape are read from one match (scan.line_shapes), the others by each
+signature's regex and `columns` inside pyarrow (RE2); a line this path cannot vouch for (cut,
+rejoined, control characters, non-ASCII) takes the per-line path."""
 
 from __future__ import annotations
 

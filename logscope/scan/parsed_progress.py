@@ -1,5 +1,6 @@
-"""What a range's bulk parse of its progress lines yields (columns.Collector): plain arrays, which
-cross processes as a few buffers, and the text of the lines the engine may build an Event of."""
+"""ProgressColumns: what a range's bulk parse of its progress lines yields (Collector, in
+bulk_progress): plain arrays that cross processes as a few buffers, and the text of only the
+lines the engine may build an Event of (edge_lines)."""
 
 from __future__ import annotations
 

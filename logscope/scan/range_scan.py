@@ -1,6 +1,6 @@
 """One range of a file, start to end: its candidate lines found, its plain progress lines parsed
-in bulk (columns.Collector) and the rest decoded and matched line by line. Runs in a worker
-process for `analyze` on a large file, in this process for a stream or a compressed input."""
+in bulk (bulk_progress.Collector) and the rest decoded and matched line by line. Runs in worker
+processes when `analyze` has them (a large file's ranges, a compressed file's chunks)."""
 
 from __future__ import annotations
 
