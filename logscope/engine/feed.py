@@ -352,7 +352,7 @@ class Engine:
             self.saw_steps = True
             return
         if e.kind == "config":
-            # how the job was set up: a few lines of each kind are enough (issue 17)
+            # how the job was set up: a few lines of each kind are enough
             n = self._per_sig.get(e.signature, 0)
             self._per_sig[e.signature] = n + 1
             if n < MAX_CONFIG_LINES:
@@ -415,7 +415,7 @@ class Engine:
                 started=self._started(),
             )
         if all_empty(inputs):
-            # an empty log says nothing of the job, least of all that it was healthy (issue 16)
+            # an empty log says nothing of the job, least of all that it was healthy
             ending = Ending(
                 Outcome.unknown, "no input held a line: nothing says whether the job ran"
             )

@@ -60,7 +60,7 @@ _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
     r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
 )
-# Decorations a line picks up on its way to the reader (issue 11): a Markdown or e-mail quote
+# Decorations a line picks up on its way to the reader: a Markdown or e-mail quote
 # `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry
 # nothing, and are stripped once, before the first routing prefix.
 _QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")
