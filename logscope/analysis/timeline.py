@@ -61,7 +61,7 @@ class Attempt:
     ended_saving: bool = False
     """A checkpoint save had started and not completed when the attempt ended."""
     job_id: str | None = None
-    """The SLURM job it ran in, when a file name or a banner says (jobs.name_jobs)."""
+    """The SLURM job it ran in, when a file name or a banner says (slurm_jobs.name_jobs)."""
     companions: tuple[int, ...] = ()
     """Inputs without progress that belong to this attempt's job (its `.out`): every line of
     theirs is this attempt's, never another's."""

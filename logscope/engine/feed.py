@@ -95,7 +95,7 @@ class Engine:
     _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
-    """Bytes at each input's start scanned for rank prefixes (lines.window_per_input)."""
+    """Bytes at each input's start scanned for rank prefixes (lines.decode.window_per_input)."""
     wrap: dict[str, int | None] = field(default_factory=dict)
     """Per input, the width its lines were hard-wrapped at, or None (wrap.wrap_width)."""
     line_marks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -108,7 +108,7 @@ class Engine:
 
     def discover(self, block: Block, path: str) -> None:
         """Note every rank prefix on the lines that start in an input's discovery window
-        (see lines.routing_prefixes)."""
+        (see lines.decode.routing_prefixes)."""
         start = self._offsets.get(path, 0)
         self._offsets[path] = start + len(block.data)
         self.note_prefixes(path, routing_prefixes(block.data, start, window=self.discovery))

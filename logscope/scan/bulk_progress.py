@@ -41,7 +41,7 @@ VALUES = (
 _HEAD = "_head"
 _CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
 _SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_CONTROL))
-"""A line's shape: its digits made NUL (patterns.TriggerIndex's key), its control characters
+"""A line's shape: its digits made NUL (signatures.TriggerIndex's key), its control characters
 but `\r` made \x01 to be found (a line with any is decoded line by line)."""
 Array = np.ndarray[Any, Any]
 
@@ -60,7 +60,7 @@ class _Plan:
     bulk: frozenset[int]
     """Indexes of the iteration signatures whose regex and columns RE2 runs as written."""
     index: TriggerIndex
-    """The library's triggers and, last, torchrun's failure-block words (scan.BLOCK_TRIGGERS):
+    """The library's triggers and, last, torchrun's failure-block words (prefilter.BLOCK_TRIGGERS):
     a line of that block is read with the block (events.Extractor)."""
 
 
@@ -136,7 +136,7 @@ class Collector:
         self, data: bytes | bytearray, starts: Array, ends: Array, linenos: Array
     ) -> Array:
         """`take` each line `data[starts[i]:ends[i]]` (numbered `linenos`, ascending), deciding
-        once per shape (grids.py) what `take` decides line by line; returns the indexes of the
+        once per shape (line_grids.py) what `take` decides line by line; returns the indexes of the
         lines not taken, ascending."""
         if not self._bulk or not len(starts):
             return np.arange(len(starts))
@@ -203,7 +203,7 @@ class Collector:
             g.sigs: sorted(g.sigs, key=lambda i: (-self.library.signatures[i].priority, i))
             for g in groups
         }
-        # lines of one shape are read from one match (shapes.py); the others by RE2, in bulk
+        # lines of one shape are read from one match (line_shapes.py); the others by RE2, in bulk
         texts: dict[int, str] = {}
         ranks: dict[int, list[int]] = {}
         pending: list[int] = []
@@ -298,7 +298,7 @@ class Collector:
         return out
 
     def _blind(self, ranked: list[int]) -> bool:
-        """Every signature a line may match reads all lines of a shape alike (shapes.py)."""
+        """Every signature a line may match reads all lines of a shape alike (line_shapes.py)."""
         sigs = [self.library.signatures[i] for i in ranked]
         patterns = [p for s in sigs for p in (s.regex.pattern, *(c.pattern for c in s.columns))]
         return _EMBEDDED_BLIND and all(digit_blind(p) for p in patterns)
