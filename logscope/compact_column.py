@@ -1,7 +1,6 @@
-"""A column of numbers that holds one value, not one per row, for as long as every row is the
-same: most of Progress's columns say nothing in a given log (an HF Trainer dict has no
-iteration number, no loss scale, no skipped steps), and a run of millions of lines kept eight
-bytes a row for each of them (issue 13)."""
+"""Packed: a column of numbers that holds one value, not one per row, for as long as every row is
+the same. Most of Progress's columns say nothing in a given log (an HF Trainer dict has no
+iteration number, no loss scale), so they cost nothing however long the run."""
 
 from __future__ import annotations
 

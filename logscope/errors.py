@@ -1,4 +1,5 @@
-"""Errors a user can cause and fix: bad input files, bad pattern libraries."""
+"""Errors the CLI reports as a message, not a traceback: unreadable inputs, invalid signature
+libraries, a worker process that died."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Freed memory back to the system, between the scan and the analysis of what it found.
-
-glibc's malloc serves a block of 128 KiB and more with a mapping of its own until one is freed;
-it then raises that limit to the block's size (up to 32 MiB), so the next buffers of a scan
-(the scans the workers send, the arrays they become) come from the heap, and a heap with a
-small live block above them cannot shrink: a 1 GB per-step log's analysis held ~30 MB it had
-freed when its findings began (issue 13). `malloc_trim` gives back every free page of the
-heap. (A fixed mapping limit, `mallopt`, does it too, but it would hold in the workers as well,
-where mapping each window anew cost up to 0.5 s per GB.)"""
+"""release_freed_memory: the free pages of glibc's heap given back to the system (malloc_trim),
+between the scan and the analysis of what it found, and in a worker after each range. Once a
+scan's large buffers come from the heap, a small live block above them keeps it from shrinking."""
 
 from __future__ import annotations
 

@@ -264,7 +264,7 @@ class Progress:
     iter_s: Packed = field(default_factory=lambda: Packed("d"))
     """Seconds the line covers (its time per iteration x the iterations since the last line);
     NaN if it reports none."""
-    # training health, NaN where the line does not say (issue 14)
+    # training health, NaN where the line does not say
     loss: Packed = field(default_factory=lambda: Packed("d"))
     """The training loss; NaN if absent or not finite (see `nonfinite`)."""
     nonfinite: Packed = field(default_factory=lambda: Packed("b"))
@@ -415,7 +415,7 @@ FINDING_KINDS = (
     "nan_loss",
     "skipped_steps",
     "loss_scale_collapse",
-    # configuration pitfalls the log shows (issue 17)
+    # configuration pitfalls the log shows
     "hang_exposure",
     "gloo_on_gpu",
     "duplicate_gpu",
@@ -427,7 +427,7 @@ FINDING_KINDS = (
 @dataclass(frozen=True, slots=True)
 class Finding:
     """Something that cost the run without stopping it: a slowdown, a loss spike, NaN losses,
-    a burst of skipped steps (issue 14). Never an incident: nothing here ends a job."""
+    a burst of skipped steps. Never an incident: nothing here ends a job."""
 
     kind: str
     """One of FINDING_KINDS."""
@@ -498,7 +498,7 @@ class Analysis:
 
     @property
     def empty(self) -> bool:
-        """No input held a byte: nothing says whether the job ran (issue 16)."""
+        """No input held a byte: nothing says whether the job ran."""
         return all_empty(self.inputs)
 
 

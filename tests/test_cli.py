@@ -137,7 +137,7 @@ def test_piped_text_has_no_trailing_whitespace(run_cli) -> None:
 def test_analyze_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
     """`analyze --format json` imports neither the HTML report's template engine, nor tail's
     modules, nor pandas, nor pydantic (typer 0.29 imports it to parse options), nor rich (the
-    terminal's renderer): each is start-up time during which the workers wait (issue 13)."""
+    terminal's renderer): each is start-up time during which the workers wait."""
     log = tmp_path / "job.log"
     log.write_text("[default0]:iteration 10/ 100 | elapsed time per iteration (ms): 50.0 |\n")
     program = (

@@ -1,4 +1,4 @@
-"""Configuration findings (issue 17): each pitfall from constructed variants of the lines real
+"""Configuration findings: each pitfall from constructed variants of the lines real
 tools print, nothing without evidence, and the hang exposure of a BLOOM-like run in its own
 numbers."""
 

@@ -1,4 +1,4 @@
-"""Slowdowns and training health (issue 14): generated runs against their truth, real logs that
+"""Slowdowns and training health: generated runs against their truth, real logs that
 must yield nothing, constructed lines of each format, and the findings through every output."""
 
 from __future__ import annotations

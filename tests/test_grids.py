@@ -1,4 +1,4 @@
-"""A window's candidate lines taken a shape at a time (Collector.take_lines, grids.py) come out
+"""A window's candidate lines taken a shape at a time (Collector.take_lines, line_grids.py) come out
 as when each is offered alone (Collector.take): the same lines taken, the same columns, the
 same lines handed back."""
 
@@ -92,7 +92,7 @@ def _offered_together(
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_line(), min_size=1, max_size=60), st.integers(1, 3))
 def test_a_shape_at_a_time_is_each_line_alone(lines: list[bytes], parts: int) -> None:
-    # many lines of one shape, so that shapes reach columns.MIN_SHAPE_LINES
+    # many lines of one shape, so that shapes reach bulk_progress.MIN_SHAPE_LINES
     data = b"\n".join(lines * 5) + b"\n"
     index, starts, ends = PREFILTER.spans(data, len(data), Newlines.of(data))
     linenos = (index + 1).tolist()

@@ -1,4 +1,4 @@
-"""Incident rules for logs written by others (issue 11): the incident of last resort, culprits from
+"""Incident rules for logs written by others: the incident of last resort, culprits from
 partial evidence, warnings that name a failure, and how a log that stops mid-story ended.
 
 Every log here is constructed (none is a corpus line): each test states a general fact about a

@@ -219,7 +219,7 @@ ROWS = [
     # a digit in a module name makes a dotted exception name look like a pdsh host
     row("urllib3.exceptions.ProtocolError: ('Connection aborted.', RemoteDisconnected('x'))", SAME),
     row("boto3.exceptions.S3UploadFailedError: Failed to upload /ckpt/iter_100.pt", SAME),
-    # issue 11: decorations a line picks up before it reaches logscope. A quote in a post or
+    # decorations a line picks up before it reaches logscope. A quote in a post or
     # e-mail, a box or table gutter, an indent before a routing prefix
     row("> [rank3]: ValueError: x", "ValueError: x", rank=3),
     row("> > [default1]:boom", "boom", local_rank=1, role="default"),

@@ -217,7 +217,7 @@ def _megatron(its: range) -> list[str]:
 
 
 def test_workers_keep_the_text_of_each_line_an_attempt_ends_with(tmp_path: Path) -> None:
-    # the workers ship the text of few progress lines (progress_columns.edge_lines): an
+    # the workers ship the text of few progress lines (parsed_progress.edge_lines): an
     # attempt that ends inside a range is still described by its last line, whether the next
     # attempt starts at a line that is no progress line (a checkpoint load: the last line ends
     # a run) or in the middle of a run (a line goes back to an earlier iteration)

@@ -14,7 +14,7 @@ from ..read.spool import Kept, read_kept
 
 TAIL_BYTES = 8 << 20
 """The end of an input scanned for the last line of every rank (the hang heat strip); less
-of each when there are many inputs (lines.window_per_input)."""
+of each when there are many inputs (lines.decode.window_per_input)."""
 TAIL_BUDGET = 32 << 20
 
 

@@ -1,15 +1,7 @@
 """The lost-compute ledger and checkpoint advice: pure functions of attempts and incidents.
-
-Per failed attempt (the time line of one attempt, all seconds):
-
-    L ── productive + checkpointing ── U ── wasted progress ── F ── hang ── E ── restart ── L'
-
-U is the completion of the last checkpoint saved before the failure F, E the end of the attempt,
-L' the next attempt's training loop start. The buckets of all attempts, plus start-up (the first
-attempt's S to L) and `other` (the last attempt's tail after its last progress), sum to wall time.
-Within L to U, the time slowdowns cost (steps beyond the run's baseline, issue 14) is `slowdown`,
-not productive time.
-"""
+A failed attempt's work counts up to its last checkpoint saved before the failure; then come
+wasted progress, the hang and the restart. Productive time and the lost-time buckets (with
+start-up, checkpointing, slowdowns and the last attempt's tail) sum to wall time."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Which SLURM job each attempt was: from a job's own output file (`%x-%j.out`, `slurm-%j.out`,
-`slurm-%A_%a.out`) and the job ids the log's banners name (`*** JOB N ON host CANCELLED AT`,
-`STEP N.0`, `srun: Terminating StepId=N.0`).
-
-A job's `.out` with no stamped line cannot be placed by time (timeline); when its job id is one
-an attempt's banners name, it is that attempt's.
-"""
+"""Which SLURM job each attempt was: the job id its own output file is named after (`%x-%j.out`,
+`slurm-%A_%a.out`) or the one its banners name (`*** JOB N ON host CANCELLED AT`). A `.out` with
+no stamped line, which no time can place, goes to the attempt whose job id it bears."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
 """Attempts and their clocks: where one attempt of a run ends and the next begins, and when each
-stamp-less progress line happened.
-
-One run spans many SLURM jobs and files: a `main_log.txt` appended across restarts, one `.out` per
-job. An attempt starts at a launch banner, a checkpoint load, a `START TIME:` line, a new input
-with progress, or an iteration number going back; it becomes an attempt only once it logs
-progress. Files with no progress at all (a BLOOM `.out` holding only `START TIME`, `END TIME` and
-slurmstepd banners) are companions: their times are given to the attempt they overlap.
-
-The clock of an attempt runs on anchors (lines with a wall-clock time) and on the durations the
-progress lines report: a line's time is the previous line's time plus its own elapsed time (plus
-checkpoint saves in between), never earlier than an anchor logged before it. Lines before the
-attempt's first anchor are placed backwards from the first line whose time is known.
-"""
+progress line happened. A line without a stamp of its own is placed at the previous line's time
+plus the elapsed time it reports, never before a wall-clock anchor logged earlier."""
 
 from __future__ import annotations
 
@@ -72,7 +61,7 @@ class Attempt:
     ended_saving: bool = False
     """A checkpoint save had started and not completed when the attempt ended."""
     job_id: str | None = None
-    """The SLURM job it ran in, when a file name or a banner says (jobs.name_jobs)."""
+    """The SLURM job it ran in, when a file name or a banner says (slurm_jobs.name_jobs)."""
     companions: tuple[int, ...] = ()
     """Inputs without progress that belong to this attempt's job (its `.out`): every line of
     theirs is this attempt's, never another's."""

@@ -1,6 +1,6 @@
-"""`analyze`: logs that have ended, read the fastest way each allows and fed to one Engine in
-input order: ranges of a large file scanned by worker processes; a compressed file decompressed
-by a child process into chunks the workers scan (spool.py); a stream here."""
+"""`analyze`: logs that have ended, fed to one Engine in input order, each read the fastest way
+it allows: a large file in ranges scanned by worker processes, a compressed one decompressed
+into chunks the workers scan (read.spool), anything else here as a stream."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _feed_ranges(
         note_cut(stats, src.path, [base + c for c in scan.cut], MAX_LINE)
         base += scan.lines
         if (stats.bytes + scan.size) // RELEASE_BYTES > stats.bytes // RELEASE_BYTES:
-            release_freed_memory()  # the scans fed so far (allocator.py)
+            release_freed_memory()  # the scans fed so far (memory.py)
         stats.bytes += scan.size
         stats.lines = base
         tick(stats.bytes)
@@ -364,7 +364,7 @@ def analyze(
             )
         if pool is not None:
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
-        release_freed_memory()  # the scans' buffers, before the findings' arrays (allocator.py)
+        release_freed_memory()  # the scans' buffers, before the findings' arrays (memory.py)
         analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
         analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
     analysis.extra["last_seen"] = last_seen(analysis, tail_bytes, seen)

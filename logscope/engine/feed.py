@@ -1,4 +1,5 @@
-"""The one pipeline: sources → lines → events → incidents → Analysis, fed incrementally."""
+"""Engine: the incremental state of one analysis, blocks of lines → events → incidents → an
+Analysis. `analyze` feeds it whole files; `tail` feeds it as they grow."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ class Engine:
     _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
-    """Bytes at each input's start scanned for rank prefixes (lines.window_per_input)."""
+    """Bytes at each input's start scanned for rank prefixes (lines.decode.window_per_input)."""
     wrap: dict[str, int | None] = field(default_factory=dict)
     """Per input, the width its lines were hard-wrapped at, or None (wrap.wrap_width)."""
     line_marks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -107,7 +108,7 @@ class Engine:
 
     def discover(self, block: Block, path: str) -> None:
         """Note every rank prefix on the lines that start in an input's discovery window
-        (see lines.routing_prefixes)."""
+        (see lines.decode.routing_prefixes)."""
         start = self._offsets.get(path, 0)
         self._offsets[path] = start + len(block.data)
         self.note_prefixes(path, routing_prefixes(block.data, start, window=self.discovery))
@@ -351,7 +352,7 @@ class Engine:
             self.saw_steps = True
             return
         if e.kind == "config":
-            # how the job was set up: a few lines of each kind are enough (issue 17)
+            # how the job was set up: a few lines of each kind are enough
             n = self._per_sig.get(e.signature, 0)
             self._per_sig[e.signature] = n + 1
             if n < MAX_CONFIG_LINES:
@@ -414,7 +415,7 @@ class Engine:
                 started=self._started(),
             )
         if all_empty(inputs):
-            # an empty log says nothing of the job, least of all that it was healthy (issue 16)
+            # an empty log says nothing of the job, least of all that it was healthy
             ending = Ending(
                 Outcome.unknown, "no input held a line: nothing says whether the job ran"
             )

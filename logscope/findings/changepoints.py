@@ -1,14 +1,6 @@
 """Change points in a noisy series and robust scores against a trailing window: the statistics
-behind slowdowns and training-health findings, on numpy arrays, knowing nothing of logs.
-
-Change points are found by binary segmentation of the mean (Vostrikova 1981; Truong, Oudre and
-Vayatis, "Selective review of offline change point detection methods", 2020, the method behind
-`ruptures.Binseg` with an L2 cost). A split is kept when it lowers the squared error by more than
-a BIC-like penalty, `penalty_factor * sigma^2 * log(n)` with sigma the noise estimated robustly
-from first differences (so a step change does not inflate it), and when the two means differ by
-at least `min_shift`. The series is winsorized first against its running median so that one
-outlier (a step that included a checkpoint save or an evaluation) cannot make a segment.
-"""
+behind slowdowns and training health, on numpy arrays, knowing nothing of logs. Change points
+come from binary segmentation of the mean with a BIC-like penalty (as `ruptures.Binseg`, L2)."""
 
 from __future__ import annotations
 

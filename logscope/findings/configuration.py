@@ -1,11 +1,7 @@
-"""Configuration findings (issue 17): the pitfalls a log already shows in how the job was set up,
-each only where its evidence lines are in the log, never guessed from what a log does not say.
-
-Evidence comes from `config` signatures (patterns/config.toml: the NCCL options torch logs, a
-`set -x` srun line, the backend a framework reports, nvidia-smi's memory column) and from failure
-lines (an OOM with its card's capacity, NCCL's duplicate-GPU report, a watchdog's timeout). What
-each finding says (explanation, remedies) is data too: the library's `[[finding]]` entries.
-"""
+"""Configuration findings: the pitfalls a log already shows in how the job was set up, each only
+where its evidence lines are in the log, never guessed from what it does not say. Evidence is
+`config` signatures (patterns/config.toml) and failure lines; what each finding says is the
+library's `[[finding]]` entries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What cost a run without stopping it, gathered: slowdowns and training health (issue 14)."""
+"""What cost a run without stopping it, gathered: slowdowns and training health."""
 
 from __future__ import annotations
 

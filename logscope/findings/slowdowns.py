@@ -1,14 +1,6 @@
 """Slowdowns ("fail-slow"): stretches of a run where each step took longer than the run's own
-baseline, found as change points in step time, with the time and GPU-hours they cost.
-
-The step time of a progress line is the time per iteration it reports (Megatron's `elapsed time
-per iteration`, DeepSpeed's `iter time`), else the time between stamped lines over the
-iterations between them. Where the line gives the global batch size, time is compared per sample,
-so a batch-size ramp-up is no slowdown. Each attempt is segmented on its own (a restart is a new
-regime), in log space so that shifts are relative. The baseline is the fastest regime that lasted
-(at least `MIN_LINES` lines and 5% of the run's lines); every regime at least `MIN_SLOWDOWN`
-slower is a finding, and its cost is the time its steps took beyond the baseline.
-"""
+baseline, found as change points in step time (per sample where the batch size is logged, each
+attempt on its own), with the time and GPU-hours they cost beyond the baseline."""
 
 from __future__ import annotations
 

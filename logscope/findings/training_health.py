@@ -1,12 +1,7 @@
 """Training health from the progress lines: loss spikes, NaN losses, bursts of skipped steps,
-gradient-norm spikes and a collapsing fp16 loss scale. Findings, never incidents: a NaN that
-stops training is an exception line, and `python.nan_loss` makes that an incident
-(`python_exception`).
-
-Every rule compares a value with the same attempt's own recent past (a trailing window of
-`WINDOW` lines, robust median and spread), so the scale of a loss or norm does not matter and a
-restart starts afresh.
-"""
+gradient-norm spikes and a collapsing fp16 loss scale, as findings, never incidents. Each rule
+compares a value with the same attempt's recent past (a trailing window of `WINDOW` lines,
+robust median and spread), so the scale of a loss or norm does not matter."""
 
 from __future__ import annotations
 

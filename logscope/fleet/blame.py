@@ -1,10 +1,6 @@
-"""Which node a failure implicates, and how strongly; which nodes a job ran on.
-
-A node is blamed only on evidence that implicates it (model.NODE_EVIDENCE): a GPU that fell off
-the bus, yes; the training script's ValueError, the time limit or a scheduler banner, no. Where it
-happened is the culprit's host, else the host of the rank that printed the root cause, never the
-batch host a `*** JOB N ON host CANCELLED ***` banner names.
-"""
+"""Which node a failure implicates, and how strongly; which nodes a job ran on. A node is blamed
+only on evidence that implicates it (model.NODE_EVIDENCE), at the culprit's host or the root
+cause's, never at the batch host a scheduler banner names."""
 
 from __future__ import annotations
 

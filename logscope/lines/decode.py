@@ -1,9 +1,7 @@
 """Decode physical lines: text, `\\r` states, ANSI escapes, routing prefixes, timestamps.
-
-Prefixes stack (FORMATS.md §9.11): ` 3: [default7]:[rank31]:[E1003 18:37:01.83 F.cpp:607] msg`
-is srun label, torchrun tee header, c10 rank prefix and C++ logger header. They are stripped from
-the left one at a time; every one is optional.
-"""
+Prefixes stack (srun label, torchrun tee header, c10 rank prefix, C++ logger header, as in
+` 3: [default7]:[rank31]:[E1003 18:37:01.83 F.cpp:607] msg`); each is optional, and they are
+stripped from the left one at a time."""
 
 from __future__ import annotations
 
@@ -62,7 +60,7 @@ _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
     r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
 )
-# Decorations a line picks up on its way to the reader (issue 11): a Markdown or e-mail quote
+# Decorations a line picks up on its way to the reader: a Markdown or e-mail quote
 # `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry
 # nothing, and are stripped once, before the first routing prefix.
 _QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")

@@ -1,11 +1,6 @@
 """Hard-wrapped logs: learn an input's wrap width, and rejoin a candidate line with its pieces.
-
-A terminal, a runner or a copy from a web page cuts every long line at a fixed width: a message,
-even a word, goes on in the next physical line, which carries no prefix of its own (issue 11).
-Such a file is recognizable from its line lengths: no line is longer than the width, many lines
-are exactly that long, and the line after one of those does not start a record. Only candidate
-lines and their neighbours pay for the rejoin; other inputs have no width and pay nothing.
-"""
+A terminal, a runner or a copy from a web page cuts every long line at a fixed width, and the
+pieces carry no prefix of their own. Only candidate lines and their neighbours pay the rejoin."""
 
 from __future__ import annotations
 

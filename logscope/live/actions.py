@@ -1,9 +1,6 @@
 """What `tail` does about an incident: run a command, create a kill-switch file, keep metrics.
-
-Log text never reaches a shell: the command is split with shlex and run without one; `$VAR` in it
-is expanded from the environment (so `scancel $SLURM_JOB_ID` works) into plain arguments, and the
-incident's facts travel in `LOGSCOPE_*` variables and as JSON on its standard input.
-"""
+Log text never reaches a shell: the command is split with shlex and run without one, and the
+incident's facts travel in `LOGSCOPE_*` variables and as JSON on its standard input."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Live watching: crashes and silent hangs raised as alerts while the log grows.
-
-The same engine as `analyze` reads the lines; the watcher adds wall-clock knowledge the log does
-not have: when each progress line was *seen*. A hang is progress that stopped for longer than the
-current phase allows (training, checkpoint save, evaluation, start-up), learned from the cadence
-seen so far or given with `--stall-after`.
-"""
+"""Live watching: crashes and silent hangs raised as alerts while the log grows. A hang is
+progress that stopped, by the wall clock, for longer than the current phase allows (learned
+from the cadence seen so far, or `--stall-after`)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ _BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
 FAILURE_ENTRY = "torchrun.failure_entry"
 """Synthetic signature id of one entry of a ChildFailedError block."""
 UNRECOGNIZED = "unrecognized.error_line"
-"""Synthetic signature id of an error-looking line that no signature knows (issue 11): the
+"""Synthetic signature id of an error-looking line that no signature knows: the
 incident of last resort, so that a log with a plain failure is never called healthy."""
 TRACEBACK_START = "python.traceback_start"
 # Exceptions of a process told to stop (KeyboardInterrupt, torchrun's SignalException): no failure
@@ -152,7 +152,7 @@ class Extractor:
         if block_events is not None:
             return block_events
         if hit is None and _BLOCK_START.match(line.text):
-            # an excerpt of the block without its ChildFailedError header (issue 11)
+            # an excerpt of the block without its ChildFailedError header
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno - 1)
             return self._block_line(line) or []
         if hit is None:

@@ -1,10 +1,6 @@
-"""Candidate lines: the literal prefilter, and decoding and matching the lines it finds, in this
-process or in a worker process that scans one range of a file.
-
-Python does work only on candidate lines: a block of raw bytes is scanned by one RE2 alternation
-of every signature's trigger (inside pyarrow, no per-line Python), and only the lines it finds
-are decoded and matched.
-"""
+"""Candidate lines: the literal prefilter that finds them in a block of raw bytes (Hyperscan when
+installed, else one RE2 alternation of every trigger, no per-line Python), and the decoding and
+matching of the lines it finds."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Regexes compiled when first used.
-
-The `regex` module parses a pattern in Python: the ~200 built-in signatures took ~0.25 s to
-compile, before any worker could start, and a log's lines use a handful of them (issue 13). A
-built-in signature is compiled when a line first reaches it: the test suite compiles and checks
-every one of them. A user's signature is still compiled when it is loaded, so that a broken one
-is reported at once, with its file."""
+"""Regex: a `regex` pattern compiled when first used, and pickled as its text. A log uses a
+handful of the built-in signatures, and compiling them all would delay every worker's start; a
+user's signature is compiled when it is loaded, so that a broken one is reported at once."""
 
 from __future__ import annotations
 

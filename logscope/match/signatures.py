@@ -217,7 +217,7 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class FindingText:
-    """What a configuration finding says (issue 17): its explanation and remedies, and the
+    """What a configuration finding says: its explanation and remedies, and the
     signatures whose lines are its evidence (their samples are its tested lines)."""
 
     id: str

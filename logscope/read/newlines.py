@@ -1,10 +1,5 @@
-"""Where the newlines of a buffer are, as one bit a byte: the lines around any bytes, without the
-position of every newline.
-
-A window of a log that prints every step holds ~100,000 lines and ~3,500 candidate lines. Their
-line numbers and bounds are all the scan needs; listing every newline's position (numpy's
-`flatnonzero`) took ~0.65 s a GB of a worker's time, the bits and their running count ~0.35 s.
-"""
+"""Newlines: where the newlines of a buffer are, as one bit a byte and a running count, so that
+the lines around any bytes are found without listing every newline's position (newlines_of)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Inputs: paths, globs, directories and stdin, decompressed, read as blocks of whole lines."""
+"""Inputs: paths, globs, directories and stdin, decompressed, read as blocks of whole lines; an
+uncompressed file also split into ranges of whole lines, read as windows."""
 
 from __future__ import annotations
 

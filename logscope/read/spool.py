@@ -1,11 +1,6 @@
-"""A compressed input read by the worker processes: a child process decompresses it into chunk
-files of whole lines in a temporary folder (in memory where /dev/shm is), and the workers scan
-each chunk like a range of a plain file while the child inflates the next. At most `room`
-chunks wait to be scanned, and a few are kept for the root causes' context (Keeper), so the
-folder holds a bounded number of bytes whatever the input's size.
-
-A compressed stream cannot be split where it is stored, so without this one core would scan
-the whole decompressed text: decompressing is the only part that must stay in one process."""
+"""Spool: a compressed input read by the worker processes. A child process decompresses it into
+chunk files of whole lines (in /dev/shm where it exists) that the workers scan like ranges of a
+plain file; at most `room` chunks wait, so the folder stays bounded whatever the input's size."""
 
 from __future__ import annotations
 

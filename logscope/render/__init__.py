@@ -1,4 +1,5 @@
-"""Renderers: turn a finished Analysis into text, JSON, Markdown or HTML."""
+"""Renderers: a finished Analysis as text, JSON, Markdown or HTML; the fleet summary; `tail`'s
+output."""
 
 from __future__ import annotations
 

@@ -187,7 +187,7 @@ def advice_doc(advice: Advice | None) -> dict[str, Any] | None:
 
 
 def findings_doc(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
-    """What cost the run without stopping it (issue 14), in the order they began."""
+    """What cost the run without stopping it, in the order they began."""
     return [finding_doc(f) for f in findings]
 
 

@@ -1,10 +1,6 @@
-"""The HTML postmortem: one self-contained, offline file from the analysis document.
-
-It renders the JSON document (`logscope.document`), never the Analysis object or the logs, so
-`logscope report analysis.json` makes the same page and every figure on it is also in the JSON.
-The templates only loop and branch over what is prepared here: joins, pivots, coordinates and
-wording choices live in this module, where they are tested.
-"""
+"""The HTML postmortem: one self-contained, offline file rendered from the JSON document
+(render.document), never from the Analysis, so `logscope report analysis.json` makes the same
+page. Joins, pivots, coordinates and wording are done here: the templates loop and branch only."""
 
 from __future__ import annotations
 

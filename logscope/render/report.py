@@ -1,4 +1,5 @@
-"""Writing the postmortem file: a name from the job, never overwriting, atomically."""
+"""Writing the postmortem file: a name from the job, written atomically, never over a file
+unless forced."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The terminal summary: verdict first, then each incident, then unrecognized error lines."""
+"""The terminal summary: verdict first, then each incident, the findings, the ledger and the
+unrecognized error lines."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ _OUTCOME_STYLE = MappingProxyType(
 
 def render(analysis: Analysis, out: TextIO, color: bool = False, width: int = 100) -> None:
     # rich pads table cells to the width: laid out here, then written without the padding that
-    # `diff`, `grep $` and review tools would show as trailing whitespace (issue 16)
+    # `diff`, `grep $` and review tools would show as trailing whitespace
     buf = io.StringIO()
     _render(analysis, buf, color, width)
     out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))

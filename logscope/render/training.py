@@ -1,9 +1,6 @@
-"""Step time, loss and gradient norm along a run, thinned for the document and its charts.
-
-Each attempt's progress lines are cut into buckets of consecutive lines (so the whole run holds
-at most `POINTS` of them). A bucket reports its last iteration, the median step time (a
-slowdown is a level, a hiccup is not) and the highest loss and gradient norm (a spike must show).
-"""
+"""Step time, loss and gradient norm along a run, thinned for the document and its charts: at
+most `POINTS` buckets of consecutive progress lines, each with its median step time and its
+highest loss and gradient norm (a slowdown is a level; a spike must show)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""Progress lines as columns (issue 13): the iteration lines of a range parsed in bulk.
-
-A log that prints every step is mostly iteration lines, and decoding each into a Line, a dict of
-fields and an Event costs ~50 us of Python a line. Here a range's plain progress lines (every
-trigger they hold belongs to an iteration signature) are parsed together: lines that differ only
-in their digits from one match of the first of them (shapes.py), the others by each signature's
-regex and `columns` run once over all of them inside pyarrow (RE2). Numbers become float arrays,
-and the prefix before each match (`[default7]: `, a timestamp) is decoded once per distinct
-prefix. The engine receives arrays, not one object per line.
-
-Lines this path cannot vouch for take the per-line path instead, whole: a line cut at MAX_LINE
-or rejoined from a hard-wrapped record, one with control characters or non-ASCII text (RE2 and
-the `regex` module agree on `\\d`, `\\s` and `\\b` over ASCII only), one whose `\\r` states before
-the last say anything, one with another rank's output glued into it, one no regex matches.
-"""
+"""Collector: a range's plain progress lines parsed together into float arrays, not a Line and
+an Event each. Lines of one shape are read from one match (scan.line_shapes), the others by each
+signature's regex and `columns` inside pyarrow (RE2); a line this path cannot vouch for (cut,
+rejoined, control characters, non-ASCII) takes the per-line path."""
 
 from __future__ import annotations
 
@@ -52,7 +41,7 @@ VALUES = (
 _HEAD = "_head"
 _CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
 _SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_CONTROL))
-"""A line's shape: its digits made NUL (patterns.TriggerIndex's key), its control characters
+"""A line's shape: its digits made NUL (signatures.TriggerIndex's key), its control characters
 but `\r` made \x01 to be found (a line with any is decoded line by line)."""
 Array = np.ndarray[Any, Any]
 
@@ -71,7 +60,7 @@ class _Plan:
     bulk: frozenset[int]
     """Indexes of the iteration signatures whose regex and columns RE2 runs as written."""
     index: TriggerIndex
-    """The library's triggers and, last, torchrun's failure-block words (scan.BLOCK_TRIGGERS):
+    """The library's triggers and, last, torchrun's failure-block words (prefilter.BLOCK_TRIGGERS):
     a line of that block is read with the block (events.Extractor)."""
 
 
@@ -147,7 +136,7 @@ class Collector:
         self, data: bytes | bytearray, starts: Array, ends: Array, linenos: Array
     ) -> Array:
         """`take` each line `data[starts[i]:ends[i]]` (numbered `linenos`, ascending), deciding
-        once per shape (grids.py) what `take` decides line by line; returns the indexes of the
+        once per shape (line_grids.py) what `take` decides line by line; returns the indexes of the
         lines not taken, ascending."""
         if not self._bulk or not len(starts):
             return np.arange(len(starts))
@@ -214,7 +203,7 @@ class Collector:
             g.sigs: sorted(g.sigs, key=lambda i: (-self.library.signatures[i].priority, i))
             for g in groups
         }
-        # lines of one shape are read from one match (shapes.py); the others by RE2, in bulk
+        # lines of one shape are read from one match (line_shapes.py); the others by RE2, in bulk
         texts: dict[int, str] = {}
         ranks: dict[int, list[int]] = {}
         pending: list[int] = []
@@ -309,7 +298,7 @@ class Collector:
         return out
 
     def _blind(self, ranked: list[int]) -> bool:
-        """Every signature a line may match reads all lines of a shape alike (shapes.py)."""
+        """Every signature a line may match reads all lines of a shape alike (line_shapes.py)."""
         sigs = [self.library.signatures[i] for i in ranked]
         patterns = [p for s in sigs for p in (s.regex.pattern, *(c.pattern for c in s.columns))]
         return _EMBEDDED_BLIND and all(digit_blind(p) for p in patterns)

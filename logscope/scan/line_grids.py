@@ -1,11 +1,6 @@
-"""A window's candidate lines as byte matrices, one for each length and shape (issue 13).
-
-In a log that prints every step most candidate lines are progress lines of a few shapes (the
-line with its digits blanked, shapes.py). Deciding line by line which of them the bulk parse
-may take costs a few microseconds of Python each; here numpy gathers the lines of one length
-into a matrix, blanks their digits (bytes.translate) and finds the distinct shapes, and each
-shape is decided once for all its lines.
-"""
+"""A window's candidate lines as byte matrices, one for each length and shape: numpy blanks the
+digits of all lines of one length at once and finds their distinct shapes (scan.line_shapes),
+so the bulk parse decides once per shape which lines it may take."""
 
 from __future__ import annotations
 

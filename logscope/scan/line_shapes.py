@@ -1,12 +1,6 @@
-"""Lines that differ only in their digits, and the regexes that read them all alike.
-
-A progress line's shape is its bytes with every digit blanked: a run that logs every step
-prints thousands of lines of a few shapes. When every character class and literal of a regex
-holds either all ten digits or none of them (`\\d`, `\\w`, `\\S`, `.`, `[^|]`, but not `[01]` or
-a literal `7`, nor a back-reference), the regex cannot tell two lines of one shape apart: it
-matches both or neither, with the same spans. One match of a shape's first line then places
-every field of every line of that shape, and a field is a slice.
-"""
+"""Lines that differ only in their digits, and the regexes that read them all alike. A regex
+whose every character class and literal holds all ten digits or none of them cannot tell two
+lines of one shape (digits blanked) apart: one match places every field of all of them."""
 
 from __future__ import annotations
 

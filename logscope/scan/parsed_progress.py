@@ -1,5 +1,6 @@
-"""What a range's bulk parse of its progress lines yields (columns.Collector): plain arrays, which
-cross processes as a few buffers, and the text of the lines the engine may build an Event of."""
+"""ProgressColumns: what a range's bulk parse of its progress lines yields (Collector, in
+bulk_progress): plain arrays that cross processes as a few buffers, and the text of only the
+lines the engine may build an Event of (edge_lines)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class ProgressColumns:
 def edge_lines(linenos: Array, iterations: Array, others: Array) -> Array:
     """Indexes of the progress lines (numbered `linenos`, `iterations` NaN where a line has
     none) whose Event the engine may build, given the line numbers of a range's other candidate
-    lines: the first and the last of each run between two of those (engine._feed_progress
+    lines: the first and the last of each run between two of those (Engine._feed_progress
     keeps them), and the line before one whose iteration is not above the last one stated
     before it, or before the first that states one (an attempt that ends there is closed with
     its last line: timeline._close). A worker ships the text of these lines only: the rest
@@ -79,7 +80,7 @@ def edge_lines(linenos: Array, iterations: Array, others: Array) -> Array:
     change = np.flatnonzero(run[1:] != run[:-1])
     edge[[0, n - 1]] = True
     edge[change] = edge[change + 1] = True
-    its = np.where(np.isnan(iterations), -1, iterations).astype(np.int64)  # as runs.ScanArrays
+    its = np.where(np.isnan(iterations), -1, iterations).astype(np.int64)  # as ScanArrays
     stated = np.flatnonzero(its >= 0)
     if len(stated):
         values = its[stated]

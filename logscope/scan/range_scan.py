@@ -1,6 +1,6 @@
 """One range of a file, start to end: its candidate lines found, its plain progress lines parsed
-in bulk (columns.Collector) and the rest decoded and matched line by line. Runs in a worker
-process for `analyze` on a large file, in this process for a stream or a compressed input."""
+in bulk (bulk_progress.Collector) and the rest decoded and matched line by line. Runs in worker
+processes when `analyze` has them (a large file's ranges, a compressed file's chunks)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def match_lines(
     """Candidate lines (line number, raw bytes, cut at MAX_LINE) that `collector` did not take
     (window_lines) as decoded, matched lines, and the progress lines it took parsed in bulk;
     both in line order. `edges_only`: the columns hold the text of their edge_lines only
-    (progress_columns.py)."""
+    (parsed_progress.py)."""
     library, path, year = collector.library, collector.path, collector.year
     out: list[Matched] = []
     for lineno, raw, truncated in lines:
@@ -165,7 +165,7 @@ class RangeScan:
 
 def scan_range(task: RangeTask) -> RangeScan:
     """Find, decode and match the candidate lines of a range. Runs in a worker process, which
-    gives back what the scan freed before the next (allocator.py): a worker held ~70 MB of
+    gives back what the scan freed before the next (memory.py): a worker held ~70 MB of
     freed buffers, while the parent's progress columns grew (5 GB per-step logs)."""
     try:
         try:

@@ -61,7 +61,7 @@ SCENARIOS = {
         "LAB_FAULT_ITER": "17",
         "LAB_PG_TIMEOUT": "3600",
     },
-    # fail-slow and training health (issue 14): nothing stops, the log says what it cost
+    # fail-slow and training health: nothing stops, the log says what it cost
     "slow_rank1": {
         "LAB_FAULT": "slow",
         "LAB_FAULT_RANK": "1",
