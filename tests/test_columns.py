@@ -58,6 +58,7 @@ def test_fixture_documents_are_the_same(path: Path, monkeypatch: pytest.MonkeyPa
     assert bulk == one
 
 
+@pytest.mark.slow
 def test_real_logs_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     logs = [
         f for log in corpus_logs() for f in sorted(log.parent.iterdir()) if f.name != "truth.toml"

@@ -401,6 +401,7 @@ def load_in_chromium(page: Path) -> tuple[str, list[str], list[str]]:
     return proc.stdout, console, requested
 
 
+@pytest.mark.browser
 def test_chromium_detector_sees_errors_and_requests(tmp_path: Path) -> None:
     """The control: a page that breaks both rules is caught (so a pass below means something)."""
     bad = tmp_path / "bad.html"
@@ -415,6 +416,7 @@ def test_chromium_detector_sees_errors_and_requests(tmp_path: Path) -> None:
     assert requested == ["http://logscope-test.invalid/x.png"]
 
 
+@pytest.mark.browser
 def test_report_loads_in_chromium_offline_without_errors(bloom_report: Path) -> None:
     dom, console, requested = load_in_chromium(bloom_report)
     assert "Training hung after iteration 1037" in dom
