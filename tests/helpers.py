@@ -4,6 +4,7 @@ rule for what lies beside a clone only in CI."""
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import json
 import lzma
@@ -16,7 +17,13 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
+from logscope.analysis.culprits import World
+from logscope.analysis.incidents import build_incidents
 from logscope.cli import app
+from logscope.engine.feed import Engine, default_library
+from logscope.match.signatures import Library
+from logscope.model import Incident, InputInfo
+from logscope.read.sources import Block
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 """The project's shared folder: beside CI's clone, never beside a user's."""
@@ -100,6 +107,36 @@ def child_failed_block(
         f"  traceback : {traceback}",
         "============================================================",
     ]
+
+
+@functools.cache
+def library() -> Library:
+    """The built-in signature library, loaded once for the whole session (tests only read it)."""
+    return default_library()
+
+
+def fed(lines: list[str], path: str = "job.log", year: int | None = 2024) -> Engine:
+    """An Engine fed `lines` as one input in one block, the way `analyze` feeds a small file
+    (its rank prefixes discovered first); nothing is concluded yet. A torchrun failure block
+    closes at the next line a signature knows (or when the Engine concludes): end a log with one."""
+    engine = Engine(library())
+    block = Block(("\n".join(lines) + "\n").encode(), 1)
+    engine.discover(block, path)
+    engine.feed_block(block, path, year, events=False)
+    return engine
+
+
+def input_of(lines: list[str], path: str = "job.log") -> InputInfo:
+    """What `analyze` reports of an input holding `lines`."""
+    return InputInfo(path, len(("\n".join(lines) + "\n").encode()), len(lines))
+
+
+def incidents_of(engine: Engine, world: World | None = None) -> list[Incident]:
+    """The incident engine's own output for what `engine` was fed: build_incidents of its
+    failure events, progress and world (as Engine.result calls it for a log of one attempt)."""
+    return build_incidents(
+        engine.failures, engine.progress, world or engine.world(), engine.library
+    )
 
 
 def write(tmp_path: Path, name: str, lines: list[str]) -> Path:
