@@ -9,6 +9,7 @@ import gzip
 import json
 import lzma
 import os
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,31 @@ def incidents_of(engine: Engine, world: World | None = None) -> list[Incident]:
     return build_incidents(
         engine.failures, engine.progress, world or engine.world(), engine.library
     )
+
+
+MEGATRON_ITERATION = (
+    " [{time:%Y-%m-%d %H:%M:%S}] iteration {it:8d}/{total:8d} | consumed samples: {samples:12d} | "
+    "elapsed time per iteration (ms): {ms:.1f} | learning rate: 8.600000E-06 | global batch size: "
+    "  128 | lm loss: 1.825991E+00 | loss scale: 1.0 | grad norm: 1.426 | num zeros: 0.0 | "
+    "number of skipped iterations:   0 | number of nan iterations:   0 |"
+)
+"""Megatron-LM's training_log line with its datetime (core_r0.5.0 on, FORMATS.md §5.1)."""
+
+
+def megatron_iterations(
+    first: int, last: int, start: datetime, every_s: float = 10.0, total: int = 100
+) -> list[str]:
+    """Megatron's lines for iterations first..last, iteration i stamped start + i x every_s."""
+    return [
+        MEGATRON_ITERATION.format(
+            time=start + timedelta(seconds=every_s * it),
+            it=it,
+            total=total,
+            samples=128 * it,
+            ms=every_s * 1000,
+        )
+        for it in range(first, last + 1)
+    ]
 
 
 def write(tmp_path: Path, name: str, lines: list[str]) -> Path:

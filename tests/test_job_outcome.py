@@ -20,20 +20,15 @@ from logscope.analysis.job_outcome import (
 from logscope.engine.feed import Engine
 from logscope.model import Outcome
 
-from .helpers import fed, incidents_of
+from .helpers import fed, incidents_of, megatron_iterations
 
-# Megatron-LM's training_log with its datetime (core_r0.5.0 and later): one line every 10 s
-_ITERATION = " [2024-04-06 {h:02d}:{m:02d}:{s:02d}] iteration {it:8d}/     100 | consumed samples: {samples:12d} | elapsed time per iteration (ms): 10000.0 | learning rate: 8.600000E-06 | global batch size:   128 | lm loss: 1.825991E+00 | loss scale: 1.0 | grad norm: 1.426 | num zeros: 0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |"
 START = datetime(2024, 4, 6, 2, 0, 0)
 CUDA = "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered"
 
 
 def iterations(first: int, last: int) -> list[str]:
-    out = []
-    for it in range(first, last + 1):
-        t = START + timedelta(seconds=10 * it)
-        out.append(_ITERATION.format(h=t.hour, m=t.minute, s=t.second, it=it, samples=128 * it))
-    return out
+    """Megatron's lines, one every 10 s from START."""
+    return megatron_iterations(first, last, START)
 
 
 def time_limit(at: datetime) -> str:
