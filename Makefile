@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 LOGSCOPE := $(VENV)/bin/logscope
 DEMO_LOG := examples/slurm-crash.out
 
-.PHONY: demo test lint install install-test clean
+.PHONY: demo test check lint install install-test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ lint: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test lint
 	$(PY) -m pytest -q
+
+# The edit-test loop: lint and the unit tests, without the expensive tiers (markers in
+# pyproject.toml); `make test` runs them all.
+CHECK_TIERS := not slow and not lab and not slurm and not browser and not statistical and not hypothesis
+
+check: $(VENV)/.installed-test lint
+	$(PY) -m pytest -q -m "$(CHECK_TIERS)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -4,10 +4,12 @@ rule for what lies beside a clone only in CI."""
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import json
 import lzma
 import os
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,13 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
+from logscope.analysis.culprits import World
+from logscope.analysis.incidents import build_incidents
 from logscope.cli import app
+from logscope.engine.feed import Engine, default_library
+from logscope.match.signatures import Library
+from logscope.model import Incident, InputInfo
+from logscope.read.sources import Block
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 """The project's shared folder: beside CI's clone, never beside a user's."""
@@ -99,6 +107,61 @@ def child_failed_block(
         "  error_file: <N/A>",
         f"  traceback : {traceback}",
         "============================================================",
+    ]
+
+
+@functools.cache
+def library() -> Library:
+    """The built-in signature library, loaded once for the whole session (tests only read it)."""
+    return default_library()
+
+
+def fed(lines: list[str], path: str = "job.log", year: int | None = 2024) -> Engine:
+    """An Engine fed `lines` as one input in one block, the way `analyze` feeds a small file
+    (its rank prefixes discovered first); nothing is concluded yet. A torchrun failure block
+    closes at the next line a signature knows (or when the Engine concludes): end a log with one."""
+    engine = Engine(library())
+    block = Block(("\n".join(lines) + "\n").encode(), 1)
+    engine.discover(block, path)
+    engine.feed_block(block, path, year, events=False)
+    return engine
+
+
+def input_of(lines: list[str], path: str = "job.log") -> InputInfo:
+    """What `analyze` reports of an input holding `lines`."""
+    return InputInfo(path, len(("\n".join(lines) + "\n").encode()), len(lines))
+
+
+def incidents_of(engine: Engine, world: World | None = None) -> list[Incident]:
+    """The incident engine's own output for what `engine` was fed: build_incidents of its
+    failure events, progress and world (as Engine.result calls it for a log of one attempt)."""
+    return build_incidents(
+        engine.failures, engine.progress, world or engine.world(), engine.library
+    )
+
+
+MEGATRON_ITERATION = (
+    " [{time:%Y-%m-%d %H:%M:%S}] iteration {it:8d}/{total:8d} | consumed samples: {samples:12d} | "
+    "elapsed time per iteration (ms): {ms:.1f} | learning rate: 8.600000E-06 | global batch size: "
+    "  128 | lm loss: 1.825991E+00 | loss scale: 1.0 | grad norm: 1.426 | num zeros: 0.0 | "
+    "number of skipped iterations:   0 | number of nan iterations:   0 |"
+)
+"""Megatron-LM's training_log line with its datetime (core_r0.5.0 on, FORMATS.md §5.1)."""
+
+
+def megatron_iterations(
+    first: int, last: int, start: datetime, every_s: float = 10.0, total: int = 100
+) -> list[str]:
+    """Megatron's lines for iterations first..last, iteration i stamped start + i x every_s."""
+    return [
+        MEGATRON_ITERATION.format(
+            time=start + timedelta(seconds=every_s * it),
+            it=it,
+            total=total,
+            samples=128 * it,
+            ms=every_s * 1000,
+        )
+        for it in range(first, last + 1)
     ]
 
 

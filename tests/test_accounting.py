@@ -200,6 +200,7 @@ def runs(draw) -> tuple[list[Attempt], dict[int, tuple[str, None]]]:
     return attempts, endings
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=200, deadline=None)
 @given(runs(), st.none() | st.floats(1, 1000))
 def test_ledger_buckets_are_non_negative_and_sum_to_wall(run, cadence) -> None:

@@ -58,6 +58,7 @@ def test_fixture_documents_are_the_same(path: Path, monkeypatch: pytest.MonkeyPa
     assert bulk == one
 
 
+@pytest.mark.slow
 def test_real_logs_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     logs = [
         f for log in corpus_logs() for f in sorted(log.parent.iterdir()) if f.name != "truth.toml"
@@ -249,7 +250,7 @@ def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
         return [(line, None) for line, _ in real(*args)]
 
     monkeypatch.setattr(engine_module, "matched", no_hit)
-    e = Engine(LIBRARY)._progress_event(cols, 0, "x.log", 0)
+    (e,) = Engine(LIBRARY).feed_sorted([], cols, "x.log", events=True)
     assert e.kind == "iteration" and e.line.lineno == 7 and e.line.local_rank == 3
     assert e.fields["iteration"] == "43" and e.fields["train_iters"] == "100"
     assert float(e.fields["loss"]) == 1.5

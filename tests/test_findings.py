@@ -44,6 +44,7 @@ SHAPES = [
 ]
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("fraction", [0.05, 0.10])
 @pytest.mark.parametrize(("mode", "transient", "interval"), SHAPES)
 def test_slowdowns_of_5_percent_and_more_are_found_with_their_cost(
@@ -65,6 +66,7 @@ def test_slowdowns_of_5_percent_and_more_are_found_with_their_cost(
         assert math.isclose(ledger.productive_s + sum(ledger.badput_s.values()), ledger.wall_s)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(("mode", "transient", "interval"), SHAPES)
 def test_slowdowns_of_3_percent_are_found_in_most_runs(
     tmp_path: Path, mode: str, transient: bool, interval: int
@@ -79,6 +81,7 @@ def test_slowdowns_of_3_percent_are_found_in_most_runs(
     assert found >= 0.75 * len(SEEDS)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("plan", [Plan(), Plan(fp16=True), Plan(log_interval=5, iterations=3000)])
 def test_healthy_generated_runs_have_no_finding(tmp_path: Path, plan: Plan) -> None:
     """Step-time noise of +-1.5%, one-step hiccups of +30%, the fp16 scaler calibrating at the
@@ -92,6 +95,7 @@ def test_healthy_generated_runs_have_no_finding(tmp_path: Path, plan: Plan) -> N
 # -- training health ----------------------------------------------------------------------------
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("interval", [1, 5])
 def test_spikes_nans_and_skipped_steps_are_found_at_their_iteration(
     tmp_path: Path, interval: int

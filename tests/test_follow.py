@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from logscope.live import follow as following
-from logscope.live.follow import _ROTATED, Chunk, Notice, Tick, follow
+from logscope.live.follow import Chunk, Notice, Tick, follow
 
 from .helpers import COMPRESSORS
 
@@ -265,8 +265,14 @@ def test_directory_follows_files_below_it_but_not_hidden_or_rotated(tmp_path: Pa
         ("rank3.log", False),
     ],
 )
-def test_rotated_names(name: str, rotated: bool) -> None:
-    assert bool(_ROTATED.search(name)) is rotated
+def test_rotated_names_in_a_folder_are_not_followed(
+    tmp_path: Path, name: str, rotated: bool
+) -> None:
+    (tmp_path / "job.err").write_bytes(b"live\n")
+    (tmp_path / name).write_bytes(b"old\n")
+    got = {item.path for item in run([tmp_path], from_start=True) if isinstance(item, Chunk)}
+    want = {str(tmp_path / "job.err")} | (set() if rotated else {str(tmp_path / name)})
+    assert got == want
 
 
 def test_rotated_name_given_exactly_is_followed(tmp_path: Path) -> None:

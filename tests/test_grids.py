@@ -89,6 +89,7 @@ def _offered_together(
     return refused, *collector.finish()
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_line(), min_size=1, max_size=60), st.integers(1, 3))
 def test_a_shape_at_a_time_is_each_line_alone(lines: list[bytes], parts: int) -> None:

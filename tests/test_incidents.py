@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
-from .helpers import assert_root, lineno, verdict_incident, write
+from logscope.analysis.culprits import World
+from logscope.analysis.incidents import SPLIT_AFTER_PROGRESS, cascade_ranks
+from logscope.model import Event, Incident
+
+from .helpers import assert_root, fed, incidents_of, lineno, verdict_incident, write
 
 Run = Callable[[list[str]], tuple[int, dict[str, Any], Path]]
 
@@ -342,3 +346,164 @@ def test_state_dict_list_without_its_head(run: Run) -> None:
     ]
     _doc, inc = failed(run, lines, None, 1)
     assert inc["culprit"]["rank"] == 3, inc["culprit"]
+
+
+# --------------------------------------------------------------------------------------------
+# the incident engine on its own: build_incidents of the events a real Engine makes of lines
+
+_CUDA = "[rank{r}]: RuntimeError: CUDA error: an illegal memory access was encountered"
+_WATCHDOG = (
+    "[rank{r}]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, "
+    "NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out."
+)
+_ITERATION = (
+    " iteration {it:8d}/    1000 | consumed samples: {samples:12d} | elapsed time per iteration "
+    "(ms): 1381.9 | learning rate: 1.390E-04 | global batch size:     4 | lm loss: 7.512811E+00 "
+    "| loss scale: 16384.0 | grad norm: 3.182 | number of skipped iterations:   0 | number of "
+    "nan iterations:   0 |"
+)
+_AGENT_SIGTERM = (
+    "W0409 07:28:49.531000 1359 torch/distributed/elastic/multiprocessing/api.py:897] Sending "
+    "process {pid} closing signal SIGTERM"
+)
+_AGENT_FAILED = (
+    "E0409 07:28:50.980000 1359 torch/distributed/elastic/multiprocessing/api.py:984] failed "
+    "(exitcode: {code}) local_rank: {local} (pid: {pid}) of binary: /opt/venv/bin/python3"
+)
+_TIME_LIMIT = (
+    "slurmstepd: error: *** STEP 4711.0 ON gpu-a17 CANCELLED AT 2025-04-09T07:28:40 DUE TO TIME "
+    "LIMIT ***"
+)
+
+
+def _iterations(first: int, last: int) -> list[str]:
+    return [_ITERATION.format(it=i, samples=4 * i) for i in range(first, last + 1)]
+
+
+def _built(lines: list[str]) -> tuple[list[Incident], World]:
+    engine = fed(lines)
+    return incidents_of(engine), engine.world()
+
+
+def _where(events: tuple[Event, ...]) -> list[int]:
+    return [e.line.lineno for e in events]
+
+
+def test_the_error_of_one_rank_is_the_root_and_the_others_timeouts_its_cascade() -> None:
+    lines = [
+        *_iterations(1, 3),
+        _CUDA.format(r=2),
+        *(_WATCHDOG.format(r=r) for r in (0, 1, 3)),
+    ]
+    (inc,), world = _built(lines)
+    assert (inc.id, inc.category, inc.root_cause.line.lineno) == ("I1", "cuda_error", 4)
+    assert inc.culprit is not None and (inc.culprit.rank, inc.culprit.confidence) == (2, 0.9)
+    assert "not a symptom of another rank's failure" in inc.culprit.reason
+    assert _where(inc.cascade) == [5, 6, 7]
+    assert cascade_ranks(inc, world) == [0, 1, 3]
+    assert inc.iteration == 3
+
+
+def test_timeouts_alone_blame_the_rank_that_did_not_time_out() -> None:
+    (inc,), _ = _built([_WATCHDOG.format(r=r) for r in (0, 1, 3)])
+    assert (inc.category, inc.root_cause.line.lineno) == ("collective_timeout", 1)
+    assert inc.culprit is not None and inc.culprit.rank == 2
+    assert inc.title.endswith("(rank 2 stopped answering)"), inc.title
+
+
+def test_training_that_goes_on_between_two_failures_makes_two_incidents() -> None:
+    lines = [
+        *_iterations(1, 3),
+        _CUDA.format(r=1),
+        *_iterations(4, 3 + SPLIT_AFTER_PROGRESS),
+        _CUDA.format(r=5),
+    ]
+    first, second = _built(lines)[0]
+    assert (first.id, first.root_cause.line.lineno, first.iteration) == ("I1", 4, 3)
+    assert (second.id, second.root_cause.line.lineno) == ("I2", 5 + SPLIT_AFTER_PROGRESS)
+    assert first.culprit is not None and second.culprit is not None
+    assert (first.culprit.rank, second.culprit.rank) == (1, 5)
+    # a line or two of progress while the cascade is under way is not recovery
+    lines = [_CUDA.format(r=1), *_iterations(4, 2 + SPLIT_AFTER_PROGRESS), _CUDA.format(r=5)]
+    (one,) = _built(lines)[0]
+    assert _where(one.cascade) == [len(lines)]
+
+
+def test_what_follows_the_schedulers_end_is_its_consequence() -> None:
+    lines = [
+        *_iterations(1, 3),
+        _TIME_LIMIT,
+        _AGENT_SIGTERM.format(pid=1365),
+        "srun: error: gpu-a17: task 0: Exited with exit code 1",
+    ]
+    (inc,), _ = _built(lines)
+    assert (inc.category, inc.root_cause.line.lineno, inc.culprit) == ("timelimit", 4, None)
+    assert _where(inc.cascade) == [5, 6]
+
+
+def test_an_error_before_the_schedulers_end_is_the_root() -> None:
+    lines = [*_iterations(1, 3), _CUDA.format(r=2), _TIME_LIMIT]
+    (inc,), _ = _built(lines)
+    assert (inc.category, inc.root_cause.line.lineno) == ("cuda_error", 4)
+    assert _where(inc.evidence) == [5]  # the banner: evidence, not cascade
+    assert inc.cascade == ()
+
+
+def test_a_rank_killed_by_a_signal_it_did_not_report_is_the_root() -> None:
+    lines = [
+        *_iterations(1, 3),
+        _AGENT_SIGTERM.format(pid=1365),
+        _AGENT_FAILED.format(code=-9, local=2, pid=1367),
+    ]
+    (inc,), _ = _built(lines)
+    assert (inc.category, inc.root_cause.line.lineno) == ("process_killed", 5)
+    assert inc.culprit is not None
+    assert (inc.culprit.rank, inc.culprit.local_rank, inc.culprit.confidence) == (2, 2, 0.85)
+    assert "died of SIGKILL (exit code -9)" in inc.culprit.reason
+
+
+def test_the_abort_of_a_rank_that_reported_a_timeout_is_no_root() -> None:
+    # rank 0's watchdog takes its process down (SIGABRT) after its timeout: a symptom
+    lines = [
+        *(_WATCHDOG.format(r=r) for r in (0, 1, 3)),
+        _AGENT_FAILED.format(code=-6, local=0, pid=1364),
+    ]
+    (inc,), _ = _built(lines)
+    assert (inc.category, inc.root_cause.line.lineno) == ("collective_timeout", 1)
+    assert inc.culprit is not None and inc.culprit.rank == 2
+
+
+def test_the_telling_line_of_the_first_failing_ranks_burst_is_the_root() -> None:
+    lines = [
+        "[default3]:terminate called after throwing an instance of 'c10::CUDAError'",
+        "[default3]:  what():  CUDA error: unknown error",
+        "[default3]:Exception raised from query at ../aten/src/ATen/cuda/CUDAEvent.h:95 (most "
+        "recent call first):",
+        "[default5]:  what():  CUDA error: an illegal memory access was encountered",
+    ]
+    (inc,), _ = _built(lines)
+    assert (inc.root_cause.line.lineno, inc.root_cause.signature) == (2, "cuda.unknown_error")
+    assert inc.culprit is not None and inc.culprit.rank == 3
+    assert 1 in _where(inc.cascade) and 4 in _where(inc.cascade)
+
+
+def test_an_nccl_warning_right_before_its_error_is_the_root() -> None:
+    # NCCL prints `NCCL WARN <what failed>`, then the error code unwinding its stack
+    warn = (
+        "gpu-n04:31337:31401 [3] transport/net.cc:683 NCCL WARN Call to connect returned "
+        "Connection timed out, retrying"
+    )
+    returned = "gpu-n04:31337:31401 [3] NCCL INFO init.cc:1378 -> 6"
+    (inc,), _ = _built(
+        [warn, "gpu-n04:31337:31401 [3] NCCL INFO transport/net.cc:702 -> 6", returned]
+    )
+    assert (inc.category, inc.root_cause.line.lineno) == ("comm_error", 1)
+    assert _where(inc.cascade) == [3]
+    # a warning long before says nothing of this error
+    channels = [
+        f"gpu-n04:31337:31401 [3] NCCL INFO Channel {c:02d}/0 : 3[3] -> 4[4] via P2P/IPC"
+        for c in range(6)
+    ]
+    (inc,), _ = _built([warn, *channels, returned])
+    assert inc.root_cause.line.lineno == 8

@@ -46,7 +46,7 @@ def _same(paths: list[str], chunk: int) -> None:
     assert many == one
 
 
-@pytest.mark.parametrize("chunk", [257, 4096, 65536])
+@pytest.mark.parametrize("chunk", [pytest.param(257, marks=pytest.mark.slow), 4096, 65536])
 def test_bloom_run_is_the_same_with_workers(bloom: Path, chunk: int) -> None:
     _same([str(bloom)], chunk)
 

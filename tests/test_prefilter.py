@@ -151,6 +151,7 @@ def blocks(triggers: Sequence[str]) -> st.SearchStrategy[bytes]:
     )
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=400, deadline=None)
 @given(blocks(REAL_TRIGGERS))
 @example(b"Error")
@@ -162,6 +163,7 @@ def test_candidates_match_naive_real_library(block: bytes) -> None:
     check(REAL, REAL_TRIGGERS, block)
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=300, deadline=None)
 @given(blocks(ODD_TRIGGERS))
 def test_candidates_match_naive_metacharacter_triggers(block: bytes) -> None:
@@ -175,6 +177,7 @@ def test_candidates_are_ordered_and_disjoint() -> None:
     assert all(e1 < s2 for (_, e1), (s2, _) in itertools.pairwise(got)), got
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=200, deadline=None)
 @given(blocks(REAL_TRIGGERS), PLAIN)
 def test_candidates_stop_at_size_in_a_reused_buffer(block: bytes, stale: bytes) -> None:
@@ -199,6 +202,7 @@ def text_line(triggers: Sequence[str]) -> st.SearchStrategy[str]:
     return st.lists(st.one_of(trigger, filler), max_size=8).map("".join)
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=500, deadline=None)
 @given(st.lists(text_line([t for s in SIGNATURES for t in s.trigger]), min_size=1, max_size=6))
 @example(["exitcode  : -11", "exitcode  : -7", "exitcode  : -99"])

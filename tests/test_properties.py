@@ -12,6 +12,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -90,6 +91,7 @@ ANY_BYTES = st.one_of(
 )
 
 
+@pytest.mark.hypothesis
 @fast(300)
 @given(ANY_BYTES)
 def test_any_bytes_give_an_analysis_or_input_error(data: bytes) -> None:
@@ -105,6 +107,7 @@ def test_any_bytes_give_an_analysis_or_input_error(data: bytes) -> None:
 # ---------------------------------------------------------------- (b) shuffled real logs
 
 
+@pytest.mark.hypothesis
 @fast(40)
 @given(
     names=st.lists(st.sampled_from(sorted(LINES)), min_size=2, max_size=3, unique=True),
@@ -153,6 +156,7 @@ def baseline(path: Path) -> dict[str, Any]:
     return document(analyze([str(path)], LIBRARY))
 
 
+@pytest.mark.hypothesis
 @fast(30)
 @given(path=st.sampled_from(ALL_LOGS), block_size=st.integers(64, 4096))
 def test_block_size_does_not_change_the_document(path: Path, block_size: int) -> None:

@@ -21,8 +21,10 @@ from typer.testing import CliRunner
 
 from logscope.cli import app
 from logscope.engine.analyze import analyze
+from logscope.engine.feed import default_library
 from logscope.read.sources import Tail
 from logscope.render.document import document
+from logscope.render.markdown import render as render_markdown
 from logscope.render.report import report_name
 from tests.generators.bloom_run import Truth
 
@@ -271,12 +273,44 @@ def test_hostile_markdown_is_fenced_or_escaped(hostile: Path, run_cli: RunCli) -
     assert md.count("alert(1)</script>") >= 2  # the root cause and the unrecognized line
 
 
-def test_markdown_fence_outlasts_backticks() -> None:
-    from logscope.render.markdown import _fence
+SITE_SIGNATURE = """
+[[signature]]
+id = "site.shard_missing"
+category = "io_error"
+severity = "error"
+role = "cause"
+title = "A checkpoint shard is missing"
+trigger = ["checkpoint shard missing"]
+regex = 'checkpoint shard missing: (?P<path>\\S+)'
+explanation = "The loader found no file for a shard."
+remedy = ["traces go to /tmp/trace_<rank> (see `TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/x_<rank>`)"]
+samples = ["[rank3]: checkpoint shard missing: /ckpt/shard_3.pt"]
+"""
 
-    text = "a ```` b"
-    fenced = _fence(text)
-    assert fenced.startswith("`````\n") and fenced.endswith("\n`````")
+
+def site_markdown(tmp_path: Path, line: str) -> str:
+    """The Markdown of a one-line log, with a site signature (`--patterns DIR`) that knows it."""
+    patterns = tmp_path / "patterns"
+    patterns.mkdir()
+    (patterns / "site.toml").write_text(SITE_SIGNATURE, encoding="utf-8")
+    log = tmp_path / "job.log"
+    log.write_text(line + "\n", encoding="utf-8")
+    return render_markdown(document(analyze([str(log)], default_library([patterns]))))
+
+
+def test_markdown_fence_outlasts_backticks(tmp_path: Path) -> None:
+    md = site_markdown(tmp_path, "[rank3]: checkpoint shard missing: /ckpt/shard_3.pt ```` b")
+    lines = md.splitlines()
+    at = next(i for i, line in enumerate(lines) if "````" in line and "shard_3" in line)
+    assert lines[at - 1] == lines[at + 1] == "`````", lines[at - 1 : at + 2]
+
+
+def test_markdown_prose_keeps_code_spans_and_escapes_the_rest(tmp_path: Path) -> None:
+    md = site_markdown(tmp_path, "[rank3]: checkpoint shard missing: /ckpt/shard_3.pt")
+    remedy = (
+        "traces go to /tmp/trace_&lt;rank&gt; (see `TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/x_<rank>`)"
+    )
+    assert f"- {remedy}" in md.splitlines()
 
 
 # ---------------------------------------------------------------------------- offline
@@ -401,6 +435,7 @@ def load_in_chromium(page: Path) -> tuple[str, list[str], list[str]]:
     return proc.stdout, console, requested
 
 
+@pytest.mark.browser
 def test_chromium_detector_sees_errors_and_requests(tmp_path: Path) -> None:
     """The control: a page that breaks both rules is caught (so a pass below means something)."""
     bad = tmp_path / "bad.html"
@@ -415,6 +450,7 @@ def test_chromium_detector_sees_errors_and_requests(tmp_path: Path) -> None:
     assert requested == ["http://logscope-test.invalid/x.png"]
 
 
+@pytest.mark.browser
 def test_report_loads_in_chromium_offline_without_errors(bloom_report: Path) -> None:
     dom, console, requested = load_in_chromium(bloom_report)
     assert "Training hung after iteration 1037" in dom
@@ -446,15 +482,6 @@ def test_report_name_never_leaves_the_report_folder() -> None:
 
     assert report_name(doc("4711")) == "job-4711-postmortem.html"
     assert report_name(doc("../../etc/x y")) == "job-etc_x_y-postmortem.html"
-
-
-def test_markdown_prose_keeps_code_spans_and_escapes_the_rest() -> None:
-    from logscope.render.markdown import _prose
-
-    text = "traces go to /tmp/trace_<rank> (see `TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/x_<rank>`)"
-    assert _prose(text) == (
-        "traces go to /tmp/trace_&lt;rank&gt; (see `TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/x_<rank>`)"
-    )
 
 
 def test_every_renderer_names_a_culprit_alike() -> None:

@@ -52,7 +52,7 @@ ITERATION_RE = re.compile(r"\biteration\s+(\d+)/\s*\d+ \|")
 SAVED_RE = re.compile(r"successfully saved checkpoint at iteration\s+(\d+)")
 SAVE_EDGES_RE = re.compile(r"(saving|successfully saved) checkpoint at iteration")
 
-pytestmark = [pytest.mark.slow, pytest.mark.lab]
+pytestmark = [pytest.mark.slurm, pytest.mark.lab, pytest.mark.slow]
 
 
 # -- is there a SLURM to talk to? ------------------------------------------------------------

@@ -480,6 +480,7 @@ LINE = st.one_of(
 )
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=300, deadline=None)
 @given(
     lines=st.lists(LINE, max_size=30),
@@ -539,6 +540,7 @@ def test_crlf_line_endings(tmp_path: Path) -> None:
     assert "\r" not in json.dumps(doc["incidents"]), doc["incidents"]
 
 
+@pytest.mark.hypothesis
 @settings(max_examples=60, deadline=None)
 @given(
     lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=60),
@@ -583,6 +585,7 @@ def test_read_windows_of_a_file_that_shrank(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- damaged zstd and lz4, pipes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["zstd", "lz4"])
 def test_truncated_frame_reads_the_lines_before_the_damage(tmp_path: Path, kind: str) -> None:
     text = PLAIN * 5 + FAILURE + _noisy_log(40_000)

@@ -70,7 +70,7 @@ def _packed(tmp_path: Path, text: bytes, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["gz", "zst", "lz4"])
-@pytest.mark.parametrize("chunk", [4096, 65536, 1 << 20])
+@pytest.mark.parametrize("chunk", [pytest.param(4096, marks=pytest.mark.slow), 65536, 1 << 20])
 def test_bloom_run_is_the_same_from_chunks(
     bloom_run: tuple[Path, Truth], tmp_path: Path, own_spool_folder: Path, kind: str, chunk: int
 ) -> None:

@@ -193,6 +193,7 @@ def test_run_tail_on_a_growing_file(tmp_path: Path) -> None:
     assert (alert.kind, alert.category, alert.rank) == ("crash", "python_exception", 1)
 
 
+@pytest.mark.slow
 def test_cli_tail_hang_and_json(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text("")
@@ -308,7 +309,14 @@ def _verdicts_of_tail(args: list[str], substituted: str | None = None) -> list[t
     ]
 
 
-@pytest.mark.parametrize("kind", ["plain", "gzip", "zstd", "lz4", "process substitution"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "plain",
+        *(pytest.param(k, marks=pytest.mark.slow) for k in ("gzip", "zstd", "lz4")),
+        pytest.param("process substitution", marks=pytest.mark.slow),
+    ],
+)
 def test_tail_from_start_and_analyze_agree_on_every_input_form(tmp_path: Path, kind: str) -> None:
     text = (FIXTURES / "lab" / "raise_rank1.log").read_bytes()
     log = tmp_path / "job.out"
@@ -362,6 +370,7 @@ def test_findings_are_warnings_raised_once_never_incidents(tmp_path: Path) -> No
     assert "logscope_step_seconds " in text and "logscope_loss " in text
 
 
+@pytest.mark.slow
 def test_cli_tail_warns_of_a_slowdown_and_runs_no_action(tmp_path: Path) -> None:
     from .generators.health_run import Plan, generate
 

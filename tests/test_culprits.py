@@ -1,0 +1,220 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""Who is to blame (logscope/analysis/culprits.py), rule by rule and not through the CLI: the
+ranks a log shows (build_world, World.rank_of) and each rule that names a culprit, called on the
+events a real Engine makes of constructed lines (formats: shared/FORMATS.md §1-§3)."""
+
+from __future__ import annotations
+
+from logscope.analysis.culprits import (
+    attribute,
+    build_world,
+    locate,
+    pg_culprit,
+    reported_culprit,
+    silent_culprit,
+)
+from logscope.model import Culprit, Event
+
+from .helpers import child_failed_block, fed
+
+# c10 logger lines of torch 2.4 (FORMATS §2.2, §2.4): `[rankN]:` is the global rank
+WATCHDOG = "[rank{r}]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out."
+DETECTED = "[rank{r}]:[E126 01:17:58.183820380 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog at work: 14217, last enqueued NCCL work: {enqueued}, last completed NCCL work: 14216."
+# torchrun's agent, torch >= 2.4 logger (FORMATS §3.2)
+SIGTERM = "W0409 07:28:49.531000 1359 torch/distributed/elastic/multiprocessing/api.py:897] Sending process {pid} closing signal SIGTERM"
+FAILED = "E0409 07:28:50.980000 1359 torch/distributed/elastic/multiprocessing/api.py:984] failed (exitcode: {code}) local_rank: {local} (pid: {pid}) of binary: /opt/venv/bin/python3"
+# a C++ exception with no rank prefix (FORMATS §2.5, §2.8)
+TERMINATE = [
+    "terminate called after throwing an instance of 'c10::CUDAError'",
+    "  what():  CUDA error: an illegal memory access was encountered",
+]
+FIRST_ERROR = Culprit(None, None, None, 0.6, "first error")
+"""What the incident engine starts from when the root cause's line names no rank."""
+
+
+def events_of(lines: list[str]) -> list[Event]:
+    return fed(lines).failures
+
+
+def the(events: list[Event], signature: str) -> Event:
+    (e,) = [e for e in events if e.signature == signature]
+    return e
+
+
+# -- the ranks of a job ------------------------------------------------------------------------
+
+
+def test_tee_headers_of_one_node_are_global_ranks() -> None:
+    world = build_world([(None, None, 0, None), (None, None, 3, None)])
+    assert (world.nodes, world.nproc_per_node, world.size) == (1, 4, 4)
+    assert not world.multi_node_tee
+    assert world.rank_of_who((None, None, 3, None)) == 3
+    assert world.ranks == frozenset({0, 3})
+
+
+def test_a_declared_world_larger_than_one_nodes_headers_makes_them_ambiguous() -> None:
+    # BLOOM's main log: 48 nodes all print `[default3]:`, and Megatron says the world is 384
+    world = build_world([(None, None, lr, None) for lr in range(8)], declared_size=384)
+    assert world.multi_node_tee and world.size == 384
+    assert world.rank_of_who((None, None, 3, None)) is None
+    # a prefix that says the global rank still names it
+    assert world.rank_of_who((None, None, 3, 27)) == 27
+
+
+def test_srun_task_is_the_node_index() -> None:
+    # srun --label over one torchrun agent per node: ` 1: [default3]:` is rank 1 x 8 + 3
+    lines = [
+        f"{task:2d}: [default{lr}]: building the model on cuda:{lr}"
+        for task in (0, 1)
+        for lr in range(8)
+    ] + [" 1: [default3]:RuntimeError: CUDA error: an illegal memory access was encountered"]
+    engine = fed(lines)
+    world = engine.world()
+    assert (world.nodes, world.nproc_per_node, world.size) == (2, 8, 16)
+    (error,) = engine.failures
+    assert world.rank_of(error.line) == 11
+
+
+# -- the rank that stayed silent ------------------------------------------------------------
+
+
+def test_the_one_rank_that_reported_no_timeout_is_the_culprit() -> None:
+    events = events_of([WATCHDOG.format(r=r) for r in (0, 1, 2, 3, 4, 6, 7)])
+    culprit = silent_culprit(events, build_world([(None, None, None, 7)]))
+    assert culprit is not None
+    assert (culprit.rank, culprit.confidence) == (5, 0.8)
+    assert "7 of 8 ranks report" in culprit.reason and "rank 5 reported nothing" in culprit.reason
+
+
+def test_several_silent_ranks_are_named_with_low_confidence() -> None:
+    events = events_of([WATCHDOG.format(r=r) for r in (0, 1, 2, 4, 6, 7)])
+    culprit = silent_culprit(events, build_world([(None, None, None, 7)]))
+    assert culprit is not None
+    assert (culprit.rank, culprit.confidence) == (3, 0.3)
+    assert "ranks 3, 5 reported no timeout" in culprit.reason
+
+
+def test_with_every_rank_reporting_the_one_behind_in_enqueued_work_is_the_culprit() -> None:
+    lines = [DETECTED.format(r=r, enqueued=14217 if r == 5 else 14221) for r in range(8)]
+    engine = fed(lines)
+    culprit = silent_culprit(engine.failures, engine.world())
+    assert culprit is not None
+    assert (culprit.rank, culprit.confidence) == (5, 0.6)
+    assert "lowest last enqueued collective (14217)" in culprit.reason
+
+
+def test_two_ranks_equally_behind_name_no_one() -> None:
+    lines = [DETECTED.format(r=r, enqueued=14217 if r in (2, 5) else 14221) for r in range(8)]
+    engine = fed(lines)
+    assert silent_culprit(engine.failures, engine.world()) is None
+
+
+# -- what the launcher reports ----------------------------------------------------------------
+
+
+def block(rank: int, local_rank: int, exitcode: int, host: str = "gpu-a17") -> list[str]:
+    return child_failed_block(
+        "/opt/train/pretrain.py",
+        time="2025-04-09_07:28:50",
+        host=host,
+        rank=rank,
+        local_rank=local_rank,
+        exitcode=exitcode,
+        pid=1360 + rank,
+    )
+
+
+def test_the_rank_torchruns_root_cause_entry_names() -> None:
+    culprit = reported_culprit(events_of(block(6, 6, 1)))
+    assert culprit is not None
+    assert (culprit.rank, culprit.confidence) == (6, 0.7)
+    assert "reports rank 6 as the first process that failed" in culprit.reason
+
+
+def test_two_agents_naming_different_ranks_name_no_one() -> None:
+    # each node's agent prints its own block, and srun reports each node's task
+    events = events_of(
+        [
+            *block(6, 6, 1, "gpu-a17"),
+            "srun: error: gpu-a17: task 0: Exited with exit code 1",
+            *block(9, 1, 1, "gpu-a18"),
+            "srun: error: gpu-a18: task 1: Exited with exit code 1",
+        ]
+    )
+    assert len([e for e in events if e.fields.get("root") == "1"]) == 2
+    assert reported_culprit(events) is None
+
+
+def test_a_rank_the_launcher_only_sigtermed_is_no_culprit() -> None:
+    # its entry is a symptom (events.py), and the rule skips SIGTERM besides
+    assert reported_culprit(events_of(block(6, 6, -15))) is None
+
+
+def test_the_failure_block_gives_a_local_rank_its_global_rank_and_host() -> None:
+    events = events_of(block(27, 3, -6, "jean-zay-iam23"))
+    local_only = Culprit(None, 3, None, 0.6, "first error")
+    culprit = locate(local_only, events)
+    assert (culprit.rank, culprit.host, culprit.confidence) == (27, "jean-zay-iam23", 0.8)
+    assert "names local rank 3 as rank 27 on jean-zay-iam23" in culprit.reason
+    # another local rank's block says nothing of this one
+    assert locate(Culprit(None, 2, None, 0.6, "first error"), events).rank is None
+
+
+def test_two_blocks_with_the_same_local_rank_leave_it_unknown() -> None:
+    events = events_of(
+        [
+            *block(3, 3, -6, "node-01"),
+            "srun: error: node-01: task 0: Aborted (core dumped)",
+            *block(11, 3, -6, "node-02"),
+            "srun: error: node-02: task 1: Aborted (core dumped)",
+        ]
+    )
+    assert len([e for e in events if e.fields.get("local_rank") == "3"]) == 2
+    assert locate(Culprit(None, 3, None, 0.6, "first error"), events).rank is None
+
+
+def test_a_bare_error_belongs_to_the_one_worker_the_agent_reports_failed() -> None:
+    events = events_of(
+        [*TERMINATE, SIGTERM.format(pid=1365), FAILED.format(code=-6, local=1, pid=1366)]
+    )
+    root = the(events, "cuda.illegal_memory_access")
+    culprit = attribute(FIRST_ERROR, root, events, build_world([]))
+    assert (culprit.rank, culprit.local_rank, culprit.confidence) == (1, 1, 0.7)
+    assert "launcher reports one failed worker only (rank 1)" in culprit.reason
+
+
+def test_two_failed_workers_leave_a_bare_error_unattributed() -> None:
+    events = events_of(
+        [
+            *TERMINATE,
+            FAILED.format(code=-6, local=1, pid=1366),
+            FAILED.format(code=-6, local=2, pid=1367),
+        ]
+    )
+    root = the(events, "cuda.illegal_memory_access")
+    assert attribute(FIRST_ERROR, root, events, build_world([])) == FIRST_ERROR
+
+
+# -- a process group's rank -------------------------------------------------------------------
+
+PG_ERROR = "[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1515] {prefix} Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered"
+
+
+def pg(prefix: str) -> Culprit:
+    events = events_of([PG_ERROR.format(prefix=prefix)])
+    return pg_culprit(FIRST_ERROR, events[0], events, 40)
+
+
+def test_the_default_process_groups_rank_is_the_global_rank() -> None:
+    culprit = pg("[PG ID 0 PG GUID 0(default_pg) Rank 5]")
+    assert (culprit.rank, culprit.confidence) == (5, 0.7)
+    assert "names rank 5 of the default process group" in culprit.reason
+
+
+def test_a_rank_of_an_unnamed_group_is_assumed_global_with_less_confidence() -> None:
+    culprit = pg("[Rank 5]")
+    assert (culprit.rank, culprit.confidence) == (5, 0.5)
+
+
+def test_a_rank_of_another_process_group_is_no_global_rank() -> None:
+    assert pg("[PG ID 2 PG GUID 9 Rank 5]") == FIRST_ERROR

@@ -1,0 +1,200 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""How a job ended (logscope/analysis/job_outcome.py) on its own: decide_outcome from the
+incidents, progress and end lines a real Engine makes of constructed lines, the silence each phase
+allows, the hang incident, and make_job (formats: shared/FORMATS.md §5.1, §6.1)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from logscope.analysis.job_outcome import (
+    HANG_FLOOR_S,
+    Ending,
+    allowed_silence,
+    decide_outcome,
+    hang_incident,
+    hang_threshold,
+    make_job,
+    stops_the_job,
+)
+from logscope.engine.feed import Engine
+from logscope.model import Outcome
+
+from .helpers import fed, incidents_of, megatron_iterations
+
+START = datetime(2024, 4, 6, 2, 0, 0)
+CUDA = "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def iterations(first: int, last: int) -> list[str]:
+    """Megatron's lines, one every 10 s from START."""
+    return megatron_iterations(first, last, START)
+
+
+def time_limit(at: datetime) -> str:
+    return f"slurmstepd: error: *** STEP 4711.0 ON gpu-a17 CANCELLED AT {at:%Y-%m-%dT%H:%M:%S} DUE TO TIME LIMIT ***"
+
+
+def ending_of(
+    engine: Engine,
+    end_time: datetime | None = None,
+    started: bool = False,
+    allowed_s: float | None = None,
+) -> Ending:
+    """decide_outcome as the Engine asks it for a log of one attempt; `end_time`: where the log
+    ends (else its last stamped line)."""
+    progress = engine.progress
+    return decide_outcome(
+        incidents_of(engine),
+        progress,
+        [m for m in engine.markers if m.kind == "exit"],
+        progress.last_time(),
+        end_time or engine.last_time,
+        progress.median_interval_s(),
+        started,
+        allowed_s,
+    )
+
+
+# -- decide_outcome ---------------------------------------------------------------------------
+
+
+def test_a_failure_after_progress_is_a_crash() -> None:
+    ending = ending_of(fed([*iterations(1, 5), CUDA]))
+    assert ending.outcome is Outcome.crashed
+    assert ending.reason.endswith("(cuda.illegal_memory_access)"), ending.reason
+
+
+def test_training_that_goes_on_after_a_failure_did_not_crash_of_it() -> None:
+    # the failure a rank survived, then three progress lines: the log ends while training
+    ending = ending_of(fed([*iterations(1, 5), CUDA, *iterations(6, 8)]))
+    assert ending.outcome is Outcome.truncated
+    # two lines are still the failure's cascade
+    assert ending_of(fed([*iterations(1, 5), CUDA, *iterations(6, 7)])).outcome is Outcome.crashed
+
+
+def test_reaching_the_last_iteration_is_completion() -> None:
+    ending = ending_of(fed(iterations(95, 100)))
+    assert (ending.outcome, ending.reason) == (
+        Outcome.completed,
+        "reached the last iteration (100/100)",
+    )
+
+
+def test_a_job_that_says_it_exited_completed() -> None:
+    lines = [
+        *iterations(1, 5),
+        "[default0]:[exiting program after 0.9 minutes] datetime: 2024-04-06 02:01:00 ",
+    ]
+    ending = ending_of(fed(lines))
+    assert ending.outcome is Outcome.completed
+    assert "the job says it exited: [exiting program after 0.9 minutes]" in ending.reason
+
+
+def test_silence_longer_than_five_intervals_to_the_end_of_the_log_is_a_hang() -> None:
+    engine = fed(iterations(1, 5))  # the last at 02:00:50; one every 10 s: a hang after 50 s
+    last = engine.progress.last_time()
+    assert last == START + timedelta(seconds=50)
+    ending = ending_of(engine, end_time=last + timedelta(seconds=60))
+    assert (ending.outcome, ending.hang_s) == (Outcome.hung, 60.0)
+    assert ending.reason == "no progress for the last 1.0 min of the log", ending.reason
+    ending = ending_of(engine, end_time=last + timedelta(seconds=40))
+    assert ending.outcome is Outcome.truncated
+
+
+def test_the_time_limit_after_a_long_silence_ends_a_hang() -> None:
+    lines = [*iterations(1, 5), time_limit(START + timedelta(minutes=30))]
+    ending = ending_of(fed(lines))
+    assert ending.outcome is Outcome.hung
+    assert ending.hang_s == 30 * 60 - 50
+    assert ending.reason.endswith("before the job was killed at its time limit"), ending.reason
+
+
+def test_the_time_limit_while_training_progresses_is_the_time_limit() -> None:
+    lines = [*iterations(1, 5), time_limit(START + timedelta(seconds=70))]
+    assert ending_of(fed(lines)).outcome is Outcome.timelimit
+
+
+def test_a_save_under_way_allows_a_longer_silence() -> None:
+    lines = [*iterations(1, 5), time_limit(START + timedelta(minutes=5))]
+    engine = fed(lines)
+    base = hang_threshold(engine.progress.median_interval_s())
+    assert ending_of(engine).outcome is Outcome.hung
+    allowed = allowed_silence("save", base)
+    assert ending_of(engine, allowed_s=allowed).outcome is Outcome.timelimit
+
+
+def test_ranks_that_wait_when_the_log_ends_hung() -> None:
+    # torch 2.1's store barrier: three of four ranks wait for the one that never came
+    lines = [
+        f"INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize process group for rank: {r}, key: store_based_barrier_key:1 (world_size=4, num_workers_joined=3, timeout=0:30:00)"
+        for r in (0, 1, 3)
+    ]
+    ending = ending_of(fed(lines))
+    assert ending.outcome is Outcome.hung
+    assert ending.reason.startswith("the log ends while ranks wait"), ending.reason
+
+
+def test_a_log_with_nothing_to_go_by_is_unknown_unless_the_job_ran() -> None:
+    engine = fed(["Loading extension module fused_adam..."])
+    assert ending_of(engine).outcome is Outcome.unknown
+    assert ending_of(engine, started=True).outcome is Outcome.truncated
+
+
+# -- the silence each phase allows -------------------------------------------------------------
+
+
+def test_the_silence_that_makes_a_hang() -> None:
+    assert hang_threshold(None) == HANG_FLOOR_S == 30.0
+    assert hang_threshold(2.0) == 30.0
+    assert hang_threshold(100.0) == 500.0
+    assert allowed_silence("training", 500.0) == 500.0
+    assert allowed_silence("save", 500.0) == 600.0  # the first save: 10 min
+    assert allowed_silence("save", 500.0, save_max=300.0) == 1500.0
+    assert allowed_silence("eval", 500.0, eval_max=1000.0) == 1500.0
+    assert allowed_silence("startup", 500.0) == 1800.0
+
+
+# -- the hang incident and the job ------------------------------------------------------------
+
+
+def test_a_hang_is_rooted_at_the_last_progress_line_with_the_end_as_evidence() -> None:
+    lines = [*iterations(1, 5), time_limit(START + timedelta(minutes=30))]
+    engine = fed(lines)
+    (banner,) = incidents_of(engine)
+    assert stops_the_job(banner)
+    ending = ending_of(engine)
+    (hang,) = hang_incident([banner], engine.progress.last, ending)
+    assert (hang.category, hang.iteration, hang.root_cause.line.lineno) == ("hang", 5, 5)
+    assert [e.line.lineno for e in hang.evidence] == [6]
+    assert hang.title == f"Training hung after iteration 5: {ending.reason}"
+    assert hang.start == START + timedelta(seconds=50)
+
+
+def test_a_hang_with_no_incident_is_a_new_one() -> None:
+    engine = fed(iterations(1, 5))
+    ending = Ending(Outcome.hung, "no progress for the last 1.0 min of the log", 60.0)
+    (hang,) = hang_incident([], engine.progress.last, ending)
+    assert (hang.category, hang.root_cause.line.lineno, hang.evidence) == ("hang", 5, ())
+    # a crash is not turned into a hang
+    crash = incidents_of(fed([*iterations(1, 5), CUDA]))
+    assert hang_incident(crash, engine.progress.last, ending) == crash
+
+
+def test_the_job_holds_what_the_ending_and_the_progress_say() -> None:
+    engine = fed(iterations(95, 100))
+    ending = ending_of(engine)
+    job = make_job(
+        ending,
+        engine.world(),
+        ["gpu-a18", "gpu-a17", "gpu-a18"],
+        engine.first_time,
+        engine.last_time,
+        engine.progress,
+        engine.progress.last_time(),
+    )
+    assert (job.outcome, job.outcome_reason) == (ending.outcome, ending.reason)
+    assert job.hosts == ("gpu-a17", "gpu-a18")
+    assert (job.first_iteration, job.last_iteration, job.train_iters) == (95, 100, 100)
+    assert job.start == START + timedelta(seconds=950)
+    assert job.end == job.last_progress == START + timedelta(seconds=1000)
