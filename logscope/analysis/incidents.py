@@ -15,9 +15,10 @@ from ..model import (
     Event,
     Incident,
     Progress,
+    World,
     field_int,
 )
-from .culprits import World, attribute, locate, pg_culprit, reported_culprit, silent_culprit
+from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
 
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
 _SEVERITY_RANK = MappingProxyType({"fatal": 3, "error": 2, "warning": 1, "info": 0})

@@ -366,9 +366,8 @@ def analyze(
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (allocator.py)
         analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
-        analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
-    analysis.extra["last_seen"] = last_seen(analysis, tail_bytes, seen)
-    return analysis
+        context = root_context(analysis.incidents, engine.line_marks, kept)
+    return replace(analysis, context=context, last_seen=last_seen(analysis, tail_bytes, seen))
 
 
 EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"

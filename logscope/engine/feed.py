@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..analysis.attempt_endings import attempt_endings
-from ..analysis.culprits import Who, World, build_world
+from ..analysis.culprits import build_world
 from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import (
     Ending,
@@ -23,7 +23,7 @@ from ..analysis.job_outcome import (
 )
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.slurm_jobs import name_jobs
-from ..analysis.timeline import Attempt, Timeline, input_of
+from ..analysis.timeline import Timeline, input_of
 from ..findings.configuration import find_configs
 from ..findings.gather import find
 from ..lines.decode import (
@@ -39,12 +39,15 @@ from ..match.signatures import Library, builtin_dirs, load_library
 from ..match.unrecognized import Clusters
 from ..model import (
     Analysis,
+    Attempt,
     Event,
     Incident,
     InputInfo,
     Line,
     Outcome,
     Progress,
+    Who,
+    World,
     all_empty,
     field_int,
     line_seconds,
@@ -452,12 +455,10 @@ class Engine:
             unrecognized=tuple(clusters.templates()),
             progress=self.progress,
             findings=findings,
-            extra={
-                "world": world,
-                "attempts": tuple(attempts),
-                "ledger": ledger,
-                "advice": advice,
-            },
+            world=world,
+            attempts=tuple(attempts),
+            ledger=ledger,
+            advice=advice,
         )
 
     def _incidents(

@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from ..analysis.ledger import Ledger
 from ..match.signatures import Library
-from ..model import Event, Finding, duration, gpu_hours
+from ..model import Event, Finding, Ledger, duration, gpu_hours
 
 DETECT_S = 600.0
 """How soon a job set up against hangs ends after a failure: a 10-minute process-group timeout

@@ -18,9 +18,8 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from ..analysis.timeline import Attempt
 from ..compact_column import Packed
-from ..model import Event, Finding, Progress
+from ..model import Attempt, Event, Finding, Progress
 from .changepoints import Floats, trailing_score_chunks
 from .slowdowns import Locate, StepTimes
 
