@@ -46,6 +46,7 @@ from ..read.sources import (
 )
 from ..read.spool import Chunk, KeepBudget, Kept, Spool
 from ..scan.range_scan import RangeScan, RangeTask, scan_range, unpack
+from .conclude import conclude
 from .feed import Engine, default_library
 
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
@@ -365,7 +366,7 @@ def analyze(
         if pool is not None:
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (allocator.py)
-        analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
+        analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
         context = root_context(analysis.incidents, engine.line_marks, kept)
     return replace(analysis, context=context, last_seen=last_seen(analysis, tail_bytes, seen))
 
