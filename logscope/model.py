@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class Outcome(StrEnum):
     unknown = "unknown"
 
 
-CATEGORIES = (
+Category = Literal[
     "gpu_hardware",
     "cuda_error",
     "collective_timeout",
@@ -72,7 +72,8 @@ CATEGORIES = (
     "preemption",
     "node_failure",
     "unknown",
-)
+]
+CATEGORIES: tuple[Category, ...] = get_args(Category)
 NODE_EVIDENCE: Mapping[str, str] = MappingProxyType(
     {
         # the hardware failed: the node is to blame
@@ -102,9 +103,11 @@ NODE_EVIDENCE: Mapping[str, str] = MappingProxyType(
 """How strongly an incident of each category implicates the node it happened on (the fleet's
 bad-node list counts only `strong` and `weak` ones; `culprit` is `weak` when a culprit rank with
 its host is named, else `none`)."""
-SEVERITIES = ("fatal", "error", "warning", "info")
-ROLES = ("cause", "symptom", "summary", "end")
-KINDS = (
+Severity = Literal["fatal", "error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+Role = Literal["cause", "symptom", "summary", "end"]
+ROLES: tuple[Role, ...] = get_args(Role)
+Kind = Literal[
     "failure",
     "iteration",
     "checkpoint_save",
@@ -115,7 +118,8 @@ KINDS = (
     "launch",
     "status",
     "config",
-)
+]
+KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +151,12 @@ class Event:
     """A line matched by a signature."""
 
     signature: str
-    kind: str
+    kind: Kind
     line: Line
     fields: dict[str, str] = field(default_factory=dict)
-    category: str | None = None
-    severity: str | None = None
-    role: str | None = None
+    category: Category | None = None
+    severity: Severity | None = None
+    role: Role | None = None
     time: datetime | None = None
     """The event's time: the line's own stamp, a time captured by the signature, or derived."""
     time_exact: bool = False
@@ -173,8 +177,8 @@ class Culprit:
 @dataclass(frozen=True, slots=True)
 class Incident:
     id: str
-    category: str
-    severity: str
+    category: Category
+    severity: Severity
     title: str
     explanation: str
     remedies: tuple[str, ...]
@@ -408,7 +412,7 @@ _BULK_COLUMNS = (
     "batch",
 )
 
-FINDING_KINDS = (
+FindingKind = Literal[
     "slowdown",
     "loss_spike",
     "grad_norm_spike",
@@ -421,7 +425,8 @@ FINDING_KINDS = (
     "duplicate_gpu",
     "mixed_gpu_memory",
     "device_order",
-)
+]
+FINDING_KINDS: tuple[FindingKind, ...] = get_args(FindingKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,9 +434,9 @@ class Finding:
     """Something that cost the run without stopping it: a slowdown, a loss spike, NaN losses,
     a burst of skipped steps (issue 14). Never an incident: nothing here ends a job."""
 
-    kind: str
+    kind: FindingKind
     """One of FINDING_KINDS."""
-    severity: str
+    severity: Severity
     """`warning` or `info`."""
     title: str
     attempt: int | None

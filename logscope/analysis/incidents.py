@@ -11,6 +11,7 @@ from types import MappingProxyType
 from ..match.events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED, who
 from ..match.signatures import Library
 from ..model import (
+    Category,
     Culprit,
     Event,
     Incident,
@@ -81,7 +82,7 @@ def signal_death(e: Event) -> bool:
 class _Pick:
     root: Event
     culprit: Culprit | None
-    category: str
+    category: Category
 
 
 def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:

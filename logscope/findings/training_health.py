@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..compact_column import Packed
-from ..model import Attempt, Event, Finding, Progress
+from ..model import Attempt, Event, Finding, FindingKind, Progress, Severity
 from .changepoints import Floats, trailing_score_chunks
 from .slowdowns import Locate, StepTimes
 
@@ -114,8 +114,8 @@ class _Rows:
 
     def finding(
         self,
-        kind: str,
-        severity: str,
+        kind: FindingKind,
+        severity: Severity,
         title: str,
         first: int,
         last: int,
