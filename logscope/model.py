@@ -652,7 +652,7 @@ class Analysis:
     context: Mapping[str, Sequence[tuple[int, str]]] = field(default_factory=dict)
     """Per incident id: its root-cause line with the lines of the same rank around it, as
     (line number, text) (context.root_context); empty until the inputs are read again."""
-    last_seen: Sequence[tuple[int, str, int]] = ()
+    last_seen: tuple[tuple[int, str, int], ...] = ()
     """(rank, file, line) of the last line each rank printed (context.last_seen)."""
 
     @property

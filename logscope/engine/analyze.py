@@ -368,7 +368,8 @@ def analyze(
         release_freed_memory()  # the scans' buffers, before the findings' arrays (allocator.py)
         analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
         context = root_context(analysis.incidents, engine.line_marks, kept)
-    return replace(analysis, context=context, last_seen=last_seen(analysis, tail_bytes, seen))
+    seen_last = tuple(last_seen(analysis, tail_bytes, seen))
+    return replace(analysis, context=context, last_seen=seen_last)
 
 
 EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"
