@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class Outcome(StrEnum):
     unknown = "unknown"
 
 
-CATEGORIES = (
+Category = Literal[
     "gpu_hardware",
     "cuda_error",
     "collective_timeout",
@@ -72,7 +72,8 @@ CATEGORIES = (
     "preemption",
     "node_failure",
     "unknown",
-)
+]
+CATEGORIES: tuple[Category, ...] = get_args(Category)
 NODE_EVIDENCE: Mapping[str, str] = MappingProxyType(
     {
         # the hardware failed: the node is to blame
@@ -102,9 +103,11 @@ NODE_EVIDENCE: Mapping[str, str] = MappingProxyType(
 """How strongly an incident of each category implicates the node it happened on (the fleet's
 bad-node list counts only `strong` and `weak` ones; `culprit` is `weak` when a culprit rank with
 its host is named, else `none`)."""
-SEVERITIES = ("fatal", "error", "warning", "info")
-ROLES = ("cause", "symptom", "summary", "end")
-KINDS = (
+Severity = Literal["fatal", "error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+Role = Literal["cause", "symptom", "summary", "end"]
+ROLES: tuple[Role, ...] = get_args(Role)
+Kind = Literal[
     "failure",
     "iteration",
     "checkpoint_save",
@@ -115,7 +118,8 @@ KINDS = (
     "launch",
     "status",
     "config",
-)
+]
+KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +151,12 @@ class Event:
     """A line matched by a signature."""
 
     signature: str
-    kind: str
+    kind: Kind
     line: Line
     fields: dict[str, str] = field(default_factory=dict)
-    category: str | None = None
-    severity: str | None = None
-    role: str | None = None
+    category: Category | None = None
+    severity: Severity | None = None
+    role: Role | None = None
     time: datetime | None = None
     """The event's time: the line's own stamp, a time captured by the signature, or derived."""
     time_exact: bool = False
@@ -173,8 +177,8 @@ class Culprit:
 @dataclass(frozen=True, slots=True)
 class Incident:
     id: str
-    category: str
-    severity: str
+    category: Category
+    severity: Severity
     title: str
     explanation: str
     remedies: tuple[str, ...]
@@ -408,7 +412,7 @@ _BULK_COLUMNS = (
     "batch",
 )
 
-FINDING_KINDS = (
+FindingKind = Literal[
     "slowdown",
     "loss_spike",
     "grad_norm_spike",
@@ -421,7 +425,8 @@ FINDING_KINDS = (
     "duplicate_gpu",
     "mixed_gpu_memory",
     "device_order",
-)
+]
+FINDING_KINDS: tuple[FindingKind, ...] = get_args(FindingKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,9 +434,9 @@ class Finding:
     """Something that cost the run without stopping it: a slowdown, a loss spike, NaN losses,
     a burst of skipped steps. Never an incident: nothing here ends a job."""
 
-    kind: str
+    kind: FindingKind
     """One of FINDING_KINDS."""
-    severity: str
+    severity: Severity
     """`warning` or `info`."""
     title: str
     attempt: int | None
@@ -485,6 +490,151 @@ def finding_doc(f: Finding) -> dict[str, Any]:
     }
 
 
+Who = tuple[int | None, str | None, int | None, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """The ranks of a job, and how to name the rank of any line."""
+
+    nodes: int
+    nproc_per_node: int | None
+    size: int | None
+    ranks: frozenset[int]
+    multi_node_tee: bool
+    """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
+
+    def rank_of(self, line: Line) -> int | None:
+        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
+
+    def rank_of_who(self, w: Who) -> int | None:
+        task, _host, local_rank, rank = w
+        if rank is not None:
+            return rank
+        if local_rank is None:
+            return None
+        if self.nodes <= 1 and not self.multi_node_tee:
+            return local_rank
+        if task is not None and self.nproc_per_node:
+            # srun --ntasks-per-node=1 runs one torchrun agent per node: task id = node index
+            return task * self.nproc_per_node + local_rank
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Save:
+    """A checkpoint save that completed."""
+
+    iteration: int | None
+    start: datetime | None
+    end: datetime | None
+    duration_s: float
+    """Measured by the log (`save-checkpoint: ms`, or two stamped lines); 0 when it says nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    index: int
+    input: int
+    """The input whose progress lines make this attempt."""
+    first_seq: int
+    last_seq: int
+    boundary: str
+    """What started it: `start`, `launch`, `checkpoint_load`, `iteration_reset`, `input`."""
+    start: datetime | None
+    """When the attempt began (the job's `START TIME`, or its first stamped line)."""
+    loop_start: datetime | None
+    """When its first training iteration began."""
+    end: datetime | None
+    """The last moment the attempt is known to exist (its last stamped line, an end banner)."""
+    last_progress: datetime | None
+    first_iteration: int | None
+    last_iteration: int | None
+    resumed_from: int | None
+    """The iteration of the checkpoint it loaded."""
+    saves: tuple[Save, ...]
+    unfinished_saves: tuple[int | None, ...]
+    """Iterations of saves that started and never completed: they are no checkpoint."""
+    progress: tuple[int, int]
+    """Index range [first, last] of its lines in the run's Progress."""
+    last_event: Event | None
+    ended_saving: bool = False
+    """A checkpoint save had started and not completed when the attempt ended."""
+    job_id: str | None = None
+    """The SLURM job it ran in, when a file name or a banner says (slurm_jobs.name_jobs)."""
+    companions: tuple[int, ...] = ()
+    """Inputs without progress that belong to this attempt's job (its `.out`): every line of
+    theirs is this attempt's, never another's."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerIncident:
+    incident: str | None
+    """The incident id, or None for an attempt that ended by its time limit or a cancel."""
+    attempt: int
+    kind: str
+    """crash, hang or end (a time limit or cancel while still progressing)."""
+    failure: datetime | None
+    failure_exact: bool
+    last_checkpoint_iteration: int | None
+    wasted_progress_s: float
+    hang_s: float
+    restart_s: float | None
+    lost_gpu_hours: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    gpus: int | None
+    wall_s: float
+    productive_s: float
+    badput_s: dict[str, float]
+    """wasted_progress, hang, disruption_recovery, checkpointing, slowdown, startup, other."""
+    incidents: tuple[LedgerIncident, ...]
+
+    @property
+    def ettr(self) -> float | None:
+        return self.productive_s / self.wall_s if self.wall_s > 0 else None
+
+    @property
+    def lost_gpu_hours(self) -> float | None:
+        if self.gpus is None:
+            return None
+        lost = sum(i.wasted_progress_s + i.hang_s + (i.restart_s or 0.0) for i in self.incidents)
+        return lost * self.gpus / 3600
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    label: str
+    """What the interval is: `now` (the run's), `Young`, `Daly`, `half now`, `twice now`."""
+    interval_s: float
+    interval_iterations: float | None
+    detection_s: float
+    overhead: float
+    """Expected fraction of wall time lost: saving, redone work, detection, restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    save_s: float | None
+    interval_iterations: float | None
+    interval_s: float | None
+    iteration_s: float | None
+    mtbf_s: float | None
+    mtbf_source: str
+    """`given` (--mtbf), `observed` (wall time / failures) or `none`."""
+    young_interval_s: float | None
+    young_interval_iterations: float | None
+    daly_interval_s: float | None
+    overhead_now: float | None
+    overhead_optimal: float | None
+    detection_s: float
+    restart_s: float
+    what_if: tuple[WhatIf, ...]
+    verdict: str
+
+
 @dataclass(frozen=True, slots=True)
 class Analysis:
     inputs: tuple[InputInfo, ...]
@@ -492,9 +642,18 @@ class Analysis:
     incidents: tuple[Incident, ...]
     verdict: Incident | None
     unrecognized: tuple[Template, ...]
+    world: World
+    attempts: tuple[Attempt, ...]
+    ledger: Ledger | None
+    """None when no attempt has a known loop start and end (ledger.build_ledger)."""
+    advice: Advice
     progress: Progress = field(default_factory=lambda: Progress())
     findings: tuple[Finding, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+    context: Mapping[str, Sequence[tuple[int, str]]] = field(default_factory=dict)
+    """Per incident id: its root-cause line with the lines of the same rank around it, as
+    (line number, text) (context.root_context); empty until the inputs are read again."""
+    last_seen: tuple[tuple[int, str, int], ...] = ()
+    """(rank, file, line) of the last line each rank printed (context.last_seen)."""
 
     @property
     def empty(self) -> bool:

@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logscope.analysis.ledger import Ledger, advise, build_ledger, daly, young
-from logscope.analysis.timeline import Attempt, Save
+from logscope.analysis.ledger import advise, build_ledger, daly, young
 from logscope.engine.analyze import analyze
-from logscope.model import Analysis
+from logscope.model import Analysis, Attempt, Ledger, Save
 from logscope.render.terminal import render as render_terminal
 
 from .generators.bloom_run import Truth, generate
@@ -43,7 +42,7 @@ def bloom_analysis(request, tmp_path_factory) -> tuple[Truth, Analysis]:
 @pytest.fixture
 def bloom(bloom_analysis) -> tuple[Truth, Ledger]:
     truth, analysis = bloom_analysis
-    return truth, analysis.extra["ledger"]
+    return truth, analysis.ledger
 
 
 def test_the_story_of_a_three_job_run(bloom_analysis) -> None:
@@ -68,10 +67,10 @@ def test_the_story_of_a_three_job_run(bloom_analysis) -> None:
         }
         assert outs == {attempt.out_file}, (inc.id, outs)
     assert a.job.outcome.value == "completed"  # the kill switch: stopped on purpose
-    ledger = a.extra["ledger"]
+    ledger = a.ledger
     costliest = max(ledger.incidents, key=lambda r: r.lost_gpu_hours or 0.0)
     assert a.verdict is not None and a.verdict.id == costliest.incident
-    advice = a.extra["advice"]
+    advice = a.advice
     assert advice.interval_iterations == truth.save_interval_iterations
     assert any(w.label == "now" for w in advice.what_if)
     text = io.StringIO()
@@ -136,8 +135,8 @@ def test_real_two_attempt_run_wastes_the_redone_iterations() -> None:
     """Attempt 1 died in iteration 17, 6 iterations after its checkpoint at 10; attempt 2
     resumed from 10 and redid 11-16 (tests/fixtures/slurm/two_attempts, a real SLURM run)."""
     analysis = analyze([str(FIXTURES / "slurm" / "two_attempts")])
-    attempts = analysis.extra["attempts"]
-    ledger = analysis.extra["ledger"]
+    attempts = analysis.attempts
+    ledger = analysis.ledger
     assert [(a.first_iteration, a.last_iteration, a.resumed_from) for a in attempts] == [
         (1, 16, None),
         (11, 40, 10),

@@ -1,5 +1,5 @@
 """The Engine (logscope/engine/feed.py) on its own: constructed lines fed block by block, then
-`result()`: the incidents, the job and the verdict it concludes, whatever the blocks and inputs
+`conclude()`: the incidents, the job and the verdict it concludes, whatever the blocks and inputs
 the lines come in (formats: shared/FORMATS.md §1-§6)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from logscope.engine.conclude import conclude
 from logscope.engine.feed import Engine
 from logscope.model import Analysis, InputInfo, Outcome
 from logscope.read.sources import Block
@@ -52,7 +53,7 @@ def concluded(*inputs: tuple[str, list[str]], blocks: int = 1) -> Analysis:
         size = -(-len(lines) // blocks)
         for start in range(0, len(lines), size):
             feed(engine, lines[start : start + size], path, start + 1)
-    return engine.result([input_of(lines, path) for path, lines in inputs])
+    return conclude(engine, [input_of(lines, path) for path, lines in inputs])
 
 
 def test_a_crash_is_the_verdict_with_the_job_it_ended() -> None:
@@ -100,7 +101,7 @@ def test_the_incidents_of_several_inputs_are_in_input_order() -> None:
 
 
 def test_a_failure_block_the_log_cuts_is_read_when_the_engine_concludes() -> None:
-    # the log ends before the block's border: result() closes it, and its entry names the host
+    # the log ends before the block's border: conclude() closes it, and its entry names the host
     assert CRASH[-2].startswith("=====")
     (inc,) = concluded(("job.log", CRASH[:-2])).incidents
     assert inc.culprit is not None
@@ -154,7 +155,7 @@ def test_an_unrecognized_error_is_an_incident_only_when_nothing_else_failed() ->
 
 def test_inputs_with_no_line_say_nothing_of_the_job() -> None:
     engine = Engine(library())
-    a = engine.result([InputInfo("job.log", 0, 0)])
+    a = conclude(engine, [InputInfo("job.log", 0, 0)])
     assert (a.incidents, a.verdict) == ((), None)
     assert a.job.outcome is Outcome.unknown
     assert a.job.outcome_reason == "no input held a line: nothing says whether the job ran"

@@ -61,7 +61,7 @@ def test_slowdowns_of_5_percent_and_more_are_found_with_their_cost(
         assert abs(got.magnitude - fraction) <= 0.01, (seed, got)
         assert got.hosts_joined == want.hosts_joined, (seed, got)
         assert math.isclose(got.lost_gpu_hours, got.lost_s * truth.gpus / 3600)  # type: ignore[attr-defined]
-        ledger = a.extra["ledger"]
+        ledger = a.ledger
         assert abs(ledger.badput_s["slowdown"] - want.lost_s) <= 0.10 * want.lost_s
         assert math.isclose(ledger.productive_s + sum(ledger.badput_s.values()), ledger.wall_s)
 

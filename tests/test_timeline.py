@@ -48,7 +48,7 @@ ANCHORS = [
 @pytest.mark.parametrize(("name", "anchor"), ANCHORS, ids=[a[0] for a in ANCHORS])
 def test_anchor_places_stampless_iterations(tmp_path: Path, name: str, anchor: str) -> None:
     a = run(tmp_path, ("log.txt", [anchor, *iters(1, 3)]))
-    (attempt,) = a.extra["attempts"]
+    (attempt,) = a.attempts
     # stamps without a year (c10, glog) take it from the file: compare the rest
     assert attempt.loop_start.replace(year=2022) == datetime(2022, 3, 21, 13, 20, 0), name
     assert attempt.last_progress.replace(year=2022) == datetime(2022, 3, 21, 13, 25, 0), name
@@ -64,7 +64,7 @@ def test_anchor_places_stampless_iterations(tmp_path: Path, name: str, anchor: s
 def test_end_anchor_after_silence_makes_a_hang(tmp_path: Path, end_line: str) -> None:
     lines = [ANCHORS[0][1], *iters(1, 3), end_line]
     a = run(tmp_path, ("log.txt", lines))
-    (attempt,) = a.extra["attempts"]
+    (attempt,) = a.attempts
     assert attempt.end == datetime(2022, 3, 21, 14, 25, 0)
     # an hour without progress or error before the end: hung, whoever ended it
     assert a.job.outcome.value == "hung"
@@ -82,7 +82,7 @@ def test_torchrun_block_time_is_an_anchor(tmp_path: Path) -> None:
         pid=4711,
     )
     a = run(tmp_path, ("log.txt", [ANCHORS[0][1], *iters(1, 3), *block]))
-    (attempt,) = a.extra["attempts"]
+    (attempt,) = a.attempts
     assert attempt.end == datetime(2022, 3, 21, 13, 40, 0)
 
 
@@ -98,11 +98,11 @@ def test_save_without_completion_is_no_checkpoint(tmp_path: Path) -> None:
         "[default3]:  what():  CUDA error: unknown error",
     ]
     a = run(tmp_path, ("log.txt", lines))
-    (attempt,) = a.extra["attempts"]
+    (attempt,) = a.attempts
     assert [s.iteration for s in attempt.saves] == [2]
     assert attempt.saves[0].duration_s == 30.0
     assert attempt.unfinished_saves == (4,)
-    (inc,) = a.extra["ledger"].incidents
+    (inc,) = a.ledger.incidents
     assert inc.last_checkpoint_iteration == 2
     # from the save's completion (200 s + 30 s) to the failure during iteration 5 (~450 s)
     assert 200 <= inc.wasted_progress_s <= 300
@@ -126,7 +126,7 @@ BANNER = [
 def test_attempt_splitter(tmp_path: Path, second_start: list[str], boundary: str) -> None:
     lines = [ANCHORS[0][1], *iters(1, 5), *second_start, *iters(3, 8)]
     a = run(tmp_path, ("main_log.txt", lines))
-    attempts = a.extra["attempts"]
+    attempts = a.attempts
     assert [(x.first_iteration, x.last_iteration) for x in attempts] == [(1, 5), (3, 8)]
     assert attempts[1].boundary == boundary
     assert a.job.first_iteration == 1 and a.job.last_iteration == 8
@@ -139,12 +139,12 @@ def test_one_attempt_per_file_and_companion_out_files(tmp_path: Path) -> None:
         ("a-2.out", ["START TIME: Mon Mar 21 16:00:00 CET 2022", "END TIME: Mon Mar 21 17:00:00 CET 2022"]),
         ("main_log.txt", [ANCHORS[0][1], *iters(1, 5), "[default0]:[before the start of training step] datetime: 2022-03-21 16:10:00 ", *iters(3, 8)]),
     )  # fmt: skip
-    attempts = a.extra["attempts"]
+    attempts = a.attempts
     assert [(x.first_iteration, x.last_iteration) for x in attempts] == [(1, 5), (3, 8)]
     assert attempts[0].start == datetime(2022, 3, 21, 13, 10, 0)
     assert attempts[1].start == datetime(2022, 3, 21, 16, 0, 0)
     assert attempts[1].end == datetime(2022, 3, 21, 17, 0, 0)
-    assert a.extra["ledger"].badput_s["startup"] == 600
+    assert a.ledger.badput_s["startup"] == 600
 
 
 def test_status_lines_are_not_progress(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_a_monitor_stamp_inside_the_first_iteration_does_not_delay_it(tmp_path: 
     # 100 s iteration: that iteration still ends at 13:21:40, not 100 s after the PULSE
     pulse = "[2022-03-21 13:21:00] PULSE: tr11-176B-ml is running for 1:00:00 since 2022-03-21T12:20:00 (1528763 on 'gpu_p5' partition (jean-zay-iam[01-34,36-49])"
     a = run(tmp_path, ("log.txt", [ANCHORS[0][1], pulse, *iters(1, 3)]))
-    (attempt,) = a.extra["attempts"]
+    (attempt,) = a.attempts
     assert attempt.loop_start == datetime(2022, 3, 21, 13, 20, 0)
     assert attempt.last_progress == datetime(2022, 3, 21, 13, 25, 0)
 
@@ -200,7 +200,7 @@ def test_a_jobs_out_lines_stay_in_its_own_attempt(tmp_path: Path) -> None:
         ],
     )
     crash, hang = a.incidents
-    ledger = a.extra["ledger"]
+    ledger = a.ledger
     assert [(r.incident, r.attempt, r.kind) for r in ledger.incidents] == [
         (crash.id, 0, "crash"),
         (hang.id, 1, "hang"),
@@ -233,8 +233,7 @@ def test_a_finished_run_leads_with_its_costliest_failure(tmp_path: Path) -> None
     assert ("unknown error" in crash.title, hang.category) == (True, "hang")
     assert a.job.outcome.value == "completed"
     costs = {
-        r.incident: r.lost_gpu_hours or r.wasted_progress_s + r.hang_s
-        for r in a.extra["ledger"].incidents
+        r.incident: r.lost_gpu_hours or r.wasted_progress_s + r.hang_s for r in a.ledger.incidents
     }
     assert costs[hang.id] > costs[crash.id]
     assert a.verdict is hang
@@ -256,7 +255,7 @@ def test_a_hang_ended_by_srun_killing_the_tasks_is_a_hang(tmp_path: Path, last: 
     (hang,) = a.incidents
     assert hang.category == "hang" and hang.iteration == 9, hang
     assert [e.line.text for e in hang.evidence] == ["srun: error: node01: tasks 0-7: Killed"]
-    (row,) = a.extra["ledger"].incidents
+    (row,) = a.ledger.incidents
     assert row.kind == "hang" and 3.7 * 3600 < row.hang_s < 3.8 * 3600
     if last:
         assert a.job.outcome.value == "hung"
@@ -279,7 +278,7 @@ def test_an_attempt_stopped_during_a_long_save_did_not_hang(tmp_path: Path) -> N
         "slurmstepd: error: *** JOB 11 ON node01 CANCELLED AT 2022-03-21T13:21:40 DUE TO TIME LIMIT ***",
     ]
     a = run(tmp_path, ("main_log.txt", lines))
-    (attempt,) = a.extra["attempts"]
+    (attempt,) = a.attempts
     assert attempt.ended_saving
     assert a.job.outcome.value == "timelimit", a.job
     (inc,) = a.incidents
@@ -312,11 +311,11 @@ def test_a_stampless_out_goes_to_the_job_its_name_says(tmp_path: Path) -> None:
         ]),
         ("slurm-4711.out", ["srun: error: node02: task 1: Out Of Memory"]),
     )  # fmt: skip
-    first, second = a.extra["attempts"]
+    first, second = a.attempts
     assert (first.job_id, second.job_id) == ("4711", None)
     (oom,) = a.incidents
     assert oom.root_cause.line.path.endswith("slurm-4711.out")
-    assert [(r.incident, r.attempt) for r in a.extra["ledger"].incidents] == [(oom.id, 0)]
+    assert [(r.incident, r.attempt) for r in a.ledger.incidents] == [(oom.id, 0)]
 
 
 def test_zeroed_is_nan_to_num() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ..model import Event, Incident, Outcome, Progress, duration
+from ..model import Attempt, Event, Incident, Outcome, Progress, duration
 from .job_outcome import (
     Ending,
     allowed_silence,
@@ -19,7 +19,7 @@ from .job_outcome import (
     stops_the_job,
 )
 from .ledger import owner
-from .timeline import Attempt, input_of
+from .timeline import input_of
 
 
 def attempt_endings(
@@ -30,7 +30,7 @@ def attempt_endings(
     started: bool,
 ) -> tuple[list[Incident], dict[int, tuple[str, Incident | None]], Ending]:
     """Each attempt's ending (crash, hang, end) and the job's outcome from the last one; the
-    incidents renumbered in attempt order. `started`: the job ran (Engine._started)."""
+    incidents renumbered in attempt order. `started`: the job ran (conclude._started)."""
     cadence = progress.median_interval_s()
     base = hang_threshold(cadence)
     save_max = max((s.duration_s for at in attempts for s in at.saves), default=0.0) or None

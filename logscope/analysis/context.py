@@ -31,7 +31,7 @@ def last_seen(
     again here; for the others (compressed, stdin, a pipe) `seen` holds what `last_lines` found
     in their tail as it went by.
     """
-    world = analysis.extra["world"]
+    world = analysis.world
     seen = seen or {}
     best: dict[int, tuple[int, str, int]] = {}
     for index, info in enumerate(analysis.inputs):

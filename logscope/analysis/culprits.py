@@ -6,40 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..match.events import FAILURE_ENTRY, who
-from ..model import Culprit, Event, Line, field_int
-
-Who = tuple[int | None, str | None, int | None, int | None]
-
-
-@dataclass(frozen=True, slots=True)
-class World:
-    """The ranks of a job, and how to name the rank of any line."""
-
-    nodes: int
-    nproc_per_node: int | None
-    size: int | None
-    ranks: frozenset[int]
-    multi_node_tee: bool
-    """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
-
-    def rank_of(self, line: Line) -> int | None:
-        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
-
-    def rank_of_who(self, w: Who) -> int | None:
-        task, _host, local_rank, rank = w
-        if rank is not None:
-            return rank
-        if local_rank is None:
-            return None
-        if self.nodes <= 1 and not self.multi_node_tee:
-            return local_rank
-        if task is not None and self.nproc_per_node:
-            # srun --ntasks-per-node=1 runs one torchrun agent per node: task id = node index
-            return task * self.nproc_per_node + local_rank
-        return None
+from ..model import Culprit, Event, Who, World, field_int
 
 
 def build_world(streams: Sequence[Who], declared_size: int | None = None) -> World:

@@ -11,13 +11,15 @@ from types import MappingProxyType
 from ..match.events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED, who
 from ..match.signatures import Library
 from ..model import (
+    Category,
     Culprit,
     Event,
     Incident,
     Progress,
+    World,
     field_int,
 )
-from .culprits import World, attribute, locate, pg_culprit, reported_culprit, silent_culprit
+from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
 
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
 _SEVERITY_RANK = MappingProxyType({"fatal": 3, "error": 2, "warning": 1, "info": 0})
@@ -80,7 +82,7 @@ def signal_death(e: Event) -> bool:
 class _Pick:
     root: Event
     culprit: Culprit | None
-    category: str
+    category: Category
 
 
 def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:

@@ -8,8 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 
-from ..model import Event, Incident, Job, Outcome, Progress, duration, field_int
-from .culprits import World
+from ..model import Event, Incident, Job, Outcome, Progress, World, duration, field_int
 from .incidents import SPLIT_AFTER_PROGRESS
 
 _END_OUTCOME = MappingProxyType(

@@ -9,48 +9,20 @@ import itertools
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
-from ..model import Event, Finding, Incident, duration
-from .timeline import Attempt, input_of, timestamp
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerIncident:
-    incident: str | None
-    """The incident id, or None for an attempt that ended by its time limit or a cancel."""
-    attempt: int
-    kind: str
-    """crash, hang or end (a time limit or cancel while still progressing)."""
-    failure: datetime | None
-    failure_exact: bool
-    last_checkpoint_iteration: int | None
-    wasted_progress_s: float
-    hang_s: float
-    restart_s: float | None
-    lost_gpu_hours: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Ledger:
-    gpus: int | None
-    wall_s: float
-    productive_s: float
-    badput_s: dict[str, float]
-    """wasted_progress, hang, disruption_recovery, checkpointing, slowdown, startup, other."""
-    incidents: tuple[LedgerIncident, ...]
-
-    @property
-    def ettr(self) -> float | None:
-        return self.productive_s / self.wall_s if self.wall_s > 0 else None
-
-    @property
-    def lost_gpu_hours(self) -> float | None:
-        if self.gpus is None:
-            return None
-        lost = sum(i.wasted_progress_s + i.hang_s + (i.restart_s or 0.0) for i in self.incidents)
-        return lost * self.gpus / 3600
+from ..model import (
+    Advice,
+    Attempt,
+    Event,
+    Finding,
+    Incident,
+    Ledger,
+    LedgerIncident,
+    WhatIf,
+    duration,
+)
+from .timeline import input_of, timestamp
 
 
 def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:
@@ -235,37 +207,6 @@ def headline(
 
 
 # -- checkpoint advice ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class WhatIf:
-    label: str
-    """What the interval is: `now` (the run's), `Young`, `Daly`, `half now`, `twice now`."""
-    interval_s: float
-    interval_iterations: float | None
-    detection_s: float
-    overhead: float
-    """Expected fraction of wall time lost: saving, redone work, detection, restart."""
-
-
-@dataclass(frozen=True, slots=True)
-class Advice:
-    save_s: float | None
-    interval_iterations: float | None
-    interval_s: float | None
-    iteration_s: float | None
-    mtbf_s: float | None
-    mtbf_source: str
-    """`given` (--mtbf), `observed` (wall time / failures) or `none`."""
-    young_interval_s: float | None
-    young_interval_iterations: float | None
-    daly_interval_s: float | None
-    overhead_now: float | None
-    overhead_optimal: float | None
-    detection_s: float
-    restart_s: float
-    what_if: tuple[WhatIf, ...]
-    verdict: str
 
 
 def current_interval(attempts: Sequence[Attempt]) -> float | None:

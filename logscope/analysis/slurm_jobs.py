@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .timeline import Attempt
+from ..model import Attempt
 
 _JOB_IN_NAME = re.compile(r"(?:^|[-_.])(\d{2,})(?:_\d+)?\.(?:out|err|log)(?:\.\w+)?$")
 """The `%j` (or `%A_%a`) that sbatch's default and usual `--output` patterns put last."""

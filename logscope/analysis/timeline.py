@@ -12,59 +12,13 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from ..model import Event, Progress, field_int
+from ..model import Attempt, Event, Progress, Save, field_int
 
 _INPUT_SHIFT = 40
 
 
 def input_of(seq: int) -> int:
     return seq >> _INPUT_SHIFT
-
-
-@dataclass(frozen=True, slots=True)
-class Save:
-    """A checkpoint save that completed."""
-
-    iteration: int | None
-    start: datetime | None
-    end: datetime | None
-    duration_s: float
-    """Measured by the log (`save-checkpoint: ms`, or two stamped lines); 0 when it says nothing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    index: int
-    input: int
-    """The input whose progress lines make this attempt."""
-    first_seq: int
-    last_seq: int
-    boundary: str
-    """What started it: `start`, `launch`, `checkpoint_load`, `iteration_reset`, `input`."""
-    start: datetime | None
-    """When the attempt began (the job's `START TIME`, or its first stamped line)."""
-    loop_start: datetime | None
-    """When its first training iteration began."""
-    end: datetime | None
-    """The last moment the attempt is known to exist (its last stamped line, an end banner)."""
-    last_progress: datetime | None
-    first_iteration: int | None
-    last_iteration: int | None
-    resumed_from: int | None
-    """The iteration of the checkpoint it loaded."""
-    saves: tuple[Save, ...]
-    unfinished_saves: tuple[int | None, ...]
-    """Iterations of saves that started and never completed: they are no checkpoint."""
-    progress: tuple[int, int]
-    """Index range [first, last] of its lines in the run's Progress."""
-    last_event: Event | None
-    ended_saving: bool = False
-    """A checkpoint save had started and not completed when the attempt ended."""
-    job_id: str | None = None
-    """The SLURM job it ran in, when a file name or a banner says (slurm_jobs.name_jobs)."""
-    companions: tuple[int, ...] = ()
-    """Inputs without progress that belong to this attempt's job (its `.out`): every line of
-    theirs is this attempt's, never another's."""
 
 
 @dataclass(slots=True)

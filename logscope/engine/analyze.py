@@ -46,6 +46,7 @@ from ..read.sources import (
 )
 from ..read.spool import Chunk, KeepBudget, Kept, Spool
 from ..scan.range_scan import RangeScan, RangeTask, scan_range, unpack
+from .conclude import conclude
 from .feed import Engine, default_library
 
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
@@ -365,10 +366,10 @@ def analyze(
         if pool is not None:
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (memory.py)
-        analysis = engine.result(inputs, gpus=gpus, mtbf_s=mtbf_s)
-        analysis.extra["context"] = root_context(analysis.incidents, engine.line_marks, kept)
-    analysis.extra["last_seen"] = last_seen(analysis, tail_bytes, seen)
-    return analysis
+        analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
+        context = root_context(analysis.incidents, engine.line_marks, kept)
+    seen_last = tuple(last_seen(analysis, tail_bytes, seen))
+    return replace(analysis, context=context, last_seen=seen_last)
 
 
 EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"

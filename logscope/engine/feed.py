@@ -14,19 +14,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ..analysis.attempt_endings import attempt_endings
-from ..analysis.culprits import Who, World, build_world
-from ..analysis.incidents import build_incidents
-from ..analysis.job_outcome import (
-    Ending,
-    decide_outcome,
-    make_job,
-)
-from ..analysis.ledger import advise, attempt_of, build_ledger, headline
-from ..analysis.slurm_jobs import name_jobs
-from ..analysis.timeline import Attempt, Timeline, input_of
-from ..findings.configuration import find_configs
-from ..findings.gather import find
+from ..analysis.culprits import build_world
+from ..analysis.timeline import Timeline
 from ..lines.decode import (
     DISCOVERY_BYTES,
     prefix_lines,
@@ -37,16 +26,13 @@ from ..lines.wrap import WRAP_SAMPLE, wrap_width
 from ..match.events import Extractor, who
 from ..match.prefilter import Hit, matched
 from ..match.signatures import Library, builtin_dirs, load_library
-from ..match.unrecognized import Clusters
 from ..model import (
-    Analysis,
+    Attempt,
     Event,
-    Incident,
-    InputInfo,
     Line,
-    Outcome,
     Progress,
-    all_empty,
+    Who,
+    World,
     field_int,
     line_seconds,
 )
@@ -84,13 +70,13 @@ class Engine:
     declared_world: int | None = None
     first_time: datetime | None = None
     last_time: datetime | None = None
-    _derived_until: float = -math.inf
+    derived_until: float = -math.inf
     """The latest time the timeline gave a progress line (a float: one per line)."""
     _per_sig: dict[str, int] = field(default_factory=dict)
     _last_iter: int | None = None
     _input_index: dict[str, int] = field(default_factory=dict)
     _nodelists: set[str] = field(default_factory=set)
-    _nodelist_changes: list[Event] = field(default_factory=list)
+    nodelist_changes: list[Event] = field(default_factory=list)
     """Lines naming a node list unlike the one named before: which nodes each attempt ran on."""
     _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
@@ -208,7 +194,7 @@ class Engine:
             progress.resolve = None
         last = functools.partial(self._progress_event, cols, hi - 1, path, base)
         progress.keep(first + hi - lo - 1, last)
-        self._derived_until = max(self._derived_until, derived)
+        self.derived_until = max(self.derived_until, derived)
         stated = times[~np.isnan(times)]
         if len(stated):
             self._tick(datetime.fromtimestamp(float(stated.min())))
@@ -330,8 +316,8 @@ class Engine:
             idx = self.progress.add(e, it, line_seconds(e, int(step)))
             exact = e.time.timestamp() if e.time is not None and e.time_exact else math.nan
             t = self.timeline.add_progress(e.seq, exact, idx, it)
-            if t is not None and t > self._derived_until:
-                self._derived_until = t
+            if t is not None and t > self.derived_until:
+                self.derived_until = t
             return
         # the nodes a line names took part: srun's and torchrun's reports, node lists (an
         # hourly status line repeats the same list: expanded once)
@@ -341,7 +327,7 @@ class Engine:
             if nodelist not in self._nodelists:
                 self._nodelists.add(nodelist)
                 self.hosts.update(expand_hostlist(nodelist))
-            changes = self._nodelist_changes
+            changes = self.nodelist_changes
             if not changes or changes[-1].fields["nodelist"] != nodelist:
                 changes.append(e)
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
@@ -372,111 +358,16 @@ class Engine:
         if n < MAX_EVENTS_PER_SIGNATURE or e.severity in ("fatal",) or e.role == "end":
             self.failures.append(e)
 
-    def result(
-        self,
-        inputs: Sequence[InputInfo],
-        gpus: int | None = None,
-        mtbf_s: float | None = None,
-    ) -> Analysis:
+    def finish(self) -> list[Attempt]:
+        """The inputs have ended: feed the events of blocks still open, and close the attempts
+        (returned)."""
         for e in self.extractor.finish():
             self._add(e)
-        attempts = self.timeline.finish()
-        failures = self._failures()
-        if attempts:
-            named = [
-                (a, e.fields["job_id"])
-                for e in failures
-                if e.fields.get("job_id") and (a := attempt_of(e, attempts, e.time)) is not None
-            ]
-            paths = {index: path for path, index in self._input_index.items()}
-            attempts = name_jobs(attempts, paths, named)
-        if math.isfinite(self._derived_until):
-            derived = datetime.fromtimestamp(self._derived_until)
-            if self.last_time is None or derived > self.last_time:
-                self.last_time = derived
-        last_progress = self.progress.last_time()
-        world = self.world()
-        incidents = self._incidents(failures, attempts, world)
-        exits = [m for m in self.markers if m.kind == "exit"]
-        cadence = self.progress.median_interval_s()
-        endings: dict[int, tuple[str, Incident | None]] = {}
-        if attempts:
-            incidents, endings, ending = attempt_endings(
-                attempts, incidents, exits, self.progress, self._started()
-            )
-        else:
-            ending = decide_outcome(
-                incidents,
-                self.progress,
-                exits,
-                last_progress,
-                self.last_time,
-                cadence,
-                started=self._started(),
-            )
-        if all_empty(inputs):
-            # an empty log says nothing of the job, least of all that it was healthy
-            ending = Ending(
-                Outcome.unknown, "no input held a line: nothing says whether the job ran"
-            )
-        job = make_job(
-            ending,
-            world,
-            sorted(self.hosts),
-            self.first_time,
-            self.last_time,
-            self.progress,
-            last_progress,
-        )
-        overflows = [m for m in self.markers if m.kind == "status" and "scale" in m.fields]
-        findings = find(
-            self.progress,
-            attempts,
-            overflows,
-            gpus or world.size,
-            self._attempt_hosts(attempts),
-            self.locate,
-        )
-        ledger = build_ledger(attempts, endings, gpus or world.size, cadence, findings)
-        findings += tuple(find_configs(self.configs, failures, ledger, self.library))
-        ended_by = None
-        if job.outcome not in (Outcome.completed, Outcome.truncated, Outcome.unknown):
-            last_ending = endings.get(attempts[-1].index) if attempts else None
-            ended_by = last_ending[1] if last_ending else (incidents[-1] if incidents else None)
-        advice = advise(attempts, ledger, cadence, mtbf_s)
-        clusters: Clusters = self.extractor.unrecognized
-        return Analysis(
-            inputs=tuple(inputs),
-            job=job,
-            incidents=tuple(incidents),
-            verdict=headline(incidents, ledger, ended_by),
-            unrecognized=tuple(clusters.templates()),
-            progress=self.progress,
-            findings=findings,
-            extra={
-                "world": world,
-                "attempts": tuple(attempts),
-                "ledger": ledger,
-                "advice": advice,
-            },
-        )
+        return self.timeline.finish()
 
-    def _incidents(
-        self, failures: Sequence[Event], attempts: Sequence[Attempt], world: World
-    ) -> list[Incident]:
-        """Incidents built within each attempt: a burst of failures never spans two jobs (the
-        end of one job's `.out` and the start of the next one's are far apart in time)."""
-        if not attempts:
-            return build_incidents(failures, self.progress, world, self.library)
-        parts: dict[int, list[Event]] = {}
-        for e in failures:
-            a = attempt_of(e, attempts, e.time)
-            parts.setdefault(-1 if a is None else a, []).append(e)
-        return [
-            inc
-            for _, part in sorted(parts.items())
-            for inc in build_incidents(part, self.progress, world, self.library)
-        ]
+    def input_paths(self) -> dict[int, str]:
+        """The inputs fed, by their index in the order keys (`seq`)."""
+        return {index: path for path, index in self._input_index.items()}
 
     def locate(self, seq: int) -> tuple[str | None, int | None]:
         """An order key's file and line number."""
@@ -484,54 +375,9 @@ class Engine:
         path = next((p for p, i in self._input_index.items() if i == index), None)
         return path, lineno
 
-    def _attempt_hosts(self, attempts: Sequence[Attempt]) -> dict[int, frozenset[str]]:
-        """The nodes each attempt ran on, where a node list says (else the attempt before's). A
-        node list between two attempts of one input is the later one's: a job prints its nodes
-        as it starts."""
-        named: dict[int, set[str]] = {}
-        for e in self._nodelist_changes:
-            index = _starting(e.seq, attempts)
-            if index is None:
-                index = attempt_of(e, attempts, e.time)
-            if index is not None:
-                named.setdefault(index, set()).update(expand_hostlist(e.fields["nodelist"]))
-        out: dict[int, frozenset[str]] = {}
-        before: frozenset[str] | None = None
-        for a in attempts:
-            hosts = frozenset(named[a.index]) if a.index in named else before
-            if hosts is not None:
-                out[a.index] = before = hosts
-        return out
-
-    def _started(self) -> bool:
-        """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
-        save said so."""
-        return bool(self.streams) or bool(self.markers) or self.saw_steps
-
-    def _failures(self) -> list[Event]:
-        """The failure events, with the unrecognized error lines when no signature found a
-        serious one: a plain failure nobody wrote a signature for still makes an incident."""
-        if any(e.severity in ("fatal", "error") for e in self.failures):
-            return self.failures
-        # a line the job outlived (it says it finished after it) did not end the job
-        finished = max((m.seq for m in self.markers if m.kind == "exit"), default=-1)
-        extra = [e for e in self.extractor.unrecognized_events if e.seq > finished]
-        return sorted([*self.failures, *extra], key=lambda e: e.seq) if extra else self.failures
-
 
 _Placed = tuple[int, npt.NDArray[np.float64]]
 """Where a scan's first progress line is in Progress, and the seconds each of its lines covers."""
-
-
-def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:
-    """The attempt a line announces: the next one in its input, when the line is after the
-    last line of every earlier attempt of that input (between attempts, or before the first)."""
-    inp = input_of(seq)
-    mine = [a for a in attempts if a.input == inp]
-    nxt = next((a for a in mine if a.first_seq > seq), None)
-    if nxt is None or any(seq <= a.last_seq for a in mine if a.first_seq <= seq):
-        return None
-    return nxt.index
 
 
 def _boundary(e: Event) -> str:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from ..analysis.ledger import Ledger
 from ..match.signatures import Library
-from ..model import Event, Finding, duration, gpu_hours
+from ..model import Event, Finding, FindingKind, Ledger, Severity, duration, gpu_hours
 
 DETECT_S = 600.0
 """How soon a job set up against hangs ends after a failure: a 10-minute process-group timeout
@@ -46,8 +45,8 @@ def find_configs(
 def _finding(
     library: Library,
     text_id: str,
-    kind: str,
-    severity: str,
+    kind: FindingKind,
+    severity: Severity,
     detail: str,
     evidence: Sequence[Event],
     lost_s: float | None = None,
@@ -121,7 +120,7 @@ def _hang_exposure(
             f"{duration(longest)}); with async error handling, a 10 min timeout and srun "
             f"--kill-on-bad-exit=1 each would have ended in ~10 min{cost}"
         )
-    severity = "warning" if waited else "info"
+    severity: Severity = "warning" if waited else "info"
     return [
         _finding(
             library,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..analysis.timeline import Attempt
-from ..model import Event, Finding, Progress
+from ..model import Attempt, Event, Finding, Progress
 from .slowdowns import Locate, find_slowdowns, step_times
 from .training_health import find_health
 

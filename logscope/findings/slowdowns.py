@@ -12,9 +12,8 @@ from datetime import datetime
 import numpy as np
 from numpy.typing import NDArray
 
-from ..analysis.timeline import Attempt
 from ..compact_column import uniform
-from ..model import Finding, Progress, duration
+from ..model import Attempt, Finding, Progress, duration
 from .changepoints import Floats, segments
 
 MIN_LINES = 10

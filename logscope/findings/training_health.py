@@ -13,9 +13,8 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from ..analysis.timeline import Attempt
 from ..compact_column import Packed
-from ..model import Event, Finding, Progress
+from ..model import Attempt, Event, Finding, FindingKind, Progress, Severity
 from .changepoints import Floats, trailing_score_chunks
 from .slowdowns import Locate, StepTimes
 
@@ -110,8 +109,8 @@ class _Rows:
 
     def finding(
         self,
-        kind: str,
-        severity: str,
+        kind: FindingKind,
+        severity: Severity,
         title: str,
         first: int,
         last: int,

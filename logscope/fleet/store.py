@@ -18,9 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from ..analysis.culprits import World
 from ..errors import LogscopeError
-from ..model import Analysis, Event
+from ..model import Analysis, Event, World
 from .blame import incident_node, job_nodes, node_evidence
 
 # Plain Parquet types only (string, int64, float64, bool, list<string>, timestamp[us] without a
@@ -142,8 +141,8 @@ def _rank(e: Event, world: World) -> int | None:
 def tables(analysis: Analysis, job_id: str) -> JobTables:
     """The job's rows of the `jobs`, `incidents`, `events` and `findings` tables."""
     job = analysis.job
-    world: World = analysis.extra["world"]
-    ledger = analysis.extra.get("ledger")
+    world = analysis.world
+    ledger = analysis.ledger
     date = _date(job.start)
     nodes = job_nodes(analysis)
     costs = {i.incident: i for i in ledger.incidents} if ledger is not None else {}
@@ -182,7 +181,7 @@ def tables(analysis: Analysis, job_id: str) -> JobTables:
             if key not in seen and len(seen) < CASCADE_EVENTS:
                 seen.add(key)
                 events.append(_event(e, "cascade", inc.id, world))
-    for a in analysis.extra.get("attempts", ()):
+    for a in analysis.attempts:
         events.extend(
             {
                 "role": "checkpoint",

@@ -15,7 +15,7 @@ from ..analysis.incidents import build_incidents, signal_death
 from ..analysis.job_outcome import allowed_silence
 from ..engine.feed import Engine
 from ..findings.gather import find
-from ..model import Event, Finding, Progress, duration, field_int, finding_doc
+from ..model import Category, Event, Finding, Progress, duration, field_int, finding_doc
 from ..read.sources import Block
 
 GRACE_S = 0.5
@@ -37,7 +37,7 @@ class Alert:
     id: str
     kind: str
     """`crash` or `hang`."""
-    category: str
+    category: Category
     title: str
     reason: str
     event: Event | None
@@ -285,7 +285,7 @@ class Watcher:
     def _new(
         self,
         kind: str,
-        category: str,
+        category: Category,
         title: str,
         reason: str,
         now: float,

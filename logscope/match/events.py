@@ -10,7 +10,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from ..model import Event, Line
+from ..model import Category, Event, Line, Severity
 from .prefilter import Hit, Prefilter
 from .signatures import Library, Signature
 from .unrecognized import Clusters
@@ -38,7 +38,7 @@ MAX_UNRECOGNIZED = 100
 """Unrecognized error lines kept as events (all are counted in the templates)."""
 
 # Exit codes of workers killed by a signal, as torchelastic reports them (negative signal).
-EXIT_SIGNALS: Mapping[int, tuple[str, str]] = MappingProxyType(
+EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
     {
         -9: ("SIGKILL", "process_killed"),
         -11: ("SIGSEGV", "segfault"),
@@ -217,8 +217,8 @@ class Extractor:
         sig: Signature,
         fields: dict[str, str],
         seq: int,
-        category: str | None,
-        severity: str | None,
+        category: Category | None,
+        severity: Severity | None,
     ) -> Event:
         time = line.time
         exact = time is not None
@@ -248,8 +248,8 @@ class Extractor:
         return self._close(key)
 
     def _classified(
-        self, category: str | None, fields: dict[str, str], exception: str, message: str
-    ) -> tuple[str | None, dict[str, str]]:
+        self, category: Category | None, fields: dict[str, str], exception: str, message: str
+    ) -> tuple[Category | None, dict[str, str]]:
         """The category the classification rules give a catch-all line, and its fields with
         the rule that decided; the category as it was when no rule fits."""
         rule = self.library.classify(exception, message)
@@ -335,7 +335,7 @@ class Extractor:
             if m.group(2):
                 fields["local_rank"] = m.group(2)
         m = _BLOCK_EXIT.match(entry.get("exitcode", ""))
-        category = "process_killed"
+        category: Category = "process_killed"
         if m:
             fields["exit_code"] = m.group(1)
             if m.group(2):

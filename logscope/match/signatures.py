@@ -7,15 +7,16 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import regex
 
 from ..errors import PatternError
-from ..model import CATEGORIES, KINDS, ROLES, SEVERITIES
+from ..model import CATEGORIES, KINDS, ROLES, SEVERITIES, Category, Kind, Role, Severity
 from .regexes import Regex
 
 _T = TypeVar("_T")
+_V = TypeVar("_V", bound=str)
 
 _REQUIRED = ("id", "trigger", "regex", "title", "samples")
 _FAILURE_REQUIRED = ("category", "severity", "role", "explanation")
@@ -59,15 +60,15 @@ GENERIC_TRIGGERS = (
 @dataclass(frozen=True, slots=True)
 class Signature:
     id: str
-    kind: str
+    kind: Kind
     trigger: tuple[str, ...]
     regex: Regex
     title: str
     samples: tuple[str, ...]
     counter_samples: tuple[str, ...] = ()
-    category: str | None = None
-    severity: str | None = None
-    role: str | None = None
+    category: Category | None = None
+    severity: Severity | None = None
+    role: Role | None = None
     priority: int = 0
     explanation: str = ""
     remedy: tuple[str, ...] = ()
@@ -200,7 +201,7 @@ class Rule:
     generic error line belongs to (`OSError` → io_error, `NCCL` in the message → comm_error)."""
 
     id: str
-    category: str
+    category: Category
     exception: regex.Pattern[str] | None
     """Searched in the exception's dotted name; None: any."""
     message: regex.Pattern[str] | None
@@ -229,10 +230,18 @@ class FindingText:
     source: str = ""
 
 
+class Xid(TypedDict, total=False):
+    """An `[xid.<code>]` table: NVIDIA's meaning of an Xid code."""
+
+    title: str
+    category: Category
+    severity: Severity
+
+
 @dataclass(frozen=True, slots=True)
 class Library:
     signatures: tuple[Signature, ...]
-    xid: dict[int, dict[str, str]] = field(default_factory=dict)
+    xid: dict[int, Xid] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     """Classification rules, first match wins."""
@@ -351,18 +360,14 @@ def _checked_id(
 
 def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> Signature:
     sig_id = where = _checked_id(entry, path, f"signature[{index}]", _REQUIRED, _KNOWN)
-    kind = entry.get("kind", "failure")
-    if kind not in KINDS:
-        raise PatternError(path, f"kind: {kind!r} is not one of {', '.join(KINDS)}", where)
+    kind = _one_of(entry.get("kind", "failure"), KINDS, path, "kind", where)
     if kind == "failure":
         for name in _FAILURE_REQUIRED:
             if name not in entry:
                 raise PatternError(path, f"missing field {name!r} (required for failures)", where)
-        for name, allowed in (("category", CATEGORIES), ("severity", SEVERITIES), ("role", ROLES)):
-            if entry[name] not in allowed:
-                raise PatternError(
-                    path, f"{name}: {entry[name]!r} is not one of {', '.join(allowed)}", where
-                )
+    category = _optional(entry, "category", CATEGORIES, path, where)
+    severity = _optional(entry, "severity", SEVERITIES, path, where)
+    role = _optional(entry, "role", ROLES, path, where)
     if not isinstance(entry["regex"], str):
         raise PatternError(path, "regex: does not compile: it must be a string", where)
     compiled = Regex(entry["regex"])
@@ -399,9 +404,9 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         title=str(entry["title"]),
         samples=samples,
         counter_samples=_as_list(entry.get("counter_samples"), path, where, "counter_samples"),
-        category=entry.get("category"),
-        severity=entry.get("severity"),
-        role=entry.get("role"),
+        category=category,
+        severity=severity,
+        role=role,
         priority=priority,
         explanation=str(entry.get("explanation", "")),
         remedy=_as_list(entry.get("remedy"), path, where, "remedy"),
@@ -426,10 +431,7 @@ def _rule(entry: dict[str, Any], path: str, index: int) -> Rule:
     rule_id = where = _checked_id(
         entry, path, f"classify[{index}]", ("id", "category", "samples"), _RULE_KNOWN
     )
-    if entry["category"] not in CATEGORIES:
-        raise PatternError(
-            path, f"category: {entry['category']!r} is not one of {', '.join(CATEGORIES)}", where
-        )
+    category = _one_of(entry["category"], CATEGORIES, path, "category", where)
     exception = _optional_regex(entry, "exception", path, where)
     message = _optional_regex(entry, "message", path, where)
     if exception is None and message is None:
@@ -437,7 +439,22 @@ def _rule(entry: dict[str, Any], path: str, index: int) -> Rule:
     samples = _as_list(entry["samples"], path, where, "samples")
     if not samples:
         raise PatternError(path, "samples: needs at least one sample line", where)
-    return Rule(rule_id, str(entry["category"]), exception, message, samples, path)
+    return Rule(rule_id, category, exception, message, samples, path)
+
+
+def _one_of(value: object, allowed: tuple[_V, ...], path: str, name: str, where: str) -> _V:
+    """The value, if it is one of the vocabulary `allowed`."""
+    for word in allowed:
+        if value == word:
+            return word
+    raise PatternError(path, f"{name}: {value!r} is not one of {', '.join(allowed)}", where)
+
+
+def _optional(
+    entry: dict[str, Any], name: str, allowed: tuple[_V, ...], path: str, where: str
+) -> _V | None:
+    """The entry's field `name`, if it has one: one of the vocabulary `allowed`."""
+    return _one_of(entry[name], allowed, path, name, where) if name in entry else None
 
 
 def _finding_text(entry: dict[str, Any], path: str, index: int) -> FindingText:
@@ -458,7 +475,19 @@ def _finding_text(entry: dict[str, Any], path: str, index: int) -> FindingText:
     )
 
 
-_Loaded = tuple[list[Signature], dict[int, dict[str, str]], list[Rule], list[FindingText]]
+_Loaded = tuple[list[Signature], dict[int, Xid], list[Rule], list[FindingText]]
+
+
+def _xid(info: dict[str, Any], path: str, where: str) -> Xid:
+    """An `[xid.<code>]` table's title, category and severity (no other field is read)."""
+    out: Xid = {}
+    if "title" in info:
+        out["title"] = str(info["title"])
+    if "category" in info:
+        out["category"] = _one_of(str(info["category"]), CATEGORIES, path, "category", where)
+    if "severity" in info:
+        out["severity"] = _one_of(str(info["severity"]), SEVERITIES, path, "severity", where)
+    return out
 
 
 def _load_file(path: Path, builtin: bool = False) -> _Loaded:
@@ -477,11 +506,11 @@ def _load_file(path: Path, builtin: bool = False) -> _Loaded:
         if s.id in seen:
             raise PatternError(str(path), "id: defined twice in this file", s.id)
         seen.add(s.id)
-    xid: dict[int, dict[str, str]] = {}
+    xid: dict[int, Xid] = {}
     for code, info in (doc.get("xid") or {}).items():
         if not str(code).isdigit() or not isinstance(info, dict):
             raise PatternError(str(path), f"xid.{code}: must be [xid.<number>] with a title")
-        xid[int(code)] = {k: str(v) for k, v in info.items()}
+        xid[int(code)] = _xid(info, str(path), f"xid.{code}")
     rule_entries = doc.get("classify", [])
     if not isinstance(rule_entries, list):
         raise PatternError(str(path), "[[classify]] must be an array of tables")
@@ -496,7 +525,7 @@ def _load_file(path: Path, builtin: bool = False) -> _Loaded:
 def load_library(dirs: Iterable[Path | str]) -> Library:
     """Load every `*.toml` of each directory in order; a later signature with the same id wins."""
     by_id: dict[str, Signature] = {}
-    xid: dict[int, dict[str, str]] = {}
+    xid: dict[int, Xid] = {}
     rules: dict[str, Rule] = {}
     rule_dir: dict[str, int] = {}
     sources: list[str] = []

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..analysis.culprits import World
 from ..analysis.incidents import cascade_ranks
-from ..analysis.ledger import Advice, Ledger, LedgerIncident
-from ..analysis.timeline import Attempt
 from ..model import (
+    Advice,
     Analysis,
+    Attempt,
     Event,
     Finding,
     Incident,
+    Ledger,
+    LedgerIncident,
     Progress,
+    World,
     duration,
     finding_doc,
     gpu_hours,
@@ -82,7 +85,7 @@ def _root(e: Event, world: World) -> dict[str, Any]:
 
 
 def incident_doc(
-    inc: Incident, world: World, context: list[tuple[int, str]] | None = None
+    inc: Incident, world: World, context: Sequence[tuple[int, str]] | None = None
 ) -> dict[str, Any]:
     c = inc.culprit
     return {
@@ -236,7 +239,7 @@ def attempts_doc(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
 
 
 def document(analysis: Analysis) -> dict[str, Any]:
-    world: World = analysis.extra["world"]
+    world = analysis.world
     job = analysis.job
     v = analysis.verdict
     return {
@@ -272,18 +275,15 @@ def document(analysis: Analysis) -> dict[str, Any]:
             "failures": failure_lines(analysis),
         },
         "incidents": [
-            incident_doc(i, world, analysis.extra.get("context", {}).get(i.id))
-            for i in analysis.incidents
+            incident_doc(i, world, analysis.context.get(i.id)) for i in analysis.incidents
         ],
-        "attempts": attempts_doc(analysis.extra.get("attempts", ())),
+        "attempts": attempts_doc(analysis.attempts),
         "progress": progress_doc(analysis.progress),
-        "last_seen": [
-            {"rank": r, "file": f, "line": n} for r, f, n in analysis.extra.get("last_seen", ())
-        ],
+        "last_seen": [{"rank": r, "file": f, "line": n} for r, f, n in analysis.last_seen],
         "findings": findings_doc(analysis.findings),
         "training": training_doc(analysis),
-        "ledger": ledger_doc(analysis.extra.get("ledger")),
-        "checkpoint_advice": advice_doc(analysis.extra.get("advice")),
+        "ledger": ledger_doc(analysis.ledger),
+        "checkpoint_advice": advice_doc(analysis.advice),
         "unrecognized": [
             {
                 "template": t.template,
@@ -306,7 +306,7 @@ def summary(analysis: Analysis) -> str:
         return f"Job {analysis.job.outcome.value}: no incident found{_found(analysis)}."
     ref = f"({v.root_cause.line.path}:{v.root_cause.line.lineno})"
     costs = failures(analysis)
-    ledger: Ledger | None = analysis.extra.get("ledger")
+    ledger = analysis.ledger
     total = ledger.lost_gpu_hours if ledger else None
     several = (
         f"{len(costs)} failures cost {gpu_hours(total)} GPU-h" if len(costs) > 1 and total else ""
@@ -350,7 +350,7 @@ def where(v: Incident) -> str:
 def failures(analysis: Analysis) -> list[tuple[Incident, LedgerIncident]]:
     """The failures that cost the run compute (the ledger's rows with an incident), the
     costliest first."""
-    ledger: Ledger | None = analysis.extra.get("ledger")
+    ledger = analysis.ledger
     by_id = {i.id: i for i in analysis.incidents}
     rows = [
         (by_id[r.incident], r) for r in (ledger.incidents if ledger else ()) if r.incident in by_id
@@ -360,8 +360,7 @@ def failures(analysis: Analysis) -> list[tuple[Incident, LedgerIncident]]:
 
 def failure_lines(analysis: Analysis) -> list[str]:
     """One line per failure that cost compute, the costliest first (failure_line)."""
-    attempts: tuple[Attempt, ...] = analysis.extra.get("attempts", ())
-    jobs = {a.index: a.job_id for a in attempts}
+    jobs = {a.index: a.job_id for a in analysis.attempts}
     return [failure_line(inc, row, jobs.get(row.attempt)) for inc, row in failures(analysis)]
 
 

@@ -13,10 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..analysis.culprits import World
 from ..analysis.incidents import cascade_ranks
-from ..analysis.ledger import Advice, Ledger
-from ..model import Analysis, Incident, Outcome, duration, gpu_hours
+from ..model import Advice, Analysis, Incident, Ledger, Outcome, World, duration, gpu_hours
 from .document import culprit_name, failure_lines, rank_ranges, summary
 from .training import training_doc
 
@@ -42,7 +40,7 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
         file=out, force_terminal=color, no_color=not color, width=width, highlight=False
     )
     job = analysis.job
-    world: World = analysis.extra["world"]
+    world = analysis.world
     style = _OUTCOME_STYLE.get(job.outcome, "bold red")
     console.print(f"[{style}]{job.outcome.value.upper()}[/] {escape(summary(analysis))}")
     facts = Table.grid(padding=(0, 2))
@@ -71,10 +69,10 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     if analysis.findings or spark:
         console.print()
         _findings(console, analysis, spark)
-    ledger = analysis.extra.get("ledger")
+    ledger = analysis.ledger
     if ledger is not None:
         console.print()
-        _ledger(console, ledger, analysis.extra.get("advice"))
+        _ledger(console, ledger, analysis.advice)
     if analysis.unrecognized:
         console.print()
         console.print("[bold]Unrecognized error lines[/] (no signature knows them)")

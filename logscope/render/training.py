@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.timeline import Attempt
 from ..findings.slowdowns import step_times
 from ..model import Analysis
 
@@ -24,7 +23,7 @@ def _value(v: float) -> float | None:
 def training_doc(analysis: Analysis) -> dict[str, list[Any]] | None:
     """Columns `attempt`, `iteration`, `step_s`, `loss`, `grad_norm` (None where the log does
     not say), or None when no progress line reports any of them."""
-    attempts: tuple[Attempt, ...] = analysis.extra.get("attempts", ())
+    attempts = analysis.attempts
     progress = analysis.progress
     rows = [s for a in attempts if (s := step_times(progress, a)) is not None]
     total = sum(len(s.iteration) for s in rows)

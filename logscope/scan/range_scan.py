@@ -156,7 +156,7 @@ class RangeScan:
     cut: list[int]
     """Line numbers (from the range's first line) cut at MAX_LINE."""
     prefixes: tuple[bytes, ...]
-    """Routing prefixes of its lines in the input's discovery window (lines.routing_prefixes)."""
+    """Routing prefixes of its lines in the input's discovery window (lines.decode.routing_prefixes)."""
     progress: ProgressColumns = field(default_factory=ProgressColumns)
     """Its plain progress lines, parsed in bulk (numbered like `matches`)."""
     error: str | None = None

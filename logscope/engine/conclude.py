@@ -1,0 +1,181 @@
+"""The conclusion: what an Engine fed whole inputs makes of them, as one Analysis."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..analysis.attempt_endings import attempt_endings
+from ..analysis.incidents import build_incidents
+from ..analysis.job_outcome import Ending, decide_outcome, make_job
+from ..analysis.ledger import advise, attempt_of, build_ledger, headline
+from ..analysis.slurm_jobs import name_jobs
+from ..analysis.timeline import input_of
+from ..findings.configuration import find_configs
+from ..findings.gather import find
+from ..lines.hostlist import expand_hostlist
+from ..model import (
+    Analysis,
+    Attempt,
+    Event,
+    Incident,
+    InputInfo,
+    Outcome,
+    World,
+    all_empty,
+)
+from .feed import Engine
+
+
+def conclude(
+    engine: Engine,
+    inputs: Sequence[InputInfo],
+    gpus: int | None = None,
+    mtbf_s: float | None = None,
+) -> Analysis:
+    """The Analysis of inputs the engine was fed whole: their attempts, incidents, how the job
+    ended, findings, the ledger and checkpoint advice. The engine closes what the inputs left
+    open (Engine.finish) and is read, never changed otherwise."""
+    attempts = engine.finish()
+    failures = _failures(engine)
+    if attempts:
+        named = [
+            (a, e.fields["job_id"])
+            for e in failures
+            if e.fields.get("job_id") and (a := attempt_of(e, attempts, e.time)) is not None
+        ]
+        attempts = name_jobs(attempts, engine.input_paths(), named)
+    last_time = engine.last_time
+    if math.isfinite(engine.derived_until):
+        derived = datetime.fromtimestamp(engine.derived_until)
+        if last_time is None or derived > last_time:
+            last_time = derived
+    progress = engine.progress
+    last_progress = progress.last_time()
+    world = engine.world()
+    incidents = _incidents(engine, failures, attempts, world)
+    exits = [m for m in engine.markers if m.kind == "exit"]
+    cadence = progress.median_interval_s()
+    endings: dict[int, tuple[str, Incident | None]] = {}
+    if attempts:
+        incidents, endings, ending = attempt_endings(
+            attempts, incidents, exits, progress, _started(engine)
+        )
+    else:
+        ending = decide_outcome(
+            incidents,
+            progress,
+            exits,
+            last_progress,
+            last_time,
+            cadence,
+            started=_started(engine),
+        )
+    if all_empty(inputs):
+        # an empty log says nothing of the job, least of all that it was healthy
+        ending = Ending(Outcome.unknown, "no input held a line: nothing says whether the job ran")
+    job = make_job(
+        ending,
+        world,
+        sorted(engine.hosts),
+        engine.first_time,
+        last_time,
+        progress,
+        last_progress,
+    )
+    overflows = [m for m in engine.markers if m.kind == "status" and "scale" in m.fields]
+    findings = find(
+        progress,
+        attempts,
+        overflows,
+        gpus or world.size,
+        _attempt_hosts(engine, attempts),
+        engine.locate,
+    )
+    ledger = build_ledger(attempts, endings, gpus or world.size, cadence, findings)
+    findings += tuple(find_configs(engine.configs, failures, ledger, engine.library))
+    ended_by = None
+    if job.outcome not in (Outcome.completed, Outcome.truncated, Outcome.unknown):
+        last_ending = endings.get(attempts[-1].index) if attempts else None
+        ended_by = last_ending[1] if last_ending else (incidents[-1] if incidents else None)
+    advice = advise(attempts, ledger, cadence, mtbf_s)
+    return Analysis(
+        inputs=tuple(inputs),
+        job=job,
+        incidents=tuple(incidents),
+        verdict=headline(incidents, ledger, ended_by),
+        unrecognized=tuple(engine.extractor.unrecognized.templates()),
+        world=world,
+        attempts=tuple(attempts),
+        ledger=ledger,
+        advice=advice,
+        progress=progress,
+        findings=findings,
+    )
+
+
+def _incidents(
+    engine: Engine, failures: Sequence[Event], attempts: Sequence[Attempt], world: World
+) -> list[Incident]:
+    """Incidents built within each attempt: a burst of failures never spans two jobs (the
+    end of one job's `.out` and the start of the next one's are far apart in time)."""
+    if not attempts:
+        return build_incidents(failures, engine.progress, world, engine.library)
+    parts: dict[int, list[Event]] = {}
+    for e in failures:
+        a = attempt_of(e, attempts, e.time)
+        parts.setdefault(-1 if a is None else a, []).append(e)
+    return [
+        inc
+        for _, part in sorted(parts.items())
+        for inc in build_incidents(part, engine.progress, world, engine.library)
+    ]
+
+
+def _attempt_hosts(engine: Engine, attempts: Sequence[Attempt]) -> dict[int, frozenset[str]]:
+    """The nodes each attempt ran on, where a node list says (else the attempt before's). A
+    node list between two attempts of one input is the later one's: a job prints its nodes
+    as it starts."""
+    named: dict[int, set[str]] = {}
+    for e in engine.nodelist_changes:
+        index = _starting(e.seq, attempts)
+        if index is None:
+            index = attempt_of(e, attempts, e.time)
+        if index is not None:
+            named.setdefault(index, set()).update(expand_hostlist(e.fields["nodelist"]))
+    out: dict[int, frozenset[str]] = {}
+    before: frozenset[str] | None = None
+    for a in attempts:
+        hosts = frozenset(named[a.index]) if a.index in named else before
+        if hosts is not None:
+            out[a.index] = before = hosts
+    return out
+
+
+def _started(engine: Engine) -> bool:
+    """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
+    save said so."""
+    return bool(engine.streams) or bool(engine.markers) or engine.saw_steps
+
+
+def _failures(engine: Engine) -> list[Event]:
+    """The failure events, with the unrecognized error lines when no signature found a
+    serious one: a plain failure nobody wrote a signature for still makes an incident."""
+    if any(e.severity in ("fatal", "error") for e in engine.failures):
+        return engine.failures
+    # a line the job outlived (it says it finished after it) did not end the job
+    finished = max((m.seq for m in engine.markers if m.kind == "exit"), default=-1)
+    extra = [e for e in engine.extractor.unrecognized_events if e.seq > finished]
+    return sorted([*engine.failures, *extra], key=lambda e: e.seq) if extra else engine.failures
+
+
+def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:
+    """The attempt a line announces: the next one in its input, when the line is after the
+    last line of every earlier attempt of that input (between attempts, or before the first)."""
+    inp = input_of(seq)
+    mine = [a for a in attempts if a.input == inp]
+    nxt = next((a for a in mine if a.first_seq > seq), None)
+    if nxt is None or any(seq <= a.last_seq for a in mine if a.first_seq <= seq):
+        return None
+    return nxt.index
