@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q -e '.[test,lab]'
+	$(PY) -m pip install -q -e '.[test,lab,fleet]'
 	touch $@
 
 install: $(VENV)/.installed
