@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from logscope.engine.analyze import analyze
-from logscope.model import Finding
+from logscope.model import EvidenceDetail, Finding
 
 from .generators.bloom_run import generate as generate_bloom
 
@@ -16,6 +16,12 @@ def _findings(tmp_path: Path, lines: list[str], name: str = "job.log") -> list[F
     path = tmp_path / name
     path.write_text("".join(line + "\n" for line in lines))
     return list(analyze([str(path)]).findings)
+
+
+def _evidence(f: Finding) -> tuple[tuple[str, int, str], ...]:
+    """The (file, line, text) lines that show a configuration finding."""
+    assert isinstance(f.detail, EvidenceDetail), f
+    return f.detail.lines
 
 
 LIGHTNING_GLOO = [
@@ -33,7 +39,7 @@ LIGHTNING_GLOO = [
 def test_gloo_while_cuda_is_in_use(tmp_path: Path) -> None:
     (f,) = _findings(tmp_path, LIGHTNING_GLOO)
     assert (f.kind, f.severity) == ("gloo_on_gpu", "warning")
-    assert [line for _, line, _ in f.evidence] == [6, 1]
+    assert [line for _, line, _ in _evidence(f)] == [6, 1]
     assert "NCCL" in f.explanation and any("nccl" in r for r in f.remedies)
 
 
@@ -56,7 +62,7 @@ def test_ranks_sharing_a_gpu_are_named(tmp_path: Path) -> None:
     )
     (f,) = [f for f in _findings(tmp_path, lines) if f.kind == "duplicate_gpu"]
     assert "ranks 0, 2, 5 all use CUDA device 3b000" in f.title
-    assert len(f.evidence) == 2 and "set_device(local_rank)" in f.remedies[0]
+    assert len(_evidence(f)) == 2 and "set_device(local_rank)" in f.remedies[0]
 
 
 def test_out_of_memory_on_the_smaller_card_of_a_mixed_job(tmp_path: Path) -> None:
@@ -73,7 +79,7 @@ def test_out_of_memory_on_the_smaller_card_of_a_mixed_job(tmp_path: Path) -> Non
     )
     (f,) = [f for f in _findings(tmp_path, [*smi, oom]) if f.kind == "mixed_gpu_memory"]
     assert "rank 1 (47.4 GiB) ran out of memory while the job also has 80.0 GiB cards" in f.title
-    assert [line for _, line, _ in f.evidence] == [5, 2]
+    assert [line for _, line, _ in _evidence(f)] == [5, 2]
     # the same OOM on a job of equal cards is just an OOM
     same = [line.replace("81920MiB", "49140MiB") for line in smi]
     assert [f for f in _findings(tmp_path, [*same, oom]) if f.kind == "mixed_gpu_memory"] == []
@@ -108,7 +114,7 @@ def test_bloom_like_run_hang_exposure_in_its_own_numbers(tmp_path: Path) -> None
     assert abs(f.lost_s - saved) <= 0.02 * saved
     assert abs(f.lost_gpu_hours - saved * truth.gpus / 3600) <= 0.02 * f.lost_gpu_hours
     assert "NCCL_ASYNC_ERROR_HANDLING: 0" in f.title and "30.0 min" in f.title
-    assert [t for _, _, t in f.evidence] == [
+    assert [t for _, _, t in _evidence(f)] == [
         "[default0]:NCCL_ASYNC_ERROR_HANDLING: 0",
         "[default0]:TIMEOUT(ms): 1800000",
     ]
@@ -130,7 +136,7 @@ def test_cuda_visible_devices_counting_otherwise_than_nvidia_smi(tmp_path: Path)
     (f,) = _findings(tmp_path, lines)
     assert f.kind == "device_order"
     assert "rank 0 was given GPU 2 and runs on nvidia-smi GPU 1 (bus 1e000)" in f.title
-    assert [line for _, line, _ in f.evidence] == [1, 2]
+    assert [line for _, line, _ in _evidence(f)] == [1, 2]
     assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in f.remedies[0]
     # CUDA_DEVICE_ORDER=PCI_BUS_ID: the indices agree, nothing to say
     agree = [

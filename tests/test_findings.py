@@ -14,7 +14,15 @@ import pytest
 
 from logscope.engine.analyze import analyze
 from logscope.engine.feed import default_library
-from logscope.model import Analysis, Finding
+from logscope.model import (
+    Analysis,
+    CountDetail,
+    EvidenceDetail,
+    Finding,
+    ScaleDetail,
+    SlowdownDetail,
+    SpikeDetail,
+)
 from logscope.render.document import document
 
 from .generators import bloom_run
@@ -58,8 +66,9 @@ def test_slowdowns_of_5_percent_and_more_are_found_with_their_cost(
         assert got.kind == "slowdown" and got.attempt == want.attempt, (seed, got)
         assert abs(got.start_iteration - want.first_iteration) <= 10, (seed, got, want)
         assert abs(got.lost_s - want.lost_s) <= 0.10 * want.lost_s, (seed, got, want)
-        assert abs(got.magnitude - fraction) <= 0.01, (seed, got)
-        assert got.hosts_joined == want.hosts_joined, (seed, got)
+        assert isinstance(got.detail, SlowdownDetail), (seed, got)
+        assert abs(got.detail.fraction_slower - fraction) <= 0.01, (seed, got)
+        assert got.detail.hosts_joined == want.hosts_joined, (seed, got)
         assert math.isclose(got.lost_gpu_hours, got.lost_s * truth.gpus / 3600)  # type: ignore[attr-defined]
         ledger = a.ledger
         assert abs(ledger.badput_s["slowdown"] - want.lost_s) <= 0.10 * want.lost_s
@@ -110,22 +119,26 @@ def test_spikes_nans_and_skipped_steps_are_found_at_their_iteration(
         assert len(loss) == len(t.spikes), (seed, loss, t.spikes)
         for f, k in zip(loss, t.spikes, strict=True):
             assert 0 <= f.start_iteration - k < near, (seed, f, k)
-            assert f.magnitude > 1.2 and f.recovered_after is not None
+            assert isinstance(f.detail, SpikeDetail), (seed, f)
+            assert f.detail.peak_ratio > 1.2 and f.detail.recovered_after is not None
         grad = _kinds(a.findings, "grad_norm_spike")
         assert [f.start_iteration for f in grad] == [f.start_iteration for f in loss]
+        assert all(isinstance(f.detail, SpikeDetail) for f in grad), (seed, grad)
         (nan,) = _kinds(a.findings, "nan_loss")
         first, last = t.nans[0]
         assert 0 <= nan.start_iteration - first < near and nan.end_iteration >= last, (seed, nan)
         (skips,) = _kinds(a.findings, "skipped_steps")
         b_first, _, b_count = t.skip_bursts[0]
         assert abs(skips.start_iteration - b_first) < near + 2, (seed, skips, t.skip_bursts)
-        assert skips.magnitude == b_count and skips.lost_s and skips.lost_s > 0
+        assert isinstance(nan.detail, CountDetail), (seed, nan)
+        assert skips.detail == CountDetail(b_count) and skips.lost_s and skips.lost_s > 0
         collapse = _kinds(a.findings, "loss_scale_collapse")
         if t.collapse is None:
             assert collapse == [], (seed, collapse)
         else:
             (c,) = collapse
             assert 0 <= c.start_iteration - t.collapse < near + 1, (seed, c, t.collapse)
+            assert isinstance(c.detail, ScaleDetail) and c.detail.fell_to < c.detail.held
         assert _kinds(a.findings, "slowdown") == []
 
 
@@ -172,7 +185,7 @@ def test_hf_trainer_nan_loss_and_spike(tmp_path: Path) -> None:
     a = analyze([str(_write(tmp_path / "hf.log", lines))])
     spike, nan = a.findings
     assert (spike.kind, spike.line, spike.start_iteration) == ("loss_spike", 51, None)
-    assert (nan.kind, nan.line, nan.magnitude) == ("nan_loss", 71, 10)
+    assert (nan.kind, nan.line, nan.detail) == ("nan_loss", 71, CountDetail(10))
 
 
 def test_deepspeed_overflow_bursts_and_routine_overflows(tmp_path: Path) -> None:
@@ -207,7 +220,7 @@ def test_deepspeed_overflow_bursts_and_routine_overflows(tmp_path: Path) -> None
     a = analyze([str(_write(tmp_path / "ds.log", lines))])
     (burst,) = a.findings
     assert (burst.kind, burst.start_iteration, burst.end_iteration) == ("skipped_steps", 300, 305)
-    assert burst.magnitude == 6
+    assert burst.detail == CountDetail(6)
 
 
 # -- real logs ----------------------------------------------------------------------------------
@@ -235,7 +248,8 @@ def test_no_finding_on_real_logs(path: Path) -> None:
     assert [f for f in found if f.kind not in CONFIG_KINDS] == []
     text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     for f in found:
-        assert f.evidence and all(t.encode() in text for _, _, t in f.evidence), f
+        assert isinstance(f.detail, EvidenceDetail), f
+        assert f.detail.lines and all(t.encode() in text for _, _, t in f.detail.lines), f
 
 
 def test_corpus_is_there_in_ci() -> None:

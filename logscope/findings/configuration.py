@@ -9,7 +9,16 @@ import re
 from collections.abc import Callable, Sequence
 
 from ..match.signatures import Library
-from ..model import Event, Finding, FindingKind, Ledger, Severity, duration, gpu_hours
+from ..model import (
+    Event,
+    EvidenceDetail,
+    Finding,
+    FindingKind,
+    Ledger,
+    Severity,
+    duration,
+    gpu_hours,
+)
 
 DETECT_S = 600.0
 """How soon a job set up against hangs ends after a failure: a 10-minute process-group timeout
@@ -65,15 +74,13 @@ def _finding(
         end_iteration=None,
         start=first.time,
         end=None,
-        magnitude=float(len(evidence)),
-        baseline=None,
+        detail=EvidenceDetail(tuple(_where(e) for e in evidence)),
         lost_s=lost_s,
         lost_gpu_hours=lost_gpu_hours,
         file=first.line.path,
         line=first.line.lineno,
         explanation=text.explanation,
         remedies=text.remedies,
-        evidence=tuple(_where(e) for e in evidence),
     )
 
 

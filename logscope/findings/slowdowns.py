@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..compact_column import uniform
-from ..model import Attempt, Finding, Progress, duration
+from ..model import Attempt, Finding, Progress, SlowdownDetail, duration
 from .changepoints import Floats, segments
 
 MIN_LINES = 10
@@ -207,11 +207,9 @@ def _finding(
         end_iteration=last_it,
         start=begin,
         end=finish,
-        magnitude=slower,
-        baseline=baseline_it,
+        detail=SlowdownDetail(slower, baseline_it, tuple(sorted(joined))),
         lost_s=lost,
         lost_gpu_hours=lost * gpus / 3600 if gpus else None,
         file=file,
         line=line,
-        hosts_joined=tuple(sorted(joined)),
     )

@@ -14,7 +14,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..compact_column import Packed
-from ..model import Attempt, Event, Finding, FindingKind, Progress, Severity
+from ..model import (
+    Attempt,
+    CountDetail,
+    Event,
+    Finding,
+    FindingDetail,
+    FindingKind,
+    Progress,
+    ScaleDetail,
+    Severity,
+    SpikeDetail,
+)
 from .changepoints import Floats, trailing_score_chunks
 from .slowdowns import Locate, StepTimes
 
@@ -114,10 +125,8 @@ class _Rows:
         title: str,
         first: int,
         last: int,
-        magnitude: float,
-        baseline: float | None,
+        detail: FindingDetail,
         lost_iterations: float | None = None,
-        recovered_after: int | None = None,
     ) -> Finding:
         lost = (
             lost_iterations * self.iteration_s
@@ -134,13 +143,11 @@ class _Rows:
             end_iteration=self.iteration(last),
             start=self.time(first),
             end=self.time(last),
-            magnitude=magnitude,
-            baseline=baseline,
+            detail=detail,
             lost_s=lost,
             lost_gpu_hours=lost * self.gpus / 3600 if lost is not None and self.gpus else None,
             file=file,
             line=line,
-            recovered_after=recovered_after,
         )
 
     def at(self, i: int) -> str:
@@ -223,9 +230,7 @@ def _loss_spikes(rows: _Rows) -> list[Finding]:
                 f"({y[peak] / base[a]:.2f}x), {recovered}",
                 first,
                 top,
-                float(y[peak] / base[a]),
-                float(base[a]),
-                recovered_after=after,
+                SpikeDetail(float(y[peak] / base[a]), float(base[a]), after),
             )
         )
     return out
@@ -280,8 +285,7 @@ def _grad_spikes(rows: _Rows) -> list[Finding]:
                 f"({y[peak] / base[a]:.0f}x)",
                 first,
                 _at(pos, peak),
-                float(y[peak] / base[a]),
-                float(base[a]),
+                SpikeDetail(float(y[peak] / base[a]), float(base[a])),
             )
         )
     return out
@@ -304,8 +308,7 @@ def _nans(rows: _Rows) -> list[Finding]:
                 "with a NaN or infinite loss",
                 a,
                 b,
-                n,
-                None,
+                CountDetail(n),
                 lost_iterations=n,
             )
         )
@@ -348,8 +351,7 @@ def _skips(rows: _Rows, attempt: Attempt, overflow_seqs: Sequence[int]) -> list[
                 "(fp16 overflow: the gradients overflowed again and again)",
                 a,
                 b,
-                n,
-                None,
+                CountDetail(n),
                 lost_iterations=n,
             )
         )
@@ -388,7 +390,6 @@ def _scale_collapse(rows: _Rows, overflow_scales: Sequence[tuple[int, float]]) -
             "the gradients overflow at every scale",
             i,
             last,
-            float(scale[i]),
-            before,
+            ScaleDetail(float(scale[i]), before),
         )
     ]

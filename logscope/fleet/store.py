@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from ..errors import LogscopeError
-from ..model import Analysis, Event, World
+from ..model import Analysis, Event, World, hosts_joined, magnitude
 from .blame import incident_node, job_nodes, node_evidence
 
 # Plain Parquet types only (string, int64, float64, bool, list<string>, timestamp[us] without a
@@ -221,10 +221,10 @@ def tables(analysis: Analysis, job_id: str) -> JobTables:
             "end_iteration": f.end_iteration,
             "start": f.start,
             "end": f.end,
-            "magnitude": f.magnitude,
+            "magnitude": magnitude(f.detail),
             "lost_s": f.lost_s,
             "lost_gpu_hours": f.lost_gpu_hours,
-            "hosts_joined": list(f.hosts_joined),
+            "hosts_joined": list(hosts_joined(f.detail)),
             "file": f.file,
             "line": f.line,
         }
