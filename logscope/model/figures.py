@@ -1,0 +1,27 @@
+"""How figures are written: for people (GPU-hours, durations) and for JSON documents."""
+
+from __future__ import annotations
+
+
+def gpu_hours(value: float | None) -> str:
+    """GPU-hours for people: one decimal for big figures, two for the small ones a short job
+    loses."""
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def rounded(v: float | None, digits: int = 1) -> float | None:
+    """A figure for a JSON document, None kept."""
+    return round(v, digits) if v is not None else None
+
+
+def duration(seconds: float | None) -> str:
+    """A duration for people: `42 s`, `7.5 min`, `6.98 h`."""
+    if seconds is None:
+        return "-"
+    if abs(seconds) >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if abs(seconds) >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s" if abs(seconds) >= 10 else f"{seconds:.1f} s"

@@ -1,0 +1,189 @@
+"""A run's iteration lines as compact columns, one row of numbers per line."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..compact_column import NUMPY_TYPES, Packed
+from .records import Event, field_int, to_float
+
+
+def line_seconds(e: Event, iterations: int = 1) -> float:
+    """Seconds a progress line covers: its time per iteration x the iterations since the last
+    line (a log interval above 1); NaN if it reports none."""
+    if "iter_s" in e.fields:
+        return float(e.fields["iter_s"]) * iterations
+    if "iter_ms" in e.fields:
+        return float(e.fields["iter_ms"]) * iterations / 1000
+    return math.nan
+
+
+# Progress markers kept compact: a row of numbers per iteration line, so memory stays flat.
+# A 5 GB log has hundreds of thousands of iteration lines; keeping each as an Event (with its line
+# text) grew peak RSS by ~1.6 KB per line (measured on bench/ logs). Only the first and last events
+# are kept whole.
+
+
+@dataclass(slots=True)
+class Progress:
+    """Iteration lines in log order (their `seq` ascending)."""
+
+    seq: array[int] = field(default_factory=lambda: array("q"))
+    iteration: Packed = field(default_factory=lambda: Packed("q"))
+    """-1 where the line has no iteration number (an HF log dict)."""
+    time: Packed = field(default_factory=lambda: Packed("d"))
+    """POSIX seconds of the line's time (exact or derived); NaN if unknown."""
+    iter_s: Packed = field(default_factory=lambda: Packed("d"))
+    """Seconds the line covers (its time per iteration x the iterations since the last line);
+    NaN if it reports none."""
+    # training health, NaN where the line does not say
+    loss: Packed = field(default_factory=lambda: Packed("d"))
+    """The training loss; NaN if absent or not finite (see `nonfinite`)."""
+    nonfinite: Packed = field(default_factory=lambda: Packed("b"))
+    """1 where the line reports a NaN or infinite loss."""
+    grad_norm: Packed = field(default_factory=lambda: Packed("d"))
+    loss_scale: Packed = field(default_factory=lambda: Packed("d"))
+    skipped: Packed = field(default_factory=lambda: Packed("d"))
+    """Iterations skipped since the last line (fp16 overflow), as Megatron counts them."""
+    nan_iters: Packed = field(default_factory=lambda: Packed("d"))
+    """Iterations with a NaN loss since the last line, as Megatron counts them."""
+    batch: Packed = field(default_factory=lambda: Packed("d"))
+    """Global batch size (it ramps up in some runs: step time is compared per sample)."""
+    train_iters: int | None = None
+    first: Event | None = None
+    _latest: tuple[int, Event | Callable[[], Event]] | None = None
+    """The last line added, with its index: its Event, or how to build it (when asked)."""
+    resolve: Callable[[int], Event] | None = None
+    """Builds the Event of a line added in bulk (`extend`), while its text is at hand."""
+
+    @property
+    def last(self) -> Event | None:
+        """The last iteration line, with the time the timeline gave it (built on demand: one
+        Event per line would cost more than the rest of its bookkeeping)."""
+        if not self.seq:
+            return None
+        e = self.event(len(self.seq) - 1)
+        if e is None or math.isnan(self.time[-1]):
+            return e
+        return replace(e, time=datetime.fromtimestamp(self.time[-1]))
+
+    def event(self, idx: int) -> Event | None:
+        """The Event of line `idx`: the first and the last line are kept; another one only
+        while the engine feeds the bulk of lines that holds it."""
+        if idx == 0 and self.first is not None:
+            return self.first
+        if self._latest is not None and self._latest[0] == idx:
+            e = self._latest[1]
+            if not isinstance(e, Event):
+                e = e()
+                self._latest = (idx, e)
+            return e
+        return self.resolve(idx) if self.resolve is not None else None
+
+    def keep(self, idx: int, e: Event | Callable[[], Event]) -> None:
+        """Hold the Event of line `idx` (the latest so far), or how to build it."""
+        if idx == 0:
+            self.first = e if isinstance(e, Event) else e()
+        self._latest = (idx, e)
+
+    def add(self, e: Event, iteration: int | None, seconds: float) -> int:
+        """Add an iteration line (its iteration number and the seconds it covers, as the
+        engine parsed them); returns its index."""
+        self.seq.append(e.seq)
+        self.iteration.append(iteration if iteration is not None else -1)
+        self.time.append(e.time.timestamp() if e.time is not None else math.nan)
+        self.iter_s.append(seconds)
+        f = e.fields
+        loss = to_float(f.get("loss"))
+        bad = "loss" in f and not math.isfinite(loss)
+        self.loss.append(math.nan if bad else loss)
+        self.nonfinite.append(1 if bad else 0)
+        self.grad_norm.append(to_float(f.get("grad_norm")))
+        self.loss_scale.append(to_float(f.get("loss_scale")))
+        self.skipped.append(to_float(f.get("skipped")))
+        self.nan_iters.append(to_float(f.get("nan_iters")))
+        self.batch.append(to_float(f.get("batch")))
+        total = field_int(e, "train_iters")
+        if total is not None:
+            self.train_iters = total
+        self.keep(len(self.seq) - 1, e)
+        return len(self.seq) - 1
+
+    def extend(self, columns: Mapping[str, Any], train_iters: int | None) -> int:
+        """Add lines parsed in bulk: equal-length numpy arrays named like this class's columns,
+        of their types (`time` NaN until the timeline gives one); returns the first one's
+        index."""
+        first = len(self.seq)
+        for name in _BULK_COLUMNS:
+            column = getattr(self, name)
+            values = columns[name]
+            if values.dtype != NUMPY_TYPES[column.typecode]:
+                values = values.astype(NUMPY_TYPES[column.typecode])
+            if isinstance(column, Packed):
+                column.extend(values)
+            else:
+                column.frombytes(values.tobytes())  # no Python number made
+        if train_iters is not None:
+            self.train_iters = train_iters
+        return first
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def count_between(self, after: int, before: int) -> int:
+        """Progress lines strictly between two order keys."""
+        return max(0, bisect_left(self.seq, before) - bisect_right(self.seq, after))
+
+    def count_after(self, seq: int) -> int:
+        return len(self.seq) - bisect_right(self.seq, seq)
+
+    def last_iteration_before(self, seq: int) -> int | None:
+        its = self.iteration.numpy()[: bisect_left(self.seq, seq)]
+        numbered = np.flatnonzero(its >= 0)  # numpy: a log of HF dicts numbers none
+        return int(its[numbered[-1]]) if len(numbered) else None
+
+    def iterations(self) -> tuple[int | None, int | None]:
+        """The first and last iteration numbers logged."""
+        its = self.iteration.numpy()
+        numbered = np.flatnonzero(its >= 0)
+        if not len(numbered):
+            return None, None
+        return int(its[numbered[0]]), int(its[numbered[-1]])
+
+    def median_interval_s(self) -> float | None:
+        """Typical seconds per logged progress line: from the lines' own durations, else times."""
+        values = self.iter_s.numpy()
+        values = values[~np.isnan(values)]
+        if not len(values):
+            t = self.time.numpy()
+            gaps = np.diff(t[~np.isnan(t)])
+            values = gaps[gaps > 0]
+        # the middle value, or the mean of the two middle ones (statistics.median's floats)
+        return float(np.median(values)) if len(values) else None
+
+    def last_time(self) -> datetime | None:
+        known = np.flatnonzero(~np.isnan(self.time.numpy()))
+        return datetime.fromtimestamp(float(self.time[int(known[-1])])) if len(known) else None
+
+
+_BULK_COLUMNS = (
+    "seq",
+    "iteration",
+    "time",
+    "iter_s",
+    "loss",
+    "nonfinite",
+    "grad_norm",
+    "loss_scale",
+    "skipped",
+    "nan_iters",
+    "batch",
+)
