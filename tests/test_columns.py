@@ -291,7 +291,7 @@ def test_runs_between_other_lines_read_as_line_by_line(
 ) -> None:
     # constructed Megatron run: saves and a restart split the iteration lines into runs; with
     # `glued`, one iteration line has another rank's error glued in, so it goes line by line
-    # among the bulk-parsed ones (Engine.feed_sorted then adds the runs one at a time)
+    # among the bulk-parsed ones (Engine._feed_sorted then adds the runs one at a time)
     lines = ["START TIME: Tue Jan  2 03:04:05 UTC 2024"]  # a clock for the lines' times
     for i in [*range(1, 41), *range(31, 61)]:  # a restart from iteration 30
         lines.append(
