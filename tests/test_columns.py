@@ -227,8 +227,6 @@ def test_progress_holds_only_the_first_and_latest_events() -> None:
     for e in events:
         p.add(e, None, math.nan)
     assert p.event(0) is events[0] and p.event(2) is events[2] and p.event(1) is None
-    p.resolve = lambda idx: events[idx]
-    assert p.event(1) is events[1]
 
 
 def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(

@@ -23,7 +23,7 @@ from ..analysis.job_outcome import (
 )
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.slurm_jobs import name_jobs
-from ..analysis.timeline import Attempt, Timeline, input_of
+from ..analysis.timeline import Attempt, Timeline, from_timestamp, input_of
 from ..findings.configuration import find_configs
 from ..findings.gather import find
 from ..lines.decode import (
@@ -223,11 +223,10 @@ class Engine:
         progress = self.progress
         if first == 0:
             progress.keep(0, self._progress_event(cols, lo, path, base))
-        progress.resolve = lambda idx: self._progress_event(cols, lo + idx - first, path, base)
-        try:
-            derived = self.timeline.add_progress_run(seqs, times, seconds, first, iterations)
-        finally:
-            progress.resolve = None
+        ended = len(self.timeline.attempts)
+        derived = self.timeline.add_progress_run(seqs, times, seconds, first, iterations)
+        if len(self.timeline.attempts) > ended:
+            self._last_events(ended, cols, lo - first, path, base)
         last = functools.partial(self._progress_event, cols, hi - 1, path, base)
         progress.keep(first + hi - lo - 1, last)
         self._derived_until = max(self._derived_until, derived)
@@ -235,6 +234,23 @@ class Engine:
         if len(stated):
             self._tick(datetime.fromtimestamp(float(stated.min())))
             self._tick(datetime.fromtimestamp(float(stated.max())))
+
+    def _last_events(
+        self, ended: int, cols: ProgressColumns, shift: int, path: str, base: int
+    ) -> None:
+        """The attempts from `ended` on ended inside a run of bulk-parsed lines (`cols`, line
+        `idx` of Progress its line `shift + idx`): Progress keeps no Event of the line one ends
+        with, and the timeline gave it none. It is built from the scan's text (edge_lines), with
+        the time the timeline gave the line."""
+        attempts = self.timeline.attempts
+        for k in range(ended, len(attempts)):
+            a = attempts[k]
+            idx = a.progress[1]
+            if a.last_event is None and idx >= 0:
+                e = self._progress_event(cols, shift + idx, path, base)
+                t = self.progress.time[idx]
+                e = e if math.isnan(t) else replace(e, time=from_timestamp(t))
+                attempts[k] = replace(a, last_event=e)
 
     def _add_progress(self, arrays: ScanArrays, lo: int, hi: int) -> _Placed:
         """Add bulk-parsed lines `lo:hi` of a scan to Progress (their time NaN until the
