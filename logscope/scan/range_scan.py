@@ -242,9 +242,10 @@ def scan_block(
     scans a range: its lines numbered in the input and left decoded (RangeScan.decoded).
     `offset`: where it starts in the input, for the routing prefixes of the discovery window
     (None: none are collected)."""
-    read = functools.partial(_one_block, block=block, offset=offset)
+    newlines = Newlines.of(block.data)
+    read = functools.partial(_one_block, block=block, offset=offset, newlines=newlines)
     scan = _scan(plan.task(0, len(block.data)), read, edges_only=edges_only, packed=False)
-    return replace(scan, lines=scan.lines - block.first_lineno + 1)
+    return replace(scan, lines=newlines.lines)
 
 
 def _scan(
@@ -288,15 +289,21 @@ def _block_lines(
     for block in read_blocks(
         Source(task.path), stats, max_line=task.max_line, byte_range=(task.start, task.end)
     ):
-        yield from _one_block(task, tally, collector, block, offset)
+        yield from _one_block(task, tally, collector, block, offset, Newlines.of(block.data))
         offset += len(block.data)
+        tally.lines = block.first_lineno - 1 + block.nlines
 
 
 def _one_block(
-    task: RangeTask, tally: _Tally, collector: Collector, block: Block, offset: int | None
+    task: RangeTask,
+    tally: _Tally,
+    collector: Collector,
+    block: Block,
+    offset: int | None,
+    newlines: Newlines,
 ) -> Iterator[tuple[int, bytes, bool]]:
-    """The candidate lines of one block of whole lines, at `offset` in its input (None: its
-    routing prefixes are not collected)."""
+    """The candidate lines of one block of whole lines (its `newlines` given), at `offset` in
+    its input (None: its routing prefixes are not collected); its cut lines noted."""
     if offset is not None:
         tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
     yield from window_lines(
@@ -304,13 +311,12 @@ def _one_block(
         collector,
         block.data,
         len(block.data),
-        Newlines.of(block.data),
+        newlines,
         block.first_lineno,
         task.wrap,
         block.truncated,
     )
     tally.cut.extend(block.truncated)
-    tally.lines = block.first_lineno - 1 + block.nlines
 
 
 def unpack(
