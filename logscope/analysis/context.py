@@ -97,8 +97,10 @@ def root_context(
     radius: int = CONTEXT_LINES,
 ) -> dict[str, list[tuple[int, str]]]:
     """For each incident, its root-cause line with the lines of the same rank around it.
-    `marks`: Engine.line_marks, where known; `kept`: chunks of compressed inputs kept after
-    their scan (spool.Spool), read instead of the input when they hold the lines."""
+    `marks`: per input read in ranges, (line number, byte offset) of each range's start, to
+    read the lines without reading the file from its start; `kept`: chunks of compressed
+    inputs kept after their scan (spool.Spool), read instead of the input when they hold the
+    lines."""
     wanted: dict[str, set[int]] = {}
     for inc in incidents:
         n = inc.root_cause.line.lineno

@@ -420,7 +420,9 @@ class Timeline:
         self, cur: _Open, saves: list[Save], end: datetime | None, ended_saving: bool
     ) -> Attempt:
         last_t = self.progress.time[cur.last_idx] if cur.last_idx >= 0 else math.nan
-        # the last progress line, given its time (progress.time) when the attempt closes
+        # the last progress line, given its time (progress.time) when the attempt closes; None
+        # when Progress keeps no Event of it (a line inside a bulk of lines: the engine, which
+        # holds their text, gives it)
         last_event = self.progress.event(cur.last_idx) if cur.last_idx >= 0 else None
         return Attempt(
             index=cur.index,
