@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 
@@ -122,6 +122,17 @@ Kind = Literal[
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
+class Stream(NamedTuple):
+    """Where a line came from, as its prefixes say: the one identity of a rank's output."""
+
+    task: int | None
+    """srun `--label` task id."""
+    host: str | None
+    local_rank: int | None
+    rank: int | None
+    """Global rank."""
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One record of a log: a physical line, or one `\\r` state or glued piece of it."""
@@ -144,6 +155,10 @@ class Line:
     level: str | None = None
     time: datetime | None = None
     truncated: bool = False
+
+    @property
+    def stream(self) -> Stream:
+        return Stream(self.task, self.host, self.local_rank, self.rank)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +243,26 @@ class Job:
 # A 5 GB log has hundreds of thousands of iteration lines; keeping each as an Event (with its line
 # text) grew peak RSS by ~1.6 KB per line (measured on bench/ logs). Only the first and last events
 # are kept whole.
+
+
+INPUT_SHIFT = 40
+"""An order key (`Event.seq`) is the input's index shifted by this, or'ed with the line number:
+lines of one input sort by line, inputs in the order they were given."""
+
+
+def order_key(input_index: int, lineno: int) -> int:
+    """The order key of line `lineno` (1-based) of the input given `input_index`-th."""
+    return (input_index << INPUT_SHIFT) | lineno
+
+
+def input_of(seq: int) -> int:
+    """The index of the input an order key's line is in."""
+    return seq >> INPUT_SHIFT
+
+
+def lineno_of(seq: int) -> int:
+    """The line number an order key stands for."""
+    return seq & ((1 << INPUT_SHIFT) - 1)
 
 
 def field_int(e: Event, name: str) -> int | None:
@@ -487,9 +522,6 @@ def finding_doc(f: Finding) -> dict[str, Any]:
     }
 
 
-Who = tuple[int | None, str | None, int | None, int | None]
-
-
 @dataclass(frozen=True, slots=True)
 class World:
     """The ranks of a job, and how to name the rank of any line."""
@@ -502,10 +534,10 @@ class World:
     """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
 
     def rank_of(self, line: Line) -> int | None:
-        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
+        return self.rank_of_stream(line.stream)
 
-    def rank_of_who(self, w: Who) -> int | None:
-        task, _host, local_rank, rank = w
+    def rank_of_stream(self, stream: Stream) -> int | None:
+        task, _host, local_rank, rank = stream
         if rank is not None:
             return rank
         if local_rank is None:

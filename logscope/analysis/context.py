@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..lines.decode import ROUTING_PREFIX, decode, parse_line, prefix_lines
-from ..match.events import who
-from ..model import Analysis, Incident
+from ..model import Analysis, Incident, order_key
 from ..read.sources import read_lines, rereadable
 from ..read.spool import Kept, read_kept
 
@@ -45,7 +44,7 @@ def last_seen(
                 continue
             last = {prefix: n + info.lines for prefix, n in back.items()}
         for prefix, lineno in last.items():
-            key = (index << 40) | lineno
+            key = order_key(index, lineno)
             for line in prefix_lines(prefix, info.path):
                 rank = world.rank_of(line)
                 if rank is not None and (rank not in best or best[rank][0] <= key):
@@ -114,7 +113,7 @@ def root_context(
     out: dict[str, list[tuple[int, str]]] = {}
     for inc in incidents:
         root = inc.root_cause.line
-        mine = who(root)
+        mine = root.stream
         got = lines.get(root.path, {})
         before: list[tuple[int, str]] = []
         after: list[tuple[int, str]] = []
@@ -123,7 +122,7 @@ def root_context(
                 continue
             text = decode(got[n]).rstrip("\r")
             decoded = parse_line(text, root.path, n)
-            if not any(who(x) == mine for x in decoded):
+            if not any(x.stream == mine for x in decoded):
                 continue
             (before if n < root.lineno else after).append((n, text))
         out[inc.id] = [*before[-radius:], (root.lineno, root.raw), *after[:radius]]

@@ -12,13 +12,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from ..model import Attempt, Event, Progress, Save, field_int
-
-_INPUT_SHIFT = 40
-
-
-def input_of(seq: int) -> int:
-    return seq >> _INPUT_SHIFT
+from ..model import Attempt, Event, Progress, Save, field_int, input_of
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from ..lines.decode import (
 )
 from ..lines.hostlist import expand_hostlist
 from ..lines.wrap import WRAP_SAMPLE, wrap_width
-from ..match.events import Extractor, who
+from ..match.events import Extractor
 from ..match.prefilter import Hit, matched
 from ..match.signatures import Library, builtin_dirs, load_library
 from ..model import (
@@ -30,10 +30,13 @@ from ..model import (
     Event,
     Line,
     Progress,
-    Who,
+    Stream,
     World,
     field_int,
+    input_of,
     line_seconds,
+    lineno_of,
+    order_key,
 )
 from ..read.sources import Block
 from ..scan.parsed_progress import ProgressColumns
@@ -62,7 +65,7 @@ class Engine:
     """A checkpoint or validation line was seen: the job ran."""
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
-    streams: set[Who] = field(default_factory=set)
+    streams: set[Stream] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     declared_world: int | None = None
     first_time: datetime | None = None
@@ -166,7 +169,7 @@ class Engine:
         placed: _Placed | None = None
         if n:
             index = self._input_index.setdefault(path, len(self._input_index))
-            arrays = ScanArrays.of(progress, (index << 40) + base)
+            arrays = ScanArrays.of(progress, order_key(index, base))
             if not any(hit is not None and hit[0].kind == "iteration" for _, hit in lines):
                 # no iteration line among the others: the progress lines go into Progress all
                 # at once, in line order, and each run is only clocked (see _feed_progress)
@@ -277,12 +280,12 @@ class Engine:
         """The streams and hosts of a run of progress lines; a torchrun failure block open in
         one of their streams ends, as a line of the stream would end it."""
         for h in set(cols.head[lo:hi]):
-            host, rank, local_rank, task = cols.heads[h]
-            if local_rank is not None or rank is not None:
-                self.streams.add((task, host, local_rank, rank))
-            if host:
-                self.hosts.add(host)
-            for e in self.extractor.interrupt(path, task, host):
+            stream = cols.heads[h]
+            if stream.local_rank is not None or stream.rank is not None:
+                self.streams.add(stream)
+            if stream.host:
+                self.hosts.add(stream.host)
+            for e in self.extractor.interrupt(path, stream.task, stream.host):
                 self._add(e)
 
     def _progress_event(self, cols: ProgressColumns, i: int, path: str, base: int) -> Event:
@@ -322,7 +325,7 @@ class Engine:
 
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:
-            self.streams.add(who(line))
+            self.streams.add(line.stream)
         if line.host:
             self.hosts.add(line.host)
 
@@ -334,7 +337,7 @@ class Engine:
 
     def _seq(self, line: Line) -> int:
         index = self._input_index.setdefault(line.path, len(self._input_index))
-        return (index << 40) | line.lineno
+        return order_key(index, line.lineno)
 
     def _add(self, e: Event) -> None:
         if not e.seq:
@@ -410,7 +413,7 @@ class Engine:
 
     def locate(self, seq: int) -> tuple[str | None, int | None]:
         """An order key's file and line number."""
-        index, lineno = seq >> 40, seq & ((1 << 40) - 1)
+        index, lineno = input_of(seq), lineno_of(seq)
         path = next((p for p, i in self._input_index.items() if i == index), None)
         return path, lineno
 

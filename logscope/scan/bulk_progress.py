@@ -19,10 +19,11 @@ from ..lines.decode import _EMBEDDED, parse_line
 from ..match.events import inert, parse_time
 from ..match.prefilter import BLOCK_TRIGGERS
 from ..match.signatures import Library, TriggerIndex
+from ..model import Stream
 from .arrow_buffers import numbers, numpy_view, strings
 from .line_grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
 from .line_shapes import digit_blind
-from .parsed_progress import HeadFields, ProgressColumns, edge_lines
+from .parsed_progress import ProgressColumns, edge_lines
 
 VALUES = (
     "iteration",
@@ -95,8 +96,8 @@ class Collector:
     _shapes: list[bytes] = field(default_factory=list)
     _sigs: list[tuple[int, ...]] = field(default_factory=list)
     _grids: list[tuple[Grid, tuple[tuple[int, ...], int]]] = field(default_factory=list)
-    _heads: dict[HeadFields, int] = field(default_factory=dict)
-    _head_fields: list[HeadFields] = field(default_factory=list)
+    _heads: dict[Stream, int] = field(default_factory=dict)
+    _head_fields: list[Stream] = field(default_factory=list)
     _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
     _inert: dict[bytes, bool] = field(default_factory=dict)
 
@@ -375,7 +376,7 @@ class Collector:
         known = self._parsed.get(key)
         if known is None:
             line = parse_line(key, self.path, 1, self.year)[0]
-            fields = (line.host, line.rank, line.local_rank, line.task)
+            fields = line.stream
             index = self._heads.get(fields)
             if index is None:
                 index = self._heads[fields] = len(self._head_fields)
