@@ -30,12 +30,12 @@ LIBRARY = default_library()
 
 def _per_line_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """No signature is parsed in bulk: every candidate line takes the per-line path."""
-    plan = columns_module._plan
+    plan = columns_module.bulk_plan
 
-    def none(library: object) -> columns_module._Plan:
-        return columns_module._Plan(frozenset(), plan(library).index)  # type: ignore[arg-type]
+    def none(library: object) -> columns_module.BulkPlan:
+        return columns_module.BulkPlan(frozenset(), plan(library).index)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(columns_module, "_plan", none)
+    monkeypatch.setattr(columns_module, "bulk_plan", none)
 
 
 def _both(paths: list[str], monkeypatch: pytest.MonkeyPatch, **kw: object) -> tuple[dict, dict]:  # type: ignore[type-arg]

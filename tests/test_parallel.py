@@ -22,12 +22,12 @@ from logscope.render.document import document
 from logscope.scan.bulk_progress import Collector
 from logscope.scan.range_scan import (
     RangeTask,
-    _block_lines,
-    _scan,
-    _Tally,
-    _window_lines,
+    Tally,
+    lines_by_blocks,
+    lines_by_windows,
     scan_block,
     scan_range,
+    scan_with,
 )
 
 from .generators.bloom_run import Truth
@@ -90,8 +90,8 @@ def test_windows_read_like_blocks(name: str, extra: int) -> None:
     path = FIXTURES / name
     longest = max(len(x) for x in path.read_bytes().split(b"\n"))
     task = _task(path, longest + extra, longest)
-    fast = _scan(task, _window_lines)
-    assert fast == _scan(task, _block_lines)
+    fast = scan_with(task, lines_by_windows)
+    assert fast == scan_with(task, lines_by_blocks)
     assert fast.lines == path.read_bytes().count(b"\n") and fast.matches
 
 
@@ -136,9 +136,9 @@ def test_long_lines_fall_back_to_blocks(tmp_path: Path, tail: bytes) -> None:
     path.write_bytes(text[:2000] + b"Error " + b"z" * 200 + b"\n" + text[2000:] + tail)
     task = _task(path, 256, 50)
     with pytest.raises(LongLine):
-        list(_window_lines(task, _Tally(), Collector(task.library, task.path, task.year)))
+        list(lines_by_windows(task, Tally(), Collector(task.library, task.path, task.year)))
     got = scan_range(task)
-    assert got == _scan(task, _block_lines) and got.cut
+    assert got == scan_with(task, lines_by_blocks) and got.cut
 
 
 def test_mixed_inputs_keep_their_order_with_workers(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def _re2_ok(pattern: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class BulkPlan:
     bulk: frozenset[int]
     """Indexes of the iteration signatures whose regex and columns RE2 runs as written."""
     index: TriggerIndex
@@ -65,19 +65,19 @@ class _Plan:
     a line of that block is read with the block (events.Extractor)."""
 
 
-def _plan(library: Library) -> _Plan:
+def bulk_plan(library: Library) -> BulkPlan:
     """What the bulk path may take, worked out once per library."""
-    return library.derived("bulk_progress.plan", lambda: _make_plan(library))
+    return library.derived("bulk_progress.plan", lambda: _make_bulk_plan(library))
 
 
-def _make_plan(library: Library) -> _Plan:
+def _make_bulk_plan(library: Library) -> BulkPlan:
     out: set[int] = set()
     for i, s in enumerate(library.signatures):
         patterns = [s.regex.pattern, *(c.pattern for c in s.columns)]
         if s.kind == "iteration" and all(_re2_ok(p) for p in patterns):
             out.add(i)
     index = TriggerIndex.build([*(s.trigger for s in library.signatures), BLOCK_TRIGGERS])
-    return _Plan(frozenset(out), index)
+    return BulkPlan(frozenset(out), index)
 
 
 @dataclass(slots=True)
@@ -102,7 +102,7 @@ class Collector:
     _inert: dict[bytes, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        plan = _plan(self.library)
+        plan = bulk_plan(self.library)
         self._bulk, self._index = plan.bulk, plan.index
 
     def take(self, lineno: int, raw: bytes) -> bool:

@@ -213,10 +213,10 @@ def scan_range(task: RangeTask) -> RangeScan:
     freed buffers, while the parent's progress columns grew (5 GB per-step logs)."""
     try:
         try:
-            return _scan(task, _window_lines)
+            return scan_with(task, lines_by_windows)
         except LongLine:
             # rare: a line over MAX_LINE, which read_blocks cuts and reports
-            return _scan(task, _block_lines)
+            return scan_with(task, lines_by_blocks)
     except InputError as err:
         return RangeScan([], 0, 0, [], (), error=err.message)
     except OSError as err:
@@ -226,13 +226,13 @@ def scan_range(task: RangeTask) -> RangeScan:
 
 
 @dataclass(slots=True)
-class _Tally:
+class Tally:
     lines: int = 0
     cut: list[int] = field(default_factory=list)
     prefixes: set[bytes] = field(default_factory=set)
 
 
-_RangeLines = Callable[[RangeTask, _Tally, Collector], Iterator[tuple[int, bytes, bool]]]
+_RangeLines = Callable[[RangeTask, Tally, Collector], Iterator[tuple[int, bytes, bool]]]
 """The candidate lines of a range that the collector does not take."""
 
 
@@ -245,14 +245,14 @@ def scan_block(
     (None: none are collected)."""
     newlines = Newlines.of(block.data)
     read = functools.partial(_one_block, block=block, offset=offset, newlines=newlines)
-    scan = _scan(plan.task(0, len(block.data)), read, edges_only=edges_only, packed=False)
+    scan = scan_with(plan.task(0, len(block.data)), read, edges_only=edges_only, packed=False)
     return replace(scan, lines=newlines.lines)
 
 
-def _scan(
+def scan_with(
     task: RangeTask, read: _RangeLines, edges_only: bool = True, packed: bool = True
 ) -> RangeScan:
-    tally = _Tally()
+    tally = Tally()
     collector = Collector(task.library, task.path, task.year)
     lines, progress = match_lines(
         collector, read(task, tally, collector), task.wrap, edges_only=edges_only
@@ -269,8 +269,8 @@ def _scan(
     return RangeScan(out, tally.lines, size, tally.cut, prefixes, progress)
 
 
-def _window_lines(
-    task: RangeTask, tally: _Tally, collector: Collector
+def lines_by_windows(
+    task: RangeTask, tally: Tally, collector: Collector
 ) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
@@ -281,8 +281,8 @@ def _window_lines(
         tally.lines = w.first_lineno - 1 + w.nlines
 
 
-def _block_lines(
-    task: RangeTask, tally: _Tally, collector: Collector
+def lines_by_blocks(
+    task: RangeTask, tally: Tally, collector: Collector
 ) -> Iterator[tuple[int, bytes, bool]]:
     stats = ReadStats()
     # as a block read in this process counts: the bytes of the blocks, cut lines cut
@@ -297,7 +297,7 @@ def _block_lines(
 
 def _one_block(
     task: RangeTask,
-    tally: _Tally,
+    tally: Tally,
     collector: Collector,
     block: Block,
     offset: int | None,
