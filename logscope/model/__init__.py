@@ -31,6 +31,7 @@ from .progress import (
 )
 from .records import (
     CATEGORIES,
+    INPUT_SHIFT,
     KINDS,
     NODE_EVIDENCE,
     ROLES,
@@ -46,8 +47,12 @@ from .records import (
     Outcome,
     Role,
     Severity,
+    Stream,
     Template,
     field_int,
+    input_of,
+    lineno_of,
+    order_key,
     to_float,
 )
 from .result import (
@@ -58,7 +63,6 @@ from .result import (
     LedgerIncident,
     Save,
     WhatIf,
-    Who,
     World,
     all_empty,
 )
@@ -66,6 +70,7 @@ from .result import (
 __all__ = [
     "CATEGORIES",
     "FINDING_KINDS",
+    "INPUT_SHIFT",
     "KINDS",
     "NODE_EVIDENCE",
     "ROLES",
@@ -96,9 +101,9 @@ __all__ = [
     "Severity",
     "SlowdownDetail",
     "SpikeDetail",
+    "Stream",
     "Template",
     "WhatIf",
-    "Who",
     "World",
     "all_empty",
     "baseline",
@@ -107,8 +112,11 @@ __all__ = [
     "finding_doc",
     "gpu_hours",
     "hosts_joined",
+    "input_of",
     "line_seconds",
+    "lineno_of",
     "magnitude",
+    "order_key",
     "rounded",
     "to_float",
 ]

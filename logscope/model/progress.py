@@ -61,8 +61,6 @@ class Progress:
     first: Event | None = None
     _latest: tuple[int, Event | Callable[[], Event]] | None = None
     """The last line added, with its index: its Event, or how to build it (when asked)."""
-    resolve: Callable[[int], Event] | None = None
-    """Builds the Event of a line added in bulk (`extend`), while its text is at hand."""
 
     @property
     def last(self) -> Event | None:
@@ -76,8 +74,7 @@ class Progress:
         return replace(e, time=datetime.fromtimestamp(self.time[-1]))
 
     def event(self, idx: int) -> Event | None:
-        """The Event of line `idx`: the first and the last line are kept; another one only
-        while the engine feeds the bulk of lines that holds it."""
+        """The Event of line `idx`: the first and the last line are kept, no other."""
         if idx == 0 and self.first is not None:
             return self.first
         if self._latest is not None and self._latest[0] == idx:
@@ -86,7 +83,7 @@ class Progress:
                 e = e()
                 self._latest = (idx, e)
             return e
-        return self.resolve(idx) if self.resolve is not None else None
+        return None
 
     def keep(self, idx: int, e: Event | Callable[[], Event]) -> None:
         """Hold the Event of line `idx` (the latest so far), or how to build it."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 
 class Outcome(StrEnum):
@@ -93,6 +93,17 @@ Kind = Literal[
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
+class Stream(NamedTuple):
+    """Where a line came from, as its prefixes say: the one identity of a rank's output."""
+
+    task: int | None
+    """srun `--label` task id."""
+    host: str | None
+    local_rank: int | None
+    rank: int | None
+    """Global rank."""
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One record of a log: a physical line, or one `\\r` state or glued piece of it."""
@@ -115,6 +126,10 @@ class Line:
     level: str | None = None
     time: datetime | None = None
     truncated: bool = False
+
+    @property
+    def stream(self) -> Stream:
+        return Stream(self.task, self.host, self.local_rank, self.rank)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +208,26 @@ class Job:
     last_iteration: int | None
     train_iters: int | None = None
     last_progress: datetime | None = None
+
+
+INPUT_SHIFT = 40
+"""An order key (`Event.seq`) is the input's index shifted by this, or'ed with the line number:
+lines of one input sort by line, inputs in the order they were given."""
+
+
+def order_key(input_index: int, lineno: int) -> int:
+    """The order key of line `lineno` (1-based) of the input given `input_index`-th."""
+    return (input_index << INPUT_SHIFT) | lineno
+
+
+def input_of(seq: int) -> int:
+    """The index of the input an order key's line is in."""
+    return seq >> INPUT_SHIFT
+
+
+def lineno_of(seq: int) -> int:
+    """The line number an order key stands for."""
+    return seq & ((1 << INPUT_SHIFT) - 1)
 
 
 def field_int(e: Event, name: str) -> int | None:

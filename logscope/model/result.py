@@ -9,9 +9,7 @@ from datetime import datetime
 
 from .findings import Finding
 from .progress import Progress
-from .records import Event, Incident, InputInfo, Job, Line, Template
-
-Who = tuple[int | None, str | None, int | None, int | None]
+from .records import Event, Incident, InputInfo, Job, Line, Stream, Template
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +24,10 @@ class World:
     """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
 
     def rank_of(self, line: Line) -> int | None:
-        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
+        return self.rank_of_stream(line.stream)
 
-    def rank_of_who(self, w: Who) -> int | None:
-        task, _host, local_rank, rank = w
+    def rank_of_stream(self, stream: Stream) -> int | None:
+        task, _host, local_rank, rank = stream
         if rank is not None:
             return rank
         if local_rank is None:
