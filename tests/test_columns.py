@@ -315,3 +315,22 @@ def test_runs_between_other_lines_read_as_line_by_line(
     for column in ("seq", "iteration", "time", "iter_s", "loss"):
         a, b = getattr(bulk.progress, column), getattr(one.progress, column)
         assert a.tobytes() == b.tobytes(), column  # NaN equal to NaN
+
+
+def test_progress_columns_come_from_one_spec() -> None:
+    """Progress's per-line columns, what a bulk parse reads and what it hands over are the
+    model's one list (model.progress): a column added to one and not the others fails here."""
+    from array import array
+    from dataclasses import fields
+
+    from logscope.compact_column import Packed
+    from logscope.model import COLUMNS, PARSED, STATED, Progress
+    from logscope.scan import bulk_progress, progress_arrays
+
+    progress = Progress()
+    per_line = {
+        f.name for f in fields(Progress) if isinstance(getattr(progress, f.name), array | Packed)
+    }
+    assert per_line == set(COLUMNS)
+    assert set(STATED) <= set(COLUMNS) and set(STATED) <= set(PARSED)
+    assert bulk_progress.VALUES == PARSED and progress_arrays.HEALTH == STATED

@@ -26,6 +26,9 @@ from .findings import (
     magnitude,
 )
 from .progress import (
+    COLUMNS,
+    PARSED,
+    STATED,
     Progress,
     line_seconds,
 )
@@ -69,12 +72,15 @@ from .result import (
 
 __all__ = [
     "CATEGORIES",
+    "COLUMNS",
     "FINDING_KINDS",
     "INPUT_SHIFT",
     "KINDS",
     "NODE_EVIDENCE",
+    "PARSED",
     "ROLES",
     "SEVERITIES",
+    "STATED",
     "Advice",
     "Analysis",
     "Attempt",

@@ -26,10 +26,16 @@ def line_seconds(e: Event, iterations: int = 1) -> float:
     return math.nan
 
 
-# Progress markers kept compact: a row of numbers per iteration line, so memory stays flat.
-# A 5 GB log has hundreds of thousands of iteration lines; keeping each as an Event (with its line
-# text) grew peak RSS by ~1.6 KB per line (measured on bench/ logs). Only the first and last events
-# are kept whole.
+STATED = ("loss", "grad_norm", "loss_scale", "skipped", "nan_iters", "batch")
+"""Numbers a progress line states that Progress keeps as stated, NaN where it does not say."""
+PARSED = ("iteration", "train_iters", "iter_s", "iter_ms", *STATED)
+"""The numeric fields a progress signature may read from a line (its regex's named groups)."""
+COLUMNS = ("seq", "iteration", "time", "iter_s", "nonfinite", *STATED)
+"""Progress's columns, one value per line: what a bulk parse hands over (Progress.extend)."""
+
+
+# A row of numbers per iteration line, so memory stays flat on logs of millions of them: only
+# the first and the last line are kept whole, as Events.
 
 
 @dataclass(slots=True)
@@ -103,11 +109,9 @@ class Progress:
         bad = "loss" in f and not math.isfinite(loss)
         self.loss.append(math.nan if bad else loss)
         self.nonfinite.append(1 if bad else 0)
-        self.grad_norm.append(to_float(f.get("grad_norm")))
-        self.loss_scale.append(to_float(f.get("loss_scale")))
-        self.skipped.append(to_float(f.get("skipped")))
-        self.nan_iters.append(to_float(f.get("nan_iters")))
-        self.batch.append(to_float(f.get("batch")))
+        for name in STATED:
+            if name != "loss":
+                getattr(self, name).append(to_float(f.get(name)))
         total = field_int(e, "train_iters")
         if total is not None:
             self.train_iters = total
@@ -119,7 +123,7 @@ class Progress:
         of their types (`time` NaN until the timeline gives one); returns the first one's
         index."""
         first = len(self.seq)
-        for name in _BULK_COLUMNS:
+        for name in COLUMNS:
             column = getattr(self, name)
             values = columns[name]
             if values.dtype != NUMPY_TYPES[column.typecode]:
@@ -169,18 +173,3 @@ class Progress:
     def last_time(self) -> datetime | None:
         known = np.flatnonzero(~np.isnan(self.time.numpy()))
         return datetime.fromtimestamp(float(self.time[int(known[-1])])) if len(known) else None
-
-
-_BULK_COLUMNS = (
-    "seq",
-    "iteration",
-    "time",
-    "iter_s",
-    "loss",
-    "nonfinite",
-    "grad_norm",
-    "loss_scale",
-    "skipped",
-    "nan_iters",
-    "batch",
-)

@@ -19,25 +19,14 @@ from ..lines.decode import _EMBEDDED, parse_line
 from ..match.events import inert, parse_time
 from ..match.prefilter import BLOCK_TRIGGERS
 from ..match.signatures import Library, TriggerIndex
-from ..model import Stream
+from ..model import PARSED, Stream
 from .arrow_buffers import numbers, numpy_view, strings
 from .line_grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
 from .line_shapes import digit_blind
 from .parsed_progress import ProgressColumns, edge_lines
 
-VALUES = (
-    "iteration",
-    "train_iters",
-    "iter_s",
-    "iter_ms",
-    "loss",
-    "grad_norm",
-    "loss_scale",
-    "skipped",
-    "nan_iters",
-    "batch",
-)
-"""The numeric fields of a progress line that Progress keeps (model.Progress)."""
+VALUES = PARSED
+"""The numeric fields of a progress line that Progress keeps (model.progress.PARSED)."""
 
 _HEAD = "_head"
 _CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"

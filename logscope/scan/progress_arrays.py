@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from ..model import STATED
 from .parsed_progress import ProgressColumns
 
 Array = np.ndarray[Any, Any]
 
-HEALTH = ("loss", "grad_norm", "loss_scale", "skipped", "nan_iters", "batch")
-"""The columns Progress keeps as the lines state them (model.Progress)."""
+HEALTH = STATED
+"""The columns Progress keeps as the lines state them (model.progress.STATED)."""
 
 
 @dataclass(frozen=True, slots=True)
