@@ -18,6 +18,7 @@ from ..model import (
     Ledger,
     LedgerIncident,
     Progress,
+    Survived,
     World,
     duration,
     finding_doc,
@@ -113,6 +114,31 @@ def incident_doc(
         "evidence": [_line_ref(e) for e in _evidence(inc)],
         "context": [{"line": n, "text": t} for n, t in (context or [])],
     }
+
+
+def survived_doc(s: Survived, world: World) -> dict[str, Any]:
+    return {
+        "kind": s.kind,
+        "category": s.category,
+        "title": s.title,
+        "template": s.template,
+        "count": s.count,
+        "ranks": [{"rank": r, "count": n} for r, n in s.ranks],
+        "tasks": [{"task": t, "count": n} for t, n in s.tasks],
+        "first": _root(s.first, world),
+        "reason": s.reason,
+    }
+
+
+def survived_where(s: Survived) -> str:
+    """Who printed a survived error and where it was first: `ranks 0-7, first at f.log:12`."""
+    who = []
+    if s.ranks:
+        who.append(f"ranks {rank_ranges([r for r, _ in s.ranks])}")
+    if s.tasks:
+        who.append(f"tasks {rank_ranges([t for t, _ in s.tasks])}")
+    first = f"first at {s.first.line.path}:{s.first.line.lineno}"
+    return ", ".join([*who, first])
 
 
 def _evidence(inc: Incident, limit: int = 12) -> list[Event]:
@@ -284,6 +310,7 @@ def document(analysis: Analysis) -> dict[str, Any]:
         "training": training_doc(analysis),
         "ledger": ledger_doc(analysis.ledger),
         "checkpoint_advice": advice_doc(analysis.advice),
+        "survived": [survived_doc(s, world) for s in analysis.survived],
         "unrecognized": [
             {
                 "template": t.template,

@@ -374,6 +374,21 @@ def heat_strip(doc: dict[str, Any]) -> Strip | None:
     return Strip(WIDTH, cell_w, tuple(cells), first)
 
 
+def survived_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The survived notes (a document from before they existed has none), each with who
+    printed it and where it was first."""
+    rows = []
+    for s in doc.get("survived") or []:
+        who = []
+        if s["ranks"]:
+            who.append("ranks " + rank_ranges([r["rank"] for r in s["ranks"]]))
+        if s["tasks"]:
+            who.append("tasks " + rank_ranges([t["task"] for t in s["tasks"]]))
+        first = s["first"]
+        rows.append({**s, "where": ", ".join([*who, f"{first['file']}:{first['line']}"])})
+    return rows
+
+
 def render(doc: dict[str, Any], generated: str) -> str:
     """The page for an analysis document. `generated` is a label (time, version) for the footer."""
     env = environment()
@@ -403,6 +418,7 @@ def render(doc: dict[str, Any], generated: str) -> str:
         timeline=timeline(doc),
         charts=charts(doc),
         strip=heat_strip(doc),
+        survived=survived_rows(doc),
         generated=generated,
         doc_json=doc,
     )

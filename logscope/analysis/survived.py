@@ -1,0 +1,161 @@
+"""What the run outlived: an error that training went on after, or that came after the run said
+it had completed, is not what ended the job. Such incidents become notes, counted per template
+and rank, and leave the verdict to what the job did not survive."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from ..match.events import FAILURE_ENTRY
+from ..match.signatures import Library
+from ..match.unrecognized import mask
+from ..model import (
+    Attempt,
+    Event,
+    Incident,
+    Progress,
+    Survived,
+    SurvivedKind,
+    World,
+    field_int,
+)
+from .incidents import SPLIT_AFTER_PROGRESS, fill_title
+from .ledger import attempt_of, owner
+
+_SERIOUS = ("fatal", "error")
+
+
+def completes(e: Event) -> bool:
+    """An exit marker that says the run itself completed: not one worker's exit (`pid`), nor
+    an exit on a signal it was sent."""
+    return e.kind == "exit" and "pid" not in e.fields and "signal_name" not in e.fields
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """Where an incident's attempt ends, and its run's first completion marker."""
+
+    last_seq: int | None
+    completed: Event | None
+
+
+def outlived(
+    incidents: Sequence[Incident],
+    attempts: Sequence[Attempt],
+    progress: Progress,
+    exits: Sequence[Event],
+    world: World,
+    library: Library,
+) -> tuple[list[Incident], tuple[Survived, ...]]:
+    """The incidents the run did not outlive, and notes of those it did. An incident is
+    outlived when, in its attempt, progress went on after its last line or the run's own
+    completion marker followed it (a scheduler's end banner only by the latter), unless a
+    signature calls it fatal and a failure the run did not outlive follows it. An incident
+    after the completion marker is teardown."""
+    completions = [e for e in exits if completes(e)]
+    kept: list[Incident] = []
+    notes: list[tuple[SurvivedKind, Incident, str]] = []
+    harmed: set[int | None] = set()
+    for inc in reversed(incidents):
+        index = owner(inc, attempts) if attempts else None
+        scope = _scope(index, attempts, completions)
+        verdict = _outlived(inc, scope, progress, library)
+        if verdict is not None and verdict[0] == "survived" and _harmful(inc, index, harmed):
+            verdict = None
+        if verdict is None:
+            kept.append(inc)
+            harmed.add(index)
+        else:
+            notes.append((verdict[0], inc, verdict[1]))
+    kept.reverse()
+    notes.reverse()
+    return kept, tuple(_notes(notes, world))
+
+
+def _harmful(inc: Incident, index: int | None, harmed: set[int | None]) -> bool:
+    """A signature calls it fatal, and a failure the run did not outlive followed it."""
+    return inc.severity == "fatal" and index in harmed
+
+
+def _scope(index: int | None, attempts: Sequence[Attempt], completions: Sequence[Event]) -> _Scope:
+    if index is None:
+        return _Scope(None, completions[0] if completions else None)
+    attempt = next(a for a in attempts if a.index == index)
+    mine = [e for e in completions if attempt_of(e, attempts, e.time) == index]
+    return _Scope(attempt.last_seq, mine[0] if mine else None)
+
+
+def _outlived(
+    inc: Incident, scope: _Scope, progress: Progress, library: Library
+) -> tuple[SurvivedKind, str] | None:
+    root = inc.root_cause
+    done = scope.completed
+    if done is not None:
+        sig = library.by_id(done.signature)
+        what = fill_title(sig.title, done.fields) if sig is not None else done.signature
+        where = f"{what} (line {done.line.lineno})"
+        if done.seq < root.seq:
+            return "teardown", f"after the run said it completed: {where}"
+        return "survived", f"the run completed after it: {where}"
+    if root.role == "end":
+        return None  # the scheduler ended the job; only the run's own completion outlives it
+    last = max(e.seq for e in _lines(inc))
+    until = scope.last_seq if scope.last_seq is not None else last + 2**62
+    after = progress.count_between(last, until + 1)
+    if after >= SPLIT_AFTER_PROGRESS:
+        return "survived", f"training went on: {after} progress lines after it"
+    return None
+
+
+def _lines(inc: Incident) -> Iterator[Event]:
+    yield inc.root_cause
+    yield from inc.cascade
+    yield from inc.evidence
+
+
+def _notes(
+    outlived: Sequence[tuple[SurvivedKind, Incident, str]], world: World
+) -> Iterator[Survived]:
+    """One note per kind and template of a root cause; its count and ranks take in the
+    incident's other serious lines of the same template (the same error on every rank)."""
+    groups: dict[tuple[SurvivedKind, str], list[tuple[Incident, str, list[Event]]]] = {}
+    for kind, inc, reason in outlived:
+        template = mask(inc.root_cause.line.text)
+        same = [
+            e
+            for e in _lines(inc)
+            if e is inc.root_cause or (e.severity in _SERIOUS and mask(e.line.text) == template)
+        ]
+        groups.setdefault((kind, template), []).append((inc, reason, same))
+    for (kind, template), members in groups.items():
+        first, reason, _ = members[0]
+        per_rank: dict[int, int] = {}
+        per_task: dict[int, int] = {}
+        count = 0
+        for _inc, _reason, lines in members:
+            count += len(lines)
+            for e in lines:
+                rank = _rank(e, world)
+                if rank is not None:
+                    per_rank[rank] = per_rank.get(rank, 0) + 1
+                elif e.line.task is not None:
+                    per_task[e.line.task] = per_task.get(e.line.task, 0) + 1
+        yield Survived(
+            kind=kind,
+            title=first.title,
+            category=first.category,
+            signature=first.root_cause.signature,
+            template=template,
+            count=count,
+            ranks=tuple(sorted(per_rank.items())),
+            tasks=tuple(sorted(per_task.items())),
+            first=first.root_cause,
+            reason=reason,
+        )
+
+
+def _rank(e: Event, world: World) -> int | None:
+    if e.signature == FAILURE_ENTRY:
+        return field_int(e, "rank")
+    return world.rank_of(e.line)
