@@ -45,6 +45,12 @@ OPTIONAL_IMPORT = [
     "[rank{r}]:     from ._C import fused_rope",
     "[rank{r}]: ModuleNotFoundError: No module named 'fastkernels._C'",
 ]
+PRINTED_TRACEBACK = [
+    "[rank{r}]: Traceback (most recent call last):",
+    '[rank{r}]:   File "/workspace/train.py", line 40, in <module>',
+    "[rank{r}]:     import wandb",
+    "[rank{r}]: ModuleNotFoundError: No module named 'wandb'",
+]
 CRASH = "[rank3]: RuntimeError: shape mismatch in layer 12: expected 4096, got 4095"
 
 
@@ -55,8 +61,8 @@ def _analyze(tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, Any]]:
     return code, doc
 
 
-def _startup_noise(ranks: int = 2) -> list[str]:
-    return [line.format(r=r) for r in range(ranks) for line in OPTIONAL_IMPORT]
+def _startup_noise(ranks: int = 2, lines: list[str] = PRINTED_TRACEBACK) -> list[str]:
+    return [line.format(r=r) for r in range(ranks) for line in lines]
 
 
 def test_a_startup_traceback_the_run_outlived_is_a_survived_note(tmp_path: Path) -> None:
@@ -71,8 +77,37 @@ def test_a_startup_traceback_the_run_outlived_is_a_survived_note(tmp_path: Path)
         {"rank": 0, "count": 1},
         {"rank": 1, "count": 1},
     ], note
-    assert "fastkernels" in note["template"] and note["first"]["line"] == 4, note
+    assert "wandb" in note["template"] and note["first"]["line"] == 4, note
     assert "progress lines after it" in note["reason"], note
+
+
+def test_an_optional_import_logged_with_its_traceback_is_survived_by_nature(
+    tmp_path: Path,
+) -> None:
+    """No progress after it, and still no failure: the library logged the traceback at INFO
+    and went on with a fallback."""
+    after = ["[rank0]: building the model", "[rank1]: building the model"]
+    code, doc = _analyze(tmp_path, _startup_noise(lines=OPTIONAL_IMPORT) + after)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    [note] = doc["survived"]
+    assert note["count"] == 2 and "fastkernels" in note["template"], note
+    assert "below error level" in note["reason"], note
+    # the same traceback printed on its own is a failure the log ends on
+    code, doc = _analyze(tmp_path, _startup_noise() + after)
+    assert code == 1 and doc["incidents"][0]["category"] == "python_exception", doc
+    assert doc["survived"] == []
+
+
+def test_a_caught_traceback_cut_before_its_exception_does_not_excuse_a_later_one(
+    tmp_path: Path,
+) -> None:
+    opening = "[rank0]: Import of fused_rope from fastkernels.ops failed with: "
+    lines = [opening + "Traceback (most recent call last):"]
+    lines += [f"[rank0]: loading shard {n}" for n in range(500)]
+    lines.append("[rank0]: ValueError: shard 501 is empty")
+    code, doc = _analyze(tmp_path, lines)
+    assert code == 1 and doc["incidents"], doc["survived"]
+    assert doc["incidents"][0]["root_cause"]["text"].endswith("shard 501 is empty")
 
 
 def test_errors_after_the_run_completed_are_teardown(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from ..match.signatures import Library
 from ..match.unrecognized import mask
 from ..model import (
     Attempt,
+    Category,
     Event,
     Incident,
     Progress,
@@ -42,6 +43,7 @@ class _Scope:
 
 def outlived(
     incidents: Sequence[Incident],
+    failures: Sequence[Event],
     attempts: Sequence[Attempt],
     progress: Progress,
     exits: Sequence[Event],
@@ -55,7 +57,7 @@ def outlived(
     after the completion marker is teardown."""
     completions = [e for e in exits if completes(e)]
     kept: list[Incident] = []
-    notes: list[tuple[SurvivedKind, Incident, str]] = []
+    notes = caught(failures, library)
     harmed: set[int | None] = set()
     for inc in reversed(incidents):
         index = owner(inc, attempts) if attempts else None
@@ -67,9 +69,8 @@ def outlived(
             kept.append(inc)
             harmed.add(index)
         else:
-            notes.append((verdict[0], inc, verdict[1]))
+            notes.append(_of_incident(verdict[0], inc, verdict[1]))
     kept.reverse()
-    notes.reverse()
     return kept, tuple(_notes(notes, world))
 
 
@@ -114,28 +115,54 @@ def _lines(inc: Incident) -> Iterator[Event]:
     yield from inc.evidence
 
 
-def _notes(
-    outlived: Sequence[tuple[SurvivedKind, Incident, str]], world: World
-) -> Iterator[Survived]:
-    """One note per kind and template of a root cause; its count and ranks take in the
-    incident's other serious lines of the same template (the same error on every rank)."""
-    groups: dict[tuple[SurvivedKind, str], list[tuple[Incident, str, list[Event]]]] = {}
-    for kind, inc, reason in outlived:
-        template = mask(inc.root_cause.line.text)
-        same = [
-            e
-            for e in _lines(inc)
-            if e is inc.root_cause or (e.severity in _SERIOUS and mask(e.line.text) == template)
-        ]
-        groups.setdefault((kind, template), []).append((inc, reason, same))
+@dataclass(frozen=True, slots=True)
+class _Outlived:
+    kind: SurvivedKind
+    root: Event
+    title: str
+    category: Category
+    lines: tuple[Event, ...]
+    """The root and the lines of the same template it brought (the same error on every rank)."""
+    reason: str
+
+
+def _of_incident(kind: SurvivedKind, inc: Incident, reason: str) -> _Outlived:
+    template = mask(inc.root_cause.line.text)
+    same = tuple(
+        e
+        for e in _lines(inc)
+        if e is inc.root_cause or (e.severity in _SERIOUS and mask(e.line.text) == template)
+    )
+    return _Outlived(kind, inc.root_cause, inc.title, inc.category, same, reason)
+
+
+def caught(failures: Sequence[Event], library: Library) -> list[_Outlived]:
+    """Exceptions that ended a traceback the program logged below error level and went on
+    (match.events marks them `caught`): survived by nature."""
+    out = []
+    for e in failures:
+        if e.fields.get("caught") != "true":
+            continue
+        sig = library.by_id(e.signature)
+        title = fill_title(sig.title, e.fields) if sig is not None else e.signature
+        reason = "the program logged this traceback below error level and went on"
+        out.append(_Outlived("survived", e, title, e.category or "python_exception", (e,), reason))
+    return out
+
+
+def _notes(outlived: Sequence[_Outlived], world: World) -> Iterator[Survived]:
+    """One note per kind and template of a root cause, counted per rank (and srun task)."""
+    groups: dict[tuple[SurvivedKind, str], list[_Outlived]] = {}
+    for o in sorted(outlived, key=lambda o: o.root.seq):
+        groups.setdefault((o.kind, mask(o.root.line.text)), []).append(o)
     for (kind, template), members in groups.items():
-        first, reason, _ = members[0]
+        first = members[0]
         per_rank: dict[int, int] = {}
         per_task: dict[int, int] = {}
         count = 0
-        for _inc, _reason, lines in members:
-            count += len(lines)
-            for e in lines:
+        for o in members:
+            count += len(o.lines)
+            for e in o.lines:
                 rank = _rank(e, world)
                 if rank is not None:
                     per_rank[rank] = per_rank.get(rank, 0) + 1
@@ -145,13 +172,13 @@ def _notes(
             kind=kind,
             title=first.title,
             category=first.category,
-            signature=first.root_cause.signature,
+            signature=first.root.signature,
             template=template,
             count=count,
             ranks=tuple(sorted(per_rank.items())),
             tasks=tuple(sorted(per_task.items())),
-            first=first.root_cause,
-            reason=reason,
+            first=first.root,
+            reason=first.reason,
         )
 
 

@@ -58,6 +58,7 @@ def conclude(
     exits = [m for m in engine.markers if m.kind == "exit"]
     incidents, survived = outlived(
         _incidents(engine, failures, attempts, world),
+        failures,
         attempts,
         progress,
         exits,
