@@ -220,3 +220,32 @@ def test_the_reports_show_what_the_run_survived_escaped(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "{{7*7}}" in section, section
     assert "<script>alert" not in section
     assert "ranks 0" in section, section
+
+
+FALLBACKS = [
+    "[node2:0:5120 - context.c:594][2024-06-01 10:00:00] ERROR No Aggregation Manager (sharp_am) "
+    "detected in sharp_create_job.",
+    "node2:5100:5120 [0] sharp_plugin.c:365 NCCL WARN NET/IB : SHARP coll init error: "
+    "Cannot create SHARP job(-11)",
+    "node2:5100:5107 [0] NCCL INFO transport.cc:356 -> 2",
+    "node2:5100:5107 [0] transport.cc:384 NCCL WARN Cannot initialize CollNet, using "
+    "point-to-point network instead",
+    "node2:5100:5100 [0] NCCL WARN NET/IB : Unable to open device mlx5_7",
+    "[1717236000.000001] [node2:5100 :0]          ib_md.c:1933 UCX  ERROR "
+    "ibv_open_device(mlx5_7) failed: No such file or directory",
+]
+
+
+def test_nccl_sharp_and_ucx_fallbacks_are_no_failure(tmp_path: Path) -> None:
+    """Each line says the library goes on without a feature or a device: no incident even
+    when the log ends right after them."""
+    code, doc = _analyze(tmp_path, [*FALLBACKS, "node2:5100:5107 [0] NCCL INFO Init COMPLETE"])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["unrecognized"] == [], doc["unrecognized"]
+    # a real NCCL failure after them is the failure, not the fallbacks before it
+    failure = (
+        "node2:5100:5140 [0] NCCL WARN NET/IB : Got completion from peer 10.1.0.3<40312> with "
+        "status=12 opcode=0 len=0 vendor err 129 (Recv)"
+    )
+    code, doc = _analyze(tmp_path, [*FALLBACKS, failure])
+    assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == failure, doc["incidents"]
