@@ -249,3 +249,12 @@ def test_nccl_sharp_and_ucx_fallbacks_are_no_failure(tmp_path: Path) -> None:
     )
     code, doc = _analyze(tmp_path, [*FALLBACKS, failure])
     assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == failure, doc["incidents"]
+
+
+def test_an_interrupt_echoed_by_the_terminal_ends_the_job_cancelled(tmp_path: Path) -> None:
+    _, doc = _analyze(tmp_path, [*_epochs(1, 30), "^C^Z"])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    assert doc["verdict"]["category"] == "cancelled", doc["verdict"]
+    # the words in a message are no echo
+    _, doc = _analyze(tmp_path, [*_epochs(1, 30), "Press ^C to stop the run"])
+    assert doc["job"]["outcome"] != "cancelled" and doc["incidents"] == [], doc["job"]
