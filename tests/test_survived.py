@@ -258,3 +258,13 @@ def test_an_interrupt_echoed_by_the_terminal_ends_the_job_cancelled(tmp_path: Pa
     # the words in a message are no echo
     _, doc = _analyze(tmp_path, [*_epochs(1, 30), "Press ^C to stop the run"])
     assert doc["job"]["outcome"] != "cancelled" and doc["incidents"] == [], doc["job"]
+
+
+def test_markdown_lists_what_the_run_survived_escaped(tmp_path: Path) -> None:
+    hostile = "[rank0]: ValueError: <img src=x onerror=alert(1)> | pipe"
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([hostile, *[_iteration(n) for n in range(1, 21)]]) + "\n")
+    _, text, _ = cli("analyze", str(log), "--format", "md")
+    section = text[text.index("## Survived") :]
+    assert "&lt;img src=x onerror=alert(1)&gt; \\| pipe" in section, section
+    assert "<img" not in section and "ranks 0, first at" in section, section

@@ -132,13 +132,33 @@ def survived_doc(s: Survived, world: World) -> dict[str, Any]:
 
 def survived_where(s: Survived) -> str:
     """Who printed a survived error and where it was first: `ranks 0-7, first at f.log:12`."""
-    who = []
-    if s.ranks:
-        who.append(f"ranks {rank_ranges([r for r, _ in s.ranks])}")
-    if s.tasks:
-        who.append(f"tasks {rank_ranges([t for t, _ in s.tasks])}")
-    first = f"first at {s.first.line.path}:{s.first.line.lineno}"
-    return ", ".join([*who, first])
+    return _who_where(
+        [r for r, _ in s.ranks], [t for t, _ in s.tasks], s.first.line.path, s.first.line.lineno
+    )
+
+
+def survived_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The document's survived notes (one from before they existed has none), each with who
+    printed it and where it was first (`where`)."""
+    return [
+        {
+            **s,
+            "where": _who_where(
+                [r["rank"] for r in s["ranks"]],
+                [t["task"] for t in s["tasks"]],
+                s["first"]["file"],
+                s["first"]["line"],
+            ),
+        }
+        for s in doc.get("survived") or []
+    ]
+
+
+def _who_where(ranks: list[int], tasks: list[int], path: str, lineno: int) -> str:
+    who = [f"ranks {rank_ranges(ranks)}"] if ranks else []
+    if tasks:
+        who.append(f"tasks {rank_ranges(tasks)}")
+    return ", ".join([*who, f"first at {path}:{lineno}"])
 
 
 def _evidence(inc: Incident, limit: int = 12) -> list[Event]:

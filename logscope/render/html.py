@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 from ..model import duration, gpu_hours
 from .charts import charts
-from .document import culprit_name, rank_ranges
+from .document import culprit_name, rank_ranges, survived_rows
 
 WIDTH = 960
 LANE_H = 46
@@ -372,21 +372,6 @@ def heat_strip(doc: dict[str, Any]) -> Strip | None:
     earliest = ranked[0]
     first = tuple(s["rank"] for s in seen if keys[s["rank"]] == earliest)
     return Strip(WIDTH, cell_w, tuple(cells), first)
-
-
-def survived_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The survived notes (a document from before they existed has none), each with who
-    printed it and where it was first."""
-    rows = []
-    for s in doc.get("survived") or []:
-        who = []
-        if s["ranks"]:
-            who.append("ranks " + rank_ranges([r["rank"] for r in s["ranks"]]))
-        if s["tasks"]:
-            who.append("tasks " + rank_ranges([t["task"] for t in s["tasks"]]))
-        first = s["first"]
-        rows.append({**s, "where": ", ".join([*who, f"{first['file']}:{first['line']}"])})
-    return rows
 
 
 def render(doc: dict[str, Any], generated: str) -> str:
