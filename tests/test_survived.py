@@ -268,3 +268,14 @@ def test_markdown_lists_what_the_run_survived_escaped(tmp_path: Path) -> None:
     section = text[text.index("## Survived") :]
     assert "&lt;img src=x onerror=alert(1)&gt; \\| pipe" in section, section
     assert "<img" not in section and "ranks 0, first at" in section, section
+
+
+def test_progress_of_a_later_attempt_does_not_outlive_a_crash(tmp_path: Path) -> None:
+    first = tmp_path / "job-1.log"
+    first.write_text("\n".join([*[_iteration(n) for n in range(1, 6)], CRASH]) + "\n")
+    second = tmp_path / "job-2.log"
+    second.write_text("\n".join(_iteration(n) for n in range(6, 21)) + "\n")
+    _, doc, _ = analyze_doc(str(first), str(second))
+    assert len(doc["attempts"]) == 2, doc["attempts"]
+    assert [i["root_cause"]["text"] for i in doc["incidents"]] == [CRASH], doc["survived"]
+    assert doc["survived"] == [] and doc["job"]["outcome"] == "completed", doc["job"]

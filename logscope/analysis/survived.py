@@ -55,13 +55,20 @@ def outlived(
     completion marker followed it (a scheduler's end banner only by the latter), unless a
     signature calls it fatal and a failure the run did not outlive follows it. An incident
     after the completion marker is teardown."""
-    completions = [e for e in exits if completes(e)]
+    completions = sorted((e for e in exits if completes(e)), key=lambda e: e.seq)
+    first_done: dict[int | None, Event] = {}
+    for e in completions:  # in log order: the first of each attempt
+        first_done.setdefault(attempt_of(e, attempts, e.time) if attempts else None, e)
+    ends = {a.index: a.last_seq for a in attempts}
     kept: list[Incident] = []
     notes = caught(failures, library)
     harmed: set[int | None] = set()
     for inc in reversed(incidents):
         index = owner(inc, attempts) if attempts else None
-        scope = _scope(index, attempts, completions)
+        if index is None:
+            scope = _Scope(None, completions[0] if completions else None)
+        else:
+            scope = _Scope(ends[index], first_done.get(index))
         verdict = _outlived(inc, scope, progress, library)
         if verdict is not None and verdict[0] == "survived" and _harmful(inc, index, harmed):
             verdict = None
@@ -77,14 +84,6 @@ def outlived(
 def _harmful(inc: Incident, index: int | None, harmed: set[int | None]) -> bool:
     """A signature calls it fatal, and a failure the run did not outlive followed it."""
     return inc.severity == "fatal" and index in harmed
-
-
-def _scope(index: int | None, attempts: Sequence[Attempt], completions: Sequence[Event]) -> _Scope:
-    if index is None:
-        return _Scope(None, completions[0] if completions else None)
-    attempt = next(a for a in attempts if a.index == index)
-    mine = [e for e in completions if attempt_of(e, attempts, e.time) == index]
-    return _Scope(attempt.last_seq, mine[0] if mine else None)
 
 
 def _outlived(
