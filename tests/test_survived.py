@@ -279,3 +279,25 @@ def test_progress_of_a_later_attempt_does_not_outlive_a_crash(tmp_path: Path) ->
     assert len(doc["attempts"]) == 2, doc["attempts"]
     assert [i["root_cause"]["text"] for i in doc["incidents"]] == [CRASH], doc["survived"]
     assert doc["survived"] == [] and doc["job"]["outcome"] == "completed", doc["job"]
+
+
+def _deepspeed(exited: list[int]) -> list[str]:
+    head = "[2024-03-01 10:00:00,000] [INFO] [launch.py:{}:main] "
+    return [
+        head.format(164) + "dist_world_size=2",
+        *(
+            head.format(256) + f"process {pid} spawned with command: ['python', '-u', 'train.py']"
+            for pid in (4101, 4102)
+        ),
+        "[rank1]: KeyError: 'lr_warmup' (the run goes on with the default schedule)",
+        *(head.format(351) + f"Process {pid} exits successfully." for pid in exited),
+    ]
+
+
+def test_every_worker_the_launcher_started_exiting_0_is_the_jobs_end(tmp_path: Path) -> None:
+    code, doc = _analyze(tmp_path, _deepspeed([4102, 4101]))
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["outcome"] == "completed" and len(doc["survived"]) == 1, doc
+    # one worker's clean exit says nothing of the other's
+    code, doc = _analyze(tmp_path, _deepspeed([4102]))
+    assert code == 1 and doc["survived"] == [], doc["survived"]

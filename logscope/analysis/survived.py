@@ -4,7 +4,7 @@ and rank, and leave the verdict to what the job did not survive."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..match.events import FAILURE_ENTRY
@@ -46,7 +46,7 @@ def outlived(
     failures: Sequence[Event],
     attempts: Sequence[Attempt],
     progress: Progress,
-    exits: Sequence[Event],
+    markers: Sequence[Event],
     world: World,
     library: Library,
 ) -> tuple[list[Incident], tuple[Survived, ...]]:
@@ -55,10 +55,17 @@ def outlived(
     completion marker followed it (a scheduler's end banner only by the latter), unless a
     signature calls it fatal and a failure the run did not outlive follows it. An incident
     after the completion marker is teardown."""
-    completions = sorted((e for e in exits if completes(e)), key=lambda e: e.seq)
+
+    def attempt(e: Event) -> int | None:
+        return attempt_of(e, attempts, e.time) if attempts else None
+
+    completions = sorted(
+        [*(e for e in markers if completes(e)), *_workers_done(markers, attempt)],
+        key=lambda e: e.seq,
+    )
     first_done: dict[int | None, Event] = {}
     for e in completions:  # in log order: the first of each attempt
-        first_done.setdefault(attempt_of(e, attempts, e.time) if attempts else None, e)
+        first_done.setdefault(attempt(e), e)
     ends = {a.index: a.last_seq for a in attempts}
     kept: list[Incident] = []
     notes = caught(failures, library)
@@ -79,6 +86,27 @@ def outlived(
             notes.append(_of_incident(verdict[0], inc, verdict[1]))
     kept.reverse()
     return kept, tuple(_notes(notes, world))
+
+
+def _workers_done(
+    markers: Sequence[Event], attempt: Callable[[Event], int | None]
+) -> Iterator[Event]:
+    """Per attempt, the last `exits successfully` of a launcher's workers when every worker it
+    said it started (a launch line naming its `pid`) exited so: the job's own end."""
+    spawned: dict[int | None, set[str]] = {}
+    done: dict[int | None, dict[str, Event]] = {}
+    for e in markers:
+        pid = e.fields.get("pid")
+        if pid is None:
+            continue
+        if e.kind == "launch":
+            spawned.setdefault(attempt(e), set()).add(pid)
+        elif e.kind == "exit" and "signal_name" not in e.fields:
+            done.setdefault(attempt(e), {}).setdefault(pid, e)
+    for index, pids in spawned.items():
+        exited = done.get(index, {})
+        if pids <= exited.keys():
+            yield max((exited[p] for p in pids), key=lambda e: e.seq)
 
 
 def _harmful(inc: Incident, index: int | None, harmed: set[int | None]) -> bool:

@@ -61,7 +61,7 @@ def conclude(
         failures,
         attempts,
         progress,
-        exits,
+        engine.markers,
         world,
         engine.library,
     )
