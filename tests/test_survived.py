@@ -301,3 +301,13 @@ def test_every_worker_the_launcher_started_exiting_0_is_the_jobs_end(tmp_path: P
     # one worker's clean exit says nothing of the other's
     code, doc = _analyze(tmp_path, _deepspeed([4102]))
     assert code == 1 and doc["survived"] == [], doc["survived"]
+
+
+def test_a_run_that_reached_its_last_step_completed(tmp_path: Path) -> None:
+    steps = [
+        f"step:{n}/50 train_time:{n * 120}ms step_avg:{120 + n % 3}.00ms" for n in range(1, 51)
+    ]
+    code, doc = _analyze(tmp_path, [*_startup_noise(1), *steps])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["job"]["outcome_reason"] == "reached the last iteration (50/50)", doc["job"]
+    assert [n["kind"] for n in doc["survived"]] == ["survived"], doc["survived"]
