@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 
@@ -122,6 +122,17 @@ Kind = Literal[
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
+class Stream(NamedTuple):
+    """Where a line came from, as its prefixes say: the one identity of a rank's output."""
+
+    task: int | None
+    """srun `--label` task id."""
+    host: str | None
+    local_rank: int | None
+    rank: int | None
+    """Global rank."""
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One record of a log: a physical line, or one `\\r` state or glued piece of it."""
@@ -144,6 +155,10 @@ class Line:
     level: str | None = None
     time: datetime | None = None
     truncated: bool = False
+
+    @property
+    def stream(self) -> Stream:
+        return Stream(self.task, self.host, self.local_rank, self.rank)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +269,26 @@ class Job:
 # are kept whole.
 
 
+INPUT_SHIFT = 40
+"""An order key (`Event.seq`) is the input's index shifted by this, or'ed with the line number:
+lines of one input sort by line, inputs in the order they were given."""
+
+
+def order_key(input_index: int, lineno: int) -> int:
+    """The order key of line `lineno` (1-based) of the input given `input_index`-th."""
+    return (input_index << INPUT_SHIFT) | lineno
+
+
+def input_of(seq: int) -> int:
+    """The index of the input an order key's line is in."""
+    return seq >> INPUT_SHIFT
+
+
+def lineno_of(seq: int) -> int:
+    """The line number an order key stands for."""
+    return seq & ((1 << INPUT_SHIFT) - 1)
+
+
 def field_int(e: Event, name: str) -> int | None:
     """An event field as an integer (exit codes may be negative), or None."""
     v = e.fields.get(name)
@@ -309,8 +344,6 @@ class Progress:
     first: Event | None = None
     _latest: tuple[int, Event | Callable[[], Event]] | None = None
     """The last line added, with its index: its Event, or how to build it (when asked)."""
-    resolve: Callable[[int], Event] | None = None
-    """Builds the Event of a line added in bulk (`extend`), while its text is at hand."""
 
     @property
     def last(self) -> Event | None:
@@ -324,8 +357,7 @@ class Progress:
         return replace(e, time=datetime.fromtimestamp(self.time[-1]))
 
     def event(self, idx: int) -> Event | None:
-        """The Event of line `idx`: the first and the last line are kept; another one only
-        while the engine feeds the bulk of lines that holds it."""
+        """The Event of line `idx`: the first and the last line are kept, no other."""
         if idx == 0 and self.first is not None:
             return self.first
         if self._latest is not None and self._latest[0] == idx:
@@ -334,7 +366,7 @@ class Progress:
                 e = e()
                 self._latest = (idx, e)
             return e
-        return self.resolve(idx) if self.resolve is not None else None
+        return None
 
     def keep(self, idx: int, e: Event | Callable[[], Event]) -> None:
         """Hold the Event of line `idx` (the latest so far), or how to build it."""
@@ -514,9 +546,6 @@ def finding_doc(f: Finding) -> dict[str, Any]:
     }
 
 
-Who = tuple[int | None, str | None, int | None, int | None]
-
-
 @dataclass(frozen=True, slots=True)
 class World:
     """The ranks of a job, and how to name the rank of any line."""
@@ -529,10 +558,10 @@ class World:
     """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
 
     def rank_of(self, line: Line) -> int | None:
-        return self.rank_of_who((line.task, line.host, line.local_rank, line.rank))
+        return self.rank_of_stream(line.stream)
 
-    def rank_of_who(self, w: Who) -> int | None:
-        task, _host, local_rank, rank = w
+    def rank_of_stream(self, stream: Stream) -> int | None:
+        task, _host, local_rank, rank = stream
         if rank is not None:
             return rank
         if local_rank is None:

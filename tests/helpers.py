@@ -122,8 +122,7 @@ def fed(lines: list[str], path: str = "job.log", year: int | None = 2024) -> Eng
     closes at the next line a signature knows (or when the Engine concludes): end a log with one."""
     engine = Engine(library())
     block = Block(("\n".join(lines) + "\n").encode(), 1)
-    engine.discover(block, path)
-    engine.feed_block(block, path, year, events=False)
+    engine.feed_block(block, path, year, events=False, offset=0)
     return engine
 
 
@@ -134,7 +133,7 @@ def input_of(lines: list[str], path: str = "job.log") -> InputInfo:
 
 def incidents_of(engine: Engine, world: World | None = None) -> list[Incident]:
     """The incident engine's own output for what `engine` was fed: build_incidents of its
-    failure events, progress and world (as Engine.result calls it for a log of one attempt)."""
+    failure events, progress and world (as conclude calls it for a log of one attempt)."""
     return build_incidents(
         engine.failures, engine.progress, world or engine.world(), engine.library
     )

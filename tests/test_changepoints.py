@@ -126,4 +126,4 @@ def test_best_split_by_chunks_is_the_whole_argmax(chunk: int, y: list[float]) ->
     n1, n2 = (k - s).astype(np.float64), (e - k).astype(np.float64)
     gain = n1 * n2 / (e - s) * ((cs[k] - cs[s]) / n1 - (cs[e] - cs[k]) / n2) ** 2
     want = (int(k[int(np.argmax(gain))]), float(np.max(gain)))
-    assert changepoints._best_split(cs, s, e, min_size, chunk) == want
+    assert changepoints.best_split(cs, s, e, min_size, chunk) == want

@@ -30,12 +30,12 @@ LIBRARY = default_library()
 
 def _per_line_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """No signature is parsed in bulk: every candidate line takes the per-line path."""
-    plan = columns_module._plan
+    plan = columns_module.bulk_plan
 
-    def none(library: object) -> columns_module._Plan:
-        return columns_module._Plan(frozenset(), plan(library).index)  # type: ignore[arg-type]
+    def none(library: object) -> columns_module.BulkPlan:
+        return columns_module.BulkPlan(frozenset(), plan(library).index)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(columns_module, "_plan", none)
+    monkeypatch.setattr(columns_module, "bulk_plan", none)
 
 
 def _both(paths: list[str], monkeypatch: pytest.MonkeyPatch, **kw: object) -> tuple[dict, dict]:  # type: ignore[type-arg]
@@ -228,8 +228,6 @@ def test_progress_holds_only_the_first_and_latest_events() -> None:
     for e in events:
         p.add(e, None, math.nan)
     assert p.event(0) is events[0] and p.event(2) is events[2] and p.event(1) is None
-    p.resolve = lambda idx: events[idx]
-    assert p.event(1) is events[1]
 
 
 def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
@@ -239,6 +237,7 @@ def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
     # the event carries what the bulk parse read, never a traceback
     from logscope.engine import feed as engine_module
     from logscope.engine.feed import Engine
+    from logscope.scan.range_scan import RangeScan
 
     raw = b"[default3]: iteration       43/     100 | consumed samples:  5504 | lm loss: 1.5 |"
     collector = Collector(LIBRARY, "x.log", 2024)
@@ -250,7 +249,8 @@ def test_a_line_the_per_line_path_reads_otherwise_still_makes_an_event(
         return [(line, None) for line, _ in real(*args)]
 
     monkeypatch.setattr(engine_module, "matched", no_hit)
-    (e,) = Engine(LIBRARY).feed_sorted([], cols, "x.log", events=True)
+    scan = RangeScan(matches=[], lines=7, size=len(raw), cut=[], prefixes=(), progress=cols)
+    (e,) = Engine(LIBRARY).feed(scan, "x.log", events=True)
     assert e.kind == "iteration" and e.line.lineno == 7 and e.line.local_rank == 3
     assert e.fields["iteration"] == "43" and e.fields["train_iters"] == "100"
     assert float(e.fields["loss"]) == 1.5
@@ -292,7 +292,7 @@ def test_runs_between_other_lines_read_as_line_by_line(
 ) -> None:
     # constructed Megatron run: saves and a restart split the iteration lines into runs; with
     # `glued`, one iteration line has another rank's error glued in, so it goes line by line
-    # among the bulk-parsed ones (Engine.feed_sorted then adds the runs one at a time)
+    # among the bulk-parsed ones (Engine._feed_sorted then adds the runs one at a time)
     lines = ["START TIME: Tue Jan  2 03:04:05 UTC 2024"]  # a clock for the lines' times
     for i in [*range(1, 41), *range(31, 61)]:  # a restart from iteration 30
         lines.append(

@@ -13,7 +13,7 @@ from logscope.analysis.culprits import (
     reported_culprit,
     silent_culprit,
 )
-from logscope.model import Culprit, Event
+from logscope.model import Culprit, Event, Stream
 
 from .helpers import child_failed_block, fed
 
@@ -48,7 +48,7 @@ def test_tee_headers_of_one_node_are_global_ranks() -> None:
     world = build_world([(None, None, 0, None), (None, None, 3, None)])
     assert (world.nodes, world.nproc_per_node, world.size) == (1, 4, 4)
     assert not world.multi_node_tee
-    assert world.rank_of_who((None, None, 3, None)) == 3
+    assert world.rank_of_stream(Stream(None, None, 3, None)) == 3
     assert world.ranks == frozenset({0, 3})
 
 
@@ -56,9 +56,9 @@ def test_a_declared_world_larger_than_one_nodes_headers_makes_them_ambiguous() -
     # BLOOM's main log: 48 nodes all print `[default3]:`, and Megatron says the world is 384
     world = build_world([(None, None, lr, None) for lr in range(8)], declared_size=384)
     assert world.multi_node_tee and world.size == 384
-    assert world.rank_of_who((None, None, 3, None)) is None
+    assert world.rank_of_stream(Stream(None, None, 3, None)) is None
     # a prefix that says the global rank still names it
-    assert world.rank_of_who((None, None, 3, 27)) == 27
+    assert world.rank_of_stream(Stream(None, None, 3, 27)) == 27
 
 
 def test_srun_task_is_the_node_index() -> None:

@@ -39,20 +39,21 @@ CRASH = [
 ]
 
 
-def feed(engine: Engine, lines: list[str], path: str = "job.log", first_lineno: int = 1) -> None:
-    """Feed `lines` as one block of an input, the way `analyze` feeds a small file."""
+def feed(engine: Engine, lines: list[str], path: str, first_lineno: int, offset: int) -> int:
+    """Feed `lines` as one block of an input starting `offset` bytes in, the way `analyze`
+    reads a small file; returns the offset of the next block."""
     block = Block(("\n".join(lines) + "\n").encode(), first_lineno)
-    engine.discover(block, path)
-    engine.feed_block(block, path, 2024, events=False)
+    engine.feed_block(block, path, 2024, events=False, offset=offset)
+    return offset + len(block.data)
 
 
 def concluded(*inputs: tuple[str, list[str]], blocks: int = 1) -> Analysis:
     """An Engine fed each input's lines in `blocks` blocks, in input order, then its result."""
     engine = Engine(library())
     for path, lines in inputs:
-        size = -(-len(lines) // blocks)
+        size, offset = -(-len(lines) // blocks), 0
         for start in range(0, len(lines), size):
-            feed(engine, lines[start : start + size], path, start + 1)
+            offset = feed(engine, lines[start : start + size], path, start + 1, offset)
     return conclude(engine, [input_of(lines, path) for path, lines in inputs])
 
 

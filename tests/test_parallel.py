@@ -14,19 +14,20 @@ import pytest
 
 from logscope.engine import analyze as pipeline_module
 from logscope.engine.analyze import analyze
-from logscope.engine.feed import default_library
+from logscope.engine.feed import Engine, Since, default_library
 from logscope.errors import InputError, WorkerError
 from logscope.match.prefilter import Prefilter
-from logscope.read.sources import MAX_LINE, LongLine, split_ranges
+from logscope.read.sources import MAX_LINE, Block, LongLine, split_ranges
 from logscope.render.document import document
 from logscope.scan.bulk_progress import Collector
 from logscope.scan.range_scan import (
     RangeTask,
-    _block_lines,
-    _scan,
-    _Tally,
-    _window_lines,
+    Tally,
+    lines_by_blocks,
+    lines_by_windows,
+    scan_block,
     scan_range,
+    scan_with,
 )
 
 from .generators.bloom_run import Truth
@@ -89,9 +90,43 @@ def test_windows_read_like_blocks(name: str, extra: int) -> None:
     path = FIXTURES / name
     longest = max(len(x) for x in path.read_bytes().split(b"\n"))
     task = _task(path, longest + extra, longest)
-    fast = _scan(task, _window_lines)
-    assert fast == _scan(task, _block_lines)
+    fast = scan_with(task, lines_by_windows)
+    assert fast == scan_with(task, lines_by_blocks)
     assert fast.lines == path.read_bytes().count(b"\n") and fast.matches
+
+
+@pytest.mark.parametrize("name", ["lab/raise_rank1.log", "slurm/timelimit_hang.out"])
+def test_a_block_scanned_here_is_the_range_a_worker_scans(name: str) -> None:
+    # one scanner: a block fed in this process (a stream, tail) and a worker's range of the
+    # same bytes give the engine the same lines, progress and rank prefixes
+    path = FIXTURES / name
+    data = path.read_bytes()
+    engine = Engine(default_library())
+    plan = engine.learn_input(str(path), data, 2024)
+    here = scan_block(plan, Block(data, 1), offset=0, edges_only=True)
+    there = scan_range(plan.task(0, len(data)))
+    assert here.decoded and not here.matches and there.matches and there.decoded is None
+    lib = plan.library
+    assert here.matched(str(path), 0, lib) == there.matched(str(path), 0, lib)
+    assert here.progress == there.progress and len(here.progress)
+    assert here.prefixes == there.prefixes and here.lines == there.lines
+
+
+def test_since_a_mark() -> None:
+    # what a chunk fed places a root cause with (spool.Spool keeps the chunks that hold one):
+    # its failures' lines, its last progress line, whether an attempt ended in it
+    engine = Engine(default_library())
+    blocks = [
+        Block(("\n".join(_megatron(range(1, 4))) + "\n").encode(), 1),
+        Block(b"[default2]:RuntimeError: CUDA error: an illegal memory access\n", 4),
+        Block(("\n".join(_megatron(range(1, 3))) + "\n").encode(), 5),  # a restart
+    ]
+    got = []
+    for block in blocks:
+        mark = engine.mark()
+        engine.feed_block(block, "a.log", 2024, events=False)
+        got.append(engine.since(mark))
+    assert got == [Since([], 3, False), Since([4], None, False), Since([], 6, True)]
 
 
 @pytest.mark.parametrize("tail", [b"", b"\n", b"x" * 50, b"x" * 51, b"Error " + b"y" * 60])
@@ -101,9 +136,9 @@ def test_long_lines_fall_back_to_blocks(tmp_path: Path, tail: bytes) -> None:
     path.write_bytes(text[:2000] + b"Error " + b"z" * 200 + b"\n" + text[2000:] + tail)
     task = _task(path, 256, 50)
     with pytest.raises(LongLine):
-        list(_window_lines(task, _Tally(), Collector(task.library, task.path, task.year)))
+        list(lines_by_windows(task, Tally(), Collector(task.library, task.path, task.year)))
     got = scan_range(task)
-    assert got == _scan(task, _block_lines) and got.cut
+    assert got == scan_with(task, lines_by_blocks) and got.cut
 
 
 def test_mixed_inputs_keep_their_order_with_workers(tmp_path: Path) -> None:

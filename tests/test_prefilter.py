@@ -53,7 +53,7 @@ def check(prefilter: Prefilter, triggers: Sequence[str], block: bytes) -> None:
             f"got  ={[block[s:e] for s, e in got]}\n"
             f"want ={[block[s:e] for s, e in want]}"
         )
-        # the same lines as indexes, placed with the block's newlines (range_scan._window_lines)
+        # the same lines as indexes, placed with the block's newlines (range_scan.lines_by_windows)
         index, starts, ends = scan.spans(block, len(block), Newlines.of(block))
         assert index.tolist() == [block.count(b"\n", 0, s) for s, _ in want], scan.engine
         assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == want, scan.engine

@@ -101,6 +101,6 @@ def test_prefixes_of_one_shape_are_decoded_line_by_line_alike() -> None:
     assert not rejected and len(cols) == len(lines)
     for i, text in enumerate(lines):
         line = parse_line(text, "x.log", i + 1, 2024)[0]
-        assert cols.heads[cols.head[i]] == (line.host, line.rank, line.local_rank, line.task)
+        assert cols.heads[cols.head[i]] == line.stream
         assert line.time is not None and cols.time[i] == line.time.timestamp(), i
         assert cols.values["loss"][i] == float(f"2.{i + 1:06d}E+00"), i

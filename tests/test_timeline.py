@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from logscope.analysis.slurm_jobs import job_in_name
-from logscope.analysis.timeline import _zeroed
+from logscope.analysis.timeline import zeroed
 from logscope.engine.analyze import analyze
 
 from .helpers import child_failed_block
@@ -323,4 +323,4 @@ def test_zeroed_is_nan_to_num() -> None:
     cases = ([1.5, 2.0], [1.5, math.nan], [math.nan] * 3, [math.inf, 1.0], [-math.inf], [])
     for values in (*cases, [math.nan, math.inf, -0.0]):
         x = np.array(values, dtype=np.float64)
-        assert np.array_equal(_zeroed(x), np.nan_to_num(x))
+        assert np.array_equal(zeroed(x), np.nan_to_num(x))

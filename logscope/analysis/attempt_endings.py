@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ..model import Attempt, Event, Incident, Outcome, Progress, duration
+from ..model import Attempt, Event, Incident, Outcome, Progress, duration, input_of
 from .job_outcome import (
     Ending,
     allowed_silence,
@@ -19,7 +19,6 @@ from .job_outcome import (
     stops_the_job,
 )
 from .ledger import owner
-from .timeline import input_of
 
 
 def attempt_endings(

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..lines.decode import ROUTING_PREFIX, decode, parse_line, prefix_lines
-from ..match.events import who
-from ..model import Analysis, Incident
+from ..model import Analysis, Incident, order_key
 from ..read.sources import read_lines, rereadable
 from ..read.spool import Kept, read_kept
 
@@ -45,7 +44,7 @@ def last_seen(
                 continue
             last = {prefix: n + info.lines for prefix, n in back.items()}
         for prefix, lineno in last.items():
-            key = (index << 40) | lineno
+            key = order_key(index, lineno)
             for line in prefix_lines(prefix, info.path):
                 rank = world.rank_of(line)
                 if rank is not None and (rank not in best or best[rank][0] <= key):
@@ -97,8 +96,10 @@ def root_context(
     radius: int = CONTEXT_LINES,
 ) -> dict[str, list[tuple[int, str]]]:
     """For each incident, its root-cause line with the lines of the same rank around it.
-    `marks`: Engine.line_marks, where known; `kept`: chunks of compressed inputs kept after
-    their scan (spool.Spool), read instead of the input when they hold the lines."""
+    `marks`: per input read in ranges, (line number, byte offset) of each range's start, to
+    read the lines without reading the file from its start; `kept`: chunks of compressed
+    inputs kept after their scan (spool.Spool), read instead of the input when they hold the
+    lines."""
     wanted: dict[str, set[int]] = {}
     for inc in incidents:
         n = inc.root_cause.line.lineno
@@ -112,7 +113,7 @@ def root_context(
     out: dict[str, list[tuple[int, str]]] = {}
     for inc in incidents:
         root = inc.root_cause.line
-        mine = who(root)
+        mine = root.stream
         got = lines.get(root.path, {})
         before: list[tuple[int, str]] = []
         after: list[tuple[int, str]] = []
@@ -121,7 +122,7 @@ def root_context(
                 continue
             text = decode(got[n]).rstrip("\r")
             decoded = parse_line(text, root.path, n)
-            if not any(who(x) == mine for x in decoded):
+            if not any(x.stream == mine for x in decoded):
                 continue
             (before if n < root.lineno else after).append((n, text))
         out[inc.id] = [*before[-radius:], (root.lineno, root.raw), *after[:radius]]

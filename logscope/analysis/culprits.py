@@ -8,11 +8,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..match.events import FAILURE_ENTRY, who
-from ..model import Culprit, Event, Who, World, field_int
+from ..match.events import FAILURE_ENTRY
+from ..model import Culprit, Event, Stream, World, field_int
 
 
-def build_world(streams: Sequence[Who], declared_size: int | None = None) -> World:
+def build_world(streams: Sequence[Stream], declared_size: int | None = None) -> World:
     """The job's ranks from every stream seen, and how tee headers map to global ranks."""
     nodes = {(t, h) for t, h, lr, _r in streams if lr is not None}
     max_local = max((lr for _t, _h, lr, _r in streams if lr is not None), default=None)
@@ -24,7 +24,7 @@ def build_world(streams: Sequence[Who], declared_size: int | None = None) -> Wor
     # nodes apart, so a bare tee header names a local rank only (FORMATS.md §1.1)
     multi_node_tee = bool(nproc and size and size > nproc and len(nodes) <= 1)
     world = World(len(nodes), nproc, size, frozenset(), multi_node_tee)
-    ranks = {r for w in streams if (r := world.rank_of_who(w)) is not None}
+    ranks = {r for w in streams if (r := world.rank_of_stream(w)) is not None}
     return World(world.nodes, nproc, size, frozenset(ranks), multi_node_tee)
 
 
@@ -72,7 +72,7 @@ def pg_culprit(culprit: Culprit, root: Event, events: Sequence[Event], burst_lin
         for e in events
         if e.seq > root.seq
         and e.line.path == root.line.path
-        and who(e.line) == who(root.line)
+        and e.line.stream == root.line.stream
         and 0 < e.line.lineno - root.line.lineno <= burst_lines
     )
     for e in (root, *later):

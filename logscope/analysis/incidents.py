@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..match.events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED, who
+from ..match.events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED
 from ..match.signatures import Library
 from ..model import (
     Category,
@@ -16,6 +16,7 @@ from ..model import (
     Event,
     Incident,
     Progress,
+    Stream,
     World,
     field_int,
 )
@@ -43,7 +44,7 @@ def _just_before(w: Event, e: Event) -> bool:
     return (
         w.line.path == e.line.path
         and 0 <= e.line.lineno - w.line.lineno <= _LEAD_LINES
-        and who(w.line) == who(e.line)
+        and w.line.stream == e.line.stream
     )
 
 
@@ -180,7 +181,7 @@ def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     if rank is None:
         local = field_int(death, "local_rank")
         if local is not None:
-            rank = world.rank_of_who((death.line.task, death.line.host, local, None))
+            rank = world.rank_of_stream(Stream(death.line.task, death.line.host, local, None))
     if rank is None:
         return False
     return any(

@@ -21,8 +21,9 @@ from ..model import (
     LedgerIncident,
     WhatIf,
     duration,
+    input_of,
 )
-from .timeline import input_of, timestamp
+from .timeline import timestamp
 
 
 def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:

@@ -12,13 +12,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from ..model import Attempt, Event, Progress, Save, field_int
-
-_INPUT_SHIFT = 40
-
-
-def input_of(seq: int) -> int:
-    return seq >> _INPUT_SHIFT
+from ..model import Attempt, Event, Progress, Save, field_int, input_of
 
 
 @dataclass(slots=True)
@@ -67,7 +61,7 @@ def _no_reset_until(its: npt.NDArray[np.int64], k: int, last_it: int | None) -> 
     return k + int(rows[back[0]]) if len(back) else len(its)
 
 
-def _zeroed(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def zeroed(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """np.nan_to_num(x) (NaN 0, infinities the largest floats), without its cost (~13 us, more
     than the rest of a short run's bookkeeping: a log of HF dicts states no step time, and
     every run is NaN)."""
@@ -275,7 +269,7 @@ class Timeline:
     ) -> None:
         """Lines k..m-1 extend an attempt that has no time yet, as add_progress takes them."""
         cur.unknown.extend(array("q", range(first_idx + k, first_idx + m)))
-        cur.unknown_s.frombytes(_zeroed(seconds[k:m]).tobytes())
+        cur.unknown_s.frombytes(zeroed(seconds[k:m]).tobytes())
         cur.pending_save_s = 0.0
 
     def _extended(
@@ -306,7 +300,7 @@ class Timeline:
     ) -> float:
         """Lines k..m-1 extend the open attempt: each time is the line's own, else the one
         before plus the seconds it covers."""
-        d = _zeroed(seconds[k:m])
+        d = zeroed(seconds[k:m])
         e = exact[k:m]
         stated = ~np.isnan(e)
         start = cur.t_prev or 0.0  # not None: see the caller
@@ -420,7 +414,9 @@ class Timeline:
         self, cur: _Open, saves: list[Save], end: datetime | None, ended_saving: bool
     ) -> Attempt:
         last_t = self.progress.time[cur.last_idx] if cur.last_idx >= 0 else math.nan
-        # the last progress line, given its time (progress.time) when the attempt closes
+        # the last progress line, given its time (progress.time) when the attempt closes; None
+        # when Progress keeps no Event of it (a line inside a bulk of lines: the engine, which
+        # holds their text, gives it)
         last_event = self.progress.event(cur.last_idx) if cur.last_idx >= 0 else None
         return Attempt(
             index=cur.index,

@@ -25,7 +25,7 @@ from ..analysis.context import (
 )
 from ..errors import InputError, WorkerError
 from ..lines.decode import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
-from ..lines.wrap import WRAP_SAMPLE, wrap_width
+from ..lines.wrap import WRAP_SAMPLE
 from ..match.signatures import Library
 from ..memory import release_freed_memory
 from ..model import Analysis, InputInfo
@@ -45,7 +45,7 @@ from ..read.sources import (
     split_ranges,
 )
 from ..read.spool import Chunk, KeepBudget, Kept, Spool
-from ..scan.range_scan import RangeScan, RangeTask, scan_range, unpack
+from ..scan.range_scan import InputPlan, RangeScan, RangeTask, scan_range
 from .conclude import conclude
 from .feed import Engine, default_library
 
@@ -62,12 +62,13 @@ def _feed_sequential(
 ) -> None:
     """Read an input block by block in this process, keeping its `tail`."""
     year: int | None = None
+    offset = 0
     blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
     for i, block in enumerate(blocks):
         if i == 0:
             year = _year_hint(src, block.data[:65536])
-        engine.discover(block, src.path)
-        engine.feed_block(block, src.path, year, events=False)
+        engine.feed_block(block, src.path, year, events=False, offset=offset)
+        offset += len(block.data)
         tail.add(block.data)
         tick(stats.bytes)
 
@@ -91,8 +92,8 @@ def _range_tasks(
         ranges = split_ranges(src.path, size, chunk_bytes)
     except OSError:
         return None
-    template = _task_template(src, engine, src.path, head)
-    return [replace(template, start=a, end=b) for a, b in ranges]
+    plan = engine.learn_input(src.path, head, _year_hint(src, head[:65536]))
+    return [plan.task(a, b) for a, b in ranges]
 
 
 def _compressed(src: Source, min_bytes: int) -> bool:
@@ -111,10 +112,11 @@ def _feed_ranges(
     stats: ReadStats,
     scans: Iterable[tuple[RangeTask, RangeScan]],
     tick: Callable[[int], None],
+    marks: list[tuple[int, int]],
 ) -> None:
-    """Feed the scans of an input's ranges in order."""
+    """Feed the scans of an input's ranges in order, noting in `marks` the (line number, byte
+    offset) of each range of the file itself."""
     base = 0
-    marks = engine.line_marks.setdefault(src.path, [])
     error: str | None = None
     for task, scan in scans:
         # taken even after an error: the next input's scans follow
@@ -123,9 +125,7 @@ def _feed_ranges(
             continue
         if task.origin is None:  # a range of the file itself: a place to read it again from
             marks.append((base + 1, task.start))
-        engine.note_prefixes(src.path, scan.prefixes)
-        lines = [unpack(match, src.path, base + 1, engine.library) for match in scan.matches]
-        engine.feed_sorted(lines, scan.progress, src.path, base, events=False)
+        engine.feed(scan, src.path, base, events=False)
         note_cut(stats, src.path, [base + c for c in scan.cut], MAX_LINE)
         base += scan.lines
         if (stats.bytes + scan.size) // RELEASE_BYTES > stats.bytes // RELEASE_BYTES:
@@ -153,14 +153,13 @@ def _spooled_scans(
     taken: deque[tuple[Chunk, RangeTask]] = deque()  # submitted, in order
 
     def tasks() -> Iterator[RangeTask]:
-        first: RangeTask | None = None
+        plan: InputPlan | None = None
         for chunk in spool.chunks():
-            if first is None:
+            if plan is None:
                 with Path(chunk.path).open("rb") as f:
-                    first = _task_template(src, engine, chunk.path, f.read(WRAP_SAMPLE))
-            taken.append(
-                (chunk, replace(first, path=chunk.path, end=chunk.size, origin=chunk.offset))
-            )
+                    head = f.read(WRAP_SAMPLE)
+                plan = engine.learn_input(src.path, head, _year_hint(src, head[:65536]))
+            taken.append((chunk, plan.task(0, chunk.size, chunk.path, chunk.offset)))
             yield taken[-1][1]
 
     lineno = 1  # the first line of the next chunk fed
@@ -168,9 +167,12 @@ def _spooled_scans(
     for scan in _in_order(pool, tasks(), spool.room - 1, src.path):
         chunk, task = taken.popleft()
         _keep_tail(tail, chunk)
-        mark = _mark(engine)
+        mark = engine.mark()
         yield task, scan
-        spool.scanned(chunk, lineno, scan.lines, *_since(engine, mark))
+        since = engine.since(mark)
+        spool.scanned(
+            chunk, lineno, scan.lines, since.lines, since.last_progress_line, since.new_attempt
+        )
         lineno += scan.lines
     spool.finish(budget)
     stats.compression = spool.compression
@@ -185,43 +187,6 @@ def _keep_tail(tail: Tail, chunk: Chunk) -> None:
         skip = max(0, chunk.size - tail.size)
         f.seek(skip)
         tail.add(f.read(), skipped=skip)
-
-
-def _mark(engine: Engine) -> tuple[int, int, int, int]:
-    return (
-        len(engine.failures),
-        len(engine.extractor.unrecognized_events),
-        len(engine.progress.seq),
-        len(engine.timeline.attempts),
-    )
-
-
-def _since(engine: Engine, mark: tuple[int, int, int, int]) -> tuple[list[int], int | None, bool]:
-    """What the engine took since `mark` that places a root cause: the lines of the failures,
-    of the last progress line if it took one, and whether a new attempt began."""
-    failures, unrecognized, progress, attempts = mark
-    new = [*engine.failures[failures:], *engine.extractor.unrecognized_events[unrecognized:]]
-    seqs = engine.progress.seq
-    last = engine.locate(seqs[-1])[1] if len(seqs) > progress else None
-    return [e.line.lineno for e in new], last, len(engine.timeline.attempts) > attempts
-
-
-def _task_template(src: Source, engine: Engine, path: str, head: bytes) -> RangeTask:
-    """What the tasks of an input's ranges (or chunks, in the file `path`) share, learned from
-    its first bytes: the year its stamps lack, the width its lines were wrapped at."""
-    wrap = engine.wrap[src.path] = wrap_width(head[: head.rfind(b"\n") + 1])
-    prefilter = engine.extractor.prefilter
-    return RangeTask(
-        path,
-        0,
-        0,
-        prefilter.pattern,
-        engine.library,
-        _year_hint(src, head[:65536]),
-        discovery=engine.discovery,
-        wrap=wrap,
-        literals=prefilter.literals,
-    )
 
 
 def _in_order(
@@ -304,6 +269,7 @@ def analyze(
         if ranges is None and jobs > 1 and _compressed(src, range_min_bytes)
     }
     pool: ProcessPoolExecutor | None = None
+    line_marks: dict[str, list[tuple[int, int]]] = {}  # context.root_context's `marks`
     kept: dict[str, list[Kept]] = {}
     budget = KeepBudget()
     tail_bytes = window_per_input(len(sources), TAIL_BUDGET, 256 << 10, TAIL_BYTES)
@@ -329,13 +295,16 @@ def analyze(
             tail: Tail | None = None  # the input's end as it goes by, if it cannot be reread
             try:
                 if ranges is not None:  # the shared `scans` go on with the next input's
-                    _feed_ranges(engine, src, stats, zip(ranges, scans, strict=False), tick)
+                    marks = line_marks.setdefault(src.path, [])
+                    ranged = zip(ranges, scans, strict=False)
+                    _feed_ranges(engine, src, stats, ranged, tick, marks)
                 elif pool is not None and src.path in spooled:
                     spool = stack.enter_context(Spool(src, chunk_bytes, jobs + 2, CONTEXT_WINDOW))
                     kept[src.path] = spool.kept
                     tail = Tail(tail_bytes)
                     chunks = _spooled_scans(src, stats, engine, pool, spool, budget, tail)
-                    _feed_ranges(engine, src, stats, chunks, tick)
+                    marks = line_marks.setdefault(src.path, [])
+                    _feed_ranges(engine, src, stats, chunks, tick, marks)
                 else:
                     tail = Tail(tail_bytes)
                     _feed_sequential(engine, src, stats, block_size, tick, tail)
@@ -367,7 +336,7 @@ def analyze(
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (memory.py)
         analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
-        context = root_context(analysis.incidents, engine.line_marks, kept)
+        context = root_context(analysis.incidents, line_marks, kept)
     seen_last = tuple(last_seen(analysis, tail_bytes, seen))
     return replace(analysis, context=context, last_seen=seen_last)
 

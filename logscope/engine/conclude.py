@@ -12,7 +12,6 @@ from ..analysis.job_outcome import Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.slurm_jobs import name_jobs
 from ..analysis.survived import outlived
-from ..analysis.timeline import input_of
 from ..findings.configuration import find_configs
 from ..findings.gather import find
 from ..lines.hostlist import expand_hostlist
@@ -25,6 +24,7 @@ from ..model import (
     Outcome,
     World,
     all_empty,
+    input_of,
 )
 from .feed import Engine
 

@@ -15,15 +15,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ..analysis.culprits import build_world
-from ..analysis.timeline import Timeline
+from ..analysis.timeline import Timeline, from_timestamp
 from ..lines.decode import (
     DISCOVERY_BYTES,
     prefix_lines,
-    routing_prefixes,
 )
 from ..lines.hostlist import expand_hostlist
 from ..lines.wrap import WRAP_SAMPLE, wrap_width
-from ..match.events import Extractor, who
+from ..match.events import Extractor
 from ..match.prefilter import Hit, matched
 from ..match.signatures import Library, builtin_dirs, load_library
 from ..model import (
@@ -31,17 +30,18 @@ from ..model import (
     Event,
     Line,
     Progress,
-    Who,
+    Stream,
     World,
     field_int,
+    input_of,
     line_seconds,
+    lineno_of,
+    order_key,
 )
-from ..read.newlines import Newlines
 from ..read.sources import Block
-from ..scan.bulk_progress import Collector
 from ..scan.parsed_progress import ProgressColumns
 from ..scan.progress_arrays import ScanArrays
-from ..scan.range_scan import match_lines, window_lines
+from ..scan.range_scan import InputPlan, RangeScan, scan_block
 
 MAX_CONFIG_LINES = 16
 """Configuration lines kept per signature: every rank prints the same options."""
@@ -65,7 +65,7 @@ class Engine:
     """A checkpoint or validation line was seen: the job ran."""
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
-    streams: set[Who] = field(default_factory=set)
+    streams: set[Stream] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     declared_world: int | None = None
     first_time: datetime | None = None
@@ -78,56 +78,82 @@ class Engine:
     _nodelists: set[str] = field(default_factory=set)
     nodelist_changes: list[Event] = field(default_factory=list)
     """Lines naming a node list unlike the one named before: which nodes each attempt ran on."""
-    _offsets: dict[str, int] = field(default_factory=dict)
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
     """Bytes at each input's start scanned for rank prefixes (lines.decode.window_per_input)."""
-    wrap: dict[str, int | None] = field(default_factory=dict)
-    """Per input, the width its lines were hard-wrapped at, or None (wrap.wrap_width)."""
-    line_marks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    """Per uncompressed input read in ranges: (line number, byte offset) of each range's start,
-    so the lines around a root cause are read without reading the file from its start."""
+    _plans: dict[str, InputPlan] = field(default_factory=dict)
+    """Per input, what its scans share (learn_input)."""
 
     def __post_init__(self) -> None:
         self.extractor = Extractor(self.library)
         self.timeline = Timeline(self.progress)
 
-    def discover(self, block: Block, path: str) -> None:
-        """Note every rank prefix on the lines that start in an input's discovery window
-        (see lines.decode.routing_prefixes)."""
-        start = self._offsets.get(path, 0)
-        self._offsets[path] = start + len(block.data)
-        self.note_prefixes(path, routing_prefixes(block.data, start, window=self.discovery))
+    def learn_input(self, path: str, head: bytes | bytearray, year: int | None) -> InputPlan:
+        """What the scans of input `path` share, learned from its first bytes (whole lines):
+        the width its lines were wrapped at, the prefilter, `year` for its stamps that lack
+        one. Every reader of an input learns it here, once, before its first scan."""
+        prefilter = self.extractor.prefilter
+        plan = InputPlan(
+            path,
+            self.library,
+            prefilter,
+            year,
+            wrap_width(head[:WRAP_SAMPLE]),
+            discovery=self.discovery,
+        )
+        self._plans[path] = plan
+        return plan
 
-    def note_prefixes(self, path: str, prefixes: Iterable[bytes]) -> None:
-        for prefix in set(prefixes) - self._prefixes:
+    def feed_block(
+        self,
+        block: Block,
+        path: str,
+        year: int | None,
+        events: bool = True,
+        offset: int | None = None,
+    ) -> list[Event]:
+        """Scan a block of whole lines as a worker scans a range (an input's first block
+        teaches its plan, `year` with it) and `feed` the scan; returns its events. `offset`:
+        where the block starts in the input, for the rank prefixes of its discovery window
+        (None: none noted)."""
+        plan = self._plans.get(path)
+        if plan is None:
+            plan = self.learn_input(path, block.data, year)
+        return self.feed(scan_block(plan, block, offset), path, events=events)
+
+    def feed(self, scan: RangeScan, path: str, base: int = 0, events: bool = True) -> list[Event]:
+        """The engine's one input: the scan of a range, a chunk or a block of input `path`,
+        its lines numbered from `base`, fed after those before it. Returns its events (see
+        `_feed_sorted`)."""
+        for prefix in set(scan.prefixes) - self._prefixes:
             self._prefixes.add(prefix)
             for line in prefix_lines(prefix, path):
                 self._note_stream(line)
+        lines = scan.matched(path, base, self.library)
+        return self._feed_sorted(lines, scan.progress, path, base, events)
 
-    def feed_block(
-        self, block: Block, path: str, year: int | None, events: bool = True
-    ) -> list[Event]:
-        """Feed a block's candidate lines; returns their events (see `feed_sorted`)."""
-        if path not in self.wrap:
-            # learned from an input's first block (read_blocks gives whole lines)
-            self.wrap[path] = wrap_width(block.data[:WRAP_SAMPLE])
-        width = self.wrap[path]
-        collector = Collector(self.library, path, year)
-        candidates = window_lines(
-            self.extractor.prefilter,
-            collector,
-            block.data,
-            len(block.data),
-            Newlines.of(block.data),
-            block.first_lineno,
-            width,
-            block.truncated,
+    def mark(self) -> Mark:
+        """Where the engine stands, to ask later what it took since (`since`)."""
+        return Mark(
+            len(self.failures),
+            len(self.extractor.unrecognized_events),
+            len(self.progress.seq),
+            len(self.timeline.attempts),
         )
-        lines, progress = match_lines(collector, candidates, width)
-        return self.feed_sorted(lines, progress, path, events=events)
 
-    def feed_sorted(
+    def since(self, mark: Mark) -> Since:
+        """What the engine took since `mark` that places a root cause."""
+        new = [
+            *self.failures[mark.failures :],
+            *self.extractor.unrecognized_events[mark.unrecognized :],
+        ]
+        seqs = self.progress.seq
+        last = self.locate(seqs[-1])[1] if len(seqs) > mark.progress else None
+        return Since(
+            [e.line.lineno for e in new], last, len(self.timeline.attempts) > mark.attempts
+        )
+
+    def _feed_sorted(
         self,
         lines: Sequence[tuple[Line, Hit | None]],
         progress: ProgressColumns,
@@ -143,7 +169,7 @@ class Engine:
         placed: _Placed | None = None
         if n:
             index = self._input_index.setdefault(path, len(self._input_index))
-            arrays = ScanArrays.of(progress, (index << 40) + base)
+            arrays = ScanArrays.of(progress, order_key(index, base))
             if not any(hit is not None and hit[0].kind == "iteration" for _, hit in lines):
                 # no iteration line among the others: the progress lines go into Progress all
                 # at once, in line order, and each run is only clocked (see _feed_progress)
@@ -156,7 +182,7 @@ class Engine:
                 if events:
                     out.extend(self._progress_event(progress, i, path, base) for i in range(j, k))
                 j = k
-            found = self.feed_line(line, hit)
+            found = self._feed_line(line, hit)
             if events:
                 out.extend(found)
         if j < n:
@@ -187,11 +213,10 @@ class Engine:
         progress = self.progress
         if first == 0:
             progress.keep(0, self._progress_event(cols, lo, path, base))
-        progress.resolve = lambda idx: self._progress_event(cols, lo + idx - first, path, base)
-        try:
-            derived = self.timeline.add_progress_run(seqs, times, seconds, first, iterations)
-        finally:
-            progress.resolve = None
+        ended = len(self.timeline.attempts)
+        derived = self.timeline.add_progress_run(seqs, times, seconds, first, iterations)
+        if len(self.timeline.attempts) > ended:
+            self._last_events(ended, cols, lo - first, path, base)
         last = functools.partial(self._progress_event, cols, hi - 1, path, base)
         progress.keep(first + hi - lo - 1, last)
         self.derived_until = max(self.derived_until, derived)
@@ -199,6 +224,23 @@ class Engine:
         if len(stated):
             self._tick(datetime.fromtimestamp(float(stated.min())))
             self._tick(datetime.fromtimestamp(float(stated.max())))
+
+    def _last_events(
+        self, ended: int, cols: ProgressColumns, shift: int, path: str, base: int
+    ) -> None:
+        """The attempts from `ended` on ended inside a run of bulk-parsed lines (`cols`, line
+        `idx` of Progress its line `shift + idx`): Progress keeps no Event of the line one ends
+        with, and the timeline gave it none. It is built from the scan's text (edge_lines), with
+        the time the timeline gave the line."""
+        attempts = self.timeline.attempts
+        for k in range(ended, len(attempts)):
+            a = attempts[k]
+            idx = a.progress[1]
+            if a.last_event is None and idx >= 0:
+                e = self._progress_event(cols, shift + idx, path, base)
+                t = self.progress.time[idx]
+                e = e if math.isnan(t) else replace(e, time=from_timestamp(t))
+                attempts[k] = replace(a, last_event=e)
 
     def _add_progress(self, arrays: ScanArrays, lo: int, hi: int) -> _Placed:
         """Add bulk-parsed lines `lo:hi` of a scan to Progress (their time NaN until the
@@ -238,12 +280,12 @@ class Engine:
         """The streams and hosts of a run of progress lines; a torchrun failure block open in
         one of their streams ends, as a line of the stream would end it."""
         for h in set(cols.head[lo:hi]):
-            host, rank, local_rank, task = cols.heads[h]
-            if local_rank is not None or rank is not None:
-                self.streams.add((task, host, local_rank, rank))
-            if host:
-                self.hosts.add(host)
-            for e in self.extractor.interrupt(path, task, host):
+            stream = cols.heads[h]
+            if stream.local_rank is not None or stream.rank is not None:
+                self.streams.add(stream)
+            if stream.host:
+                self.hosts.add(stream.host)
+            for e in self.extractor.interrupt(path, stream.task, stream.host):
                 self._add(e)
 
     def _progress_event(self, cols: ProgressColumns, i: int, path: str, base: int) -> Event:
@@ -265,7 +307,7 @@ class Engine:
         line = records[-1][0]
         return self.extractor.event_of(line, (sig, fields), self._seq(line))
 
-    def feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
+    def _feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
         self._note_stream(line)
         seq = self._seq(line)
         events = self.extractor.feed(line, hit, seq)
@@ -283,7 +325,7 @@ class Engine:
 
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:
-            self.streams.add(who(line))
+            self.streams.add(line.stream)
         if line.host:
             self.hosts.add(line.host)
 
@@ -295,7 +337,7 @@ class Engine:
 
     def _seq(self, line: Line) -> int:
         index = self._input_index.setdefault(line.path, len(self._input_index))
-        return (index << 40) | line.lineno
+        return order_key(index, line.lineno)
 
     def _add(self, e: Event) -> None:
         if not e.seq:
@@ -371,9 +413,32 @@ class Engine:
 
     def locate(self, seq: int) -> tuple[str | None, int | None]:
         """An order key's file and line number."""
-        index, lineno = seq >> 40, seq & ((1 << 40) - 1)
+        index, lineno = input_of(seq), lineno_of(seq)
         path = next((p for p, i in self._input_index.items() if i == index), None)
         return path, lineno
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """Where an engine stood (Engine.mark): how many failures, unrecognized error lines,
+    progress lines and attempts it held."""
+
+    failures: int
+    unrecognized: int
+    progress: int
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Since:
+    """What an engine took since a mark (Engine.since) that places a root cause."""
+
+    lines: list[int]
+    """The line numbers of the failures and unrecognized error lines."""
+    last_progress_line: int | None
+    """The line number of the last progress line, if it took one."""
+    new_attempt: bool
+    """A new attempt began."""
 
 
 _Placed = tuple[int, npt.NDArray[np.float64]]

@@ -143,7 +143,7 @@ def _binary_segmentation(y: Floats, min_size: int, penalty: float) -> list[int]:
         s, e = stack.pop()
         if e - s < 2 * min_size:
             continue
-        cut, gain = _best_split(cs, s, e, min_size)
+        cut, gain = best_split(cs, s, e, min_size)
         if gain <= penalty:
             continue
         cuts.append(cut)
@@ -151,7 +151,7 @@ def _binary_segmentation(y: Floats, min_size: int, penalty: float) -> list[int]:
     return sorted(cuts)
 
 
-def _best_split(
+def best_split(
     cs: Floats, s: int, e: int, min_size: int, chunk: int = SCORE_CHUNK
 ) -> tuple[int, float]:
     """The split of y[s:e] (cs: y's cumulative sums from 0) that lowers the squared error most,

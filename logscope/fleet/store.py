@@ -344,5 +344,7 @@ def _read_duckdb(store: Path, name: str) -> pd.DataFrame:
         "SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types = {'date': VARCHAR})",
         params=[glob_],
     )
+    if rel is None:  # duckdb types a query's relation optional; a SELECT always has one
+        return SCHEMAS[name].empty_table().to_pandas()
     df: pd.DataFrame = rel.df()
     return df

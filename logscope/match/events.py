@@ -117,11 +117,6 @@ def inert(line: Line) -> bool:
     )
 
 
-def who(line: Line) -> tuple[int | None, str | None, int | None, int | None]:
-    """The stream a line belongs to: (srun task, host, local rank, global rank)."""
-    return (line.task, line.host, line.local_rank, line.rank)
-
-
 @dataclass(slots=True)
 class _Block:
     section: str = ""
@@ -198,7 +193,7 @@ class Extractor:
         opens = sig.id == TRACEBACK_START or caught
         # the stream is looked at only while a traceback is open or starts: not per progress line
         tracking = bool(self._tracebacks) or opens
-        stream = (line.path, *who(line)) if tracking else ()
+        stream = (line.path, *line.stream) if tracking else ()
         open_traceback = tracking and stream in self._tracebacks
         # only a warning, or a line that may end an open traceback, asks whether it was raised
         raised = (severity == "warning" or open_traceback) and self.library.raised(

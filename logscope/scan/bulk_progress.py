@@ -19,10 +19,11 @@ from ..lines.decode import _EMBEDDED, parse_line
 from ..match.events import inert, parse_time
 from ..match.prefilter import BLOCK_TRIGGERS
 from ..match.signatures import Library, TriggerIndex
+from ..model import Stream
 from .arrow_buffers import numbers, numpy_view, strings
 from .line_grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
 from .line_shapes import digit_blind
-from .parsed_progress import HeadFields, ProgressColumns, edge_lines
+from .parsed_progress import ProgressColumns, edge_lines
 
 VALUES = (
     "iteration",
@@ -56,7 +57,7 @@ def _re2_ok(pattern: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class BulkPlan:
     bulk: frozenset[int]
     """Indexes of the iteration signatures whose regex and columns RE2 runs as written."""
     index: TriggerIndex
@@ -64,19 +65,19 @@ class _Plan:
     a line of that block is read with the block (events.Extractor)."""
 
 
-def _plan(library: Library) -> _Plan:
+def bulk_plan(library: Library) -> BulkPlan:
     """What the bulk path may take, worked out once per library."""
-    return library.derived("bulk_progress.plan", lambda: _make_plan(library))
+    return library.derived("bulk_progress.plan", lambda: _make_bulk_plan(library))
 
 
-def _make_plan(library: Library) -> _Plan:
+def _make_bulk_plan(library: Library) -> BulkPlan:
     out: set[int] = set()
     for i, s in enumerate(library.signatures):
         patterns = [s.regex.pattern, *(c.pattern for c in s.columns)]
         if s.kind == "iteration" and all(_re2_ok(p) for p in patterns):
             out.add(i)
     index = TriggerIndex.build([*(s.trigger for s in library.signatures), BLOCK_TRIGGERS])
-    return _Plan(frozenset(out), index)
+    return BulkPlan(frozenset(out), index)
 
 
 @dataclass(slots=True)
@@ -95,13 +96,13 @@ class Collector:
     _shapes: list[bytes] = field(default_factory=list)
     _sigs: list[tuple[int, ...]] = field(default_factory=list)
     _grids: list[tuple[Grid, tuple[tuple[int, ...], int]]] = field(default_factory=list)
-    _heads: dict[HeadFields, int] = field(default_factory=dict)
-    _head_fields: list[HeadFields] = field(default_factory=list)
+    _heads: dict[Stream, int] = field(default_factory=dict)
+    _head_fields: list[Stream] = field(default_factory=list)
     _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
     _inert: dict[bytes, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        plan = _plan(self.library)
+        plan = bulk_plan(self.library)
         self._bulk, self._index = plan.bulk, plan.index
 
     def take(self, lineno: int, raw: bytes) -> bool:
@@ -375,7 +376,7 @@ class Collector:
         known = self._parsed.get(key)
         if known is None:
             line = parse_line(key, self.path, 1, self.year)[0]
-            fields = (line.host, line.rank, line.local_rank, line.task)
+            fields = line.stream
             index = self._heads.get(fields)
             if index is None:
                 index = self._heads[fields] = len(self._head_fields)

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from ..model import Stream
+
 Array = np.ndarray[Any, Any]
-HeadFields = tuple[str | None, int | None, int | None, int | None]
 """The stream a line's prefix names: (host, rank, local rank, srun task)."""
 
 
@@ -26,7 +27,7 @@ class ProgressColumns:
     """Index of the line's signature in the library."""
     head: array[int] = field(default_factory=lambda: array("i"))
     """Index of the line's prefix fields in `heads`."""
-    heads: list[HeadFields] = field(default_factory=list)
+    heads: list[Stream] = field(default_factory=list)
     time: array[float] = field(default_factory=lambda: array("d"))
     """POSIX seconds the line states (its prefix's stamp, or its regex's `time`); NaN if none."""
     values: dict[str, array[float]] = field(default_factory=dict)

@@ -8,7 +8,7 @@ import functools
 import operator
 import pickle
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..read.newlines import Newlines
 from ..read.sources import (
     MAX_LINE,
     WINDOW,
+    Block,
     LongLine,
     ReadStats,
     Source,
@@ -126,6 +127,39 @@ class RangeTask:
         return _task, (_library_bytes(self.library), *state)
 
 
+@dataclass(frozen=True, slots=True)
+class InputPlan:
+    """What every scan of one input shares, learned from its first bytes (Engine.learn_input):
+    its tasks' fields but the bytes each covers."""
+
+    path: str
+    library: Library
+    prefilter: Prefilter
+    year: int | None
+    """The year its stamps lack."""
+    wrap: int | None
+    """The width its lines were hard-wrapped at (wrap.wrap_width), if they were."""
+    discovery: int = DISCOVERY_BYTES
+
+    def task(
+        self, start: int, end: int, path: str | None = None, origin: int | None = None
+    ) -> RangeTask:
+        """The task of bytes [start, end) of the input, or of the file `path` that holds a
+        piece of it from `origin` on (spool.Chunk)."""
+        return RangeTask(
+            self.path if path is None else path,
+            start,
+            end,
+            self.prefilter.pattern,
+            self.library,
+            self.year,
+            discovery=self.discovery,
+            wrap=self.wrap,
+            literals=self.prefilter.literals,
+            origin=origin,
+        )
+
+
 _TASK_FIELDS = tuple(f.name for f in dataclass_fields(RangeTask) if f.name != "library")
 
 
@@ -156,11 +190,21 @@ class RangeScan:
     cut: list[int]
     """Line numbers (from the range's first line) cut at MAX_LINE."""
     prefixes: tuple[bytes, ...]
-    """Routing prefixes of its lines in the input's discovery window (lines.decode.routing_prefixes)."""
+    """Routing prefixes of its lines in the input's discovery window
+    (lines.decode.routing_prefixes)."""
     progress: ProgressColumns = field(default_factory=ProgressColumns)
     """Its plain progress lines, parsed in bulk (numbered like `matches`)."""
     error: str | None = None
     """Why the range could not be read (the file vanished, say): its input's error."""
+    decoded: list[Matched] | None = None
+    """A block scanned in this process (scan_block): its matched lines as they are, numbered
+    in the input, in place of `matches`."""
+
+    def matched(self, path: str, base: int, library: Library) -> list[Matched]:
+        """The matched lines, of input `path`, numbered from `base` (0 for a block's)."""
+        if self.decoded is not None:
+            return self.decoded
+        return [unpack(match, path, base + 1, library) for match in self.matches]
 
 
 def scan_range(task: RangeTask) -> RangeScan:
@@ -169,10 +213,10 @@ def scan_range(task: RangeTask) -> RangeScan:
     freed buffers, while the parent's progress columns grew (5 GB per-step logs)."""
     try:
         try:
-            return _scan(task, _window_lines)
+            return scan_with(task, lines_by_windows)
         except LongLine:
             # rare: a line over MAX_LINE, which read_blocks cuts and reports
-            return _scan(task, _block_lines)
+            return scan_with(task, lines_by_blocks)
     except InputError as err:
         return RangeScan([], 0, 0, [], (), error=err.message)
     except OSError as err:
@@ -182,33 +226,51 @@ def scan_range(task: RangeTask) -> RangeScan:
 
 
 @dataclass(slots=True)
-class _Tally:
+class Tally:
     lines: int = 0
     cut: list[int] = field(default_factory=list)
     prefixes: set[bytes] = field(default_factory=set)
 
 
-_RangeLines = Callable[[RangeTask, _Tally, Collector], Iterator[tuple[int, bytes, bool]]]
+_RangeLines = Callable[[RangeTask, Tally, Collector], Iterator[tuple[int, bytes, bool]]]
 """The candidate lines of a range that the collector does not take."""
 
 
-def _scan(task: RangeTask, read: _RangeLines) -> RangeScan:
-    index = {id(s): i for i, s in enumerate(task.library.signatures)}
-    tally = _Tally()
+def scan_block(
+    plan: InputPlan, block: Block, offset: int | None = None, edges_only: bool = False
+) -> RangeScan:
+    """A block of an input (a stream's, a growing file's) scanned in this process as a worker
+    scans a range: its lines numbered in the input and left decoded (RangeScan.decoded).
+    `offset`: where it starts in the input, for the routing prefixes of the discovery window
+    (None: none are collected)."""
+    newlines = Newlines.of(block.data)
+    read = functools.partial(_one_block, block=block, offset=offset, newlines=newlines)
+    scan = scan_with(plan.task(0, len(block.data)), read, edges_only=edges_only, packed=False)
+    return replace(scan, lines=newlines.lines)
+
+
+def scan_with(
+    task: RangeTask, read: _RangeLines, edges_only: bool = True, packed: bool = True
+) -> RangeScan:
+    tally = Tally()
     collector = Collector(task.library, task.path, task.year)
     lines, progress = match_lines(
-        collector, read(task, tally, collector), task.wrap, edges_only=True
+        collector, read(task, tally, collector), task.wrap, edges_only=edges_only
     )
+    prefixes = tuple(sorted(tally.prefixes))
+    size = task.end - task.start
+    if not packed:
+        return RangeScan([], tally.lines, size, tally.cut, prefixes, progress, decoded=lines)
+    index = {id(s): i for i, s in enumerate(task.library.signatures)}
     out: list[PackedMatch] = []
     for line, hit in lines:
         state = _line_state(line)
         out.append((state, -1, None) if hit is None else (state, index[id(hit[0])], hit[1]))
-    prefixes = tuple(sorted(tally.prefixes))
-    return RangeScan(out, tally.lines, task.end - task.start, tally.cut, prefixes, progress)
+    return RangeScan(out, tally.lines, size, tally.cut, prefixes, progress)
 
 
-def _window_lines(
-    task: RangeTask, tally: _Tally, collector: Collector
+def lines_by_windows(
+    task: RangeTask, tally: Tally, collector: Collector
 ) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
@@ -219,30 +281,43 @@ def _window_lines(
         tally.lines = w.first_lineno - 1 + w.nlines
 
 
-def _block_lines(
-    task: RangeTask, tally: _Tally, collector: Collector
+def lines_by_blocks(
+    task: RangeTask, tally: Tally, collector: Collector
 ) -> Iterator[tuple[int, bytes, bool]]:
-    prefilter = Prefilter(task.pattern, task.literals)
     stats = ReadStats()
-    # as Engine.discover counts: the bytes of the blocks, cut lines cut
+    # as a block read in this process counts: the bytes of the blocks, cut lines cut
     offset = task.start + task.shift
     for block in read_blocks(
         Source(task.path), stats, max_line=task.max_line, byte_range=(task.start, task.end)
     ):
-        tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
+        yield from _one_block(task, tally, collector, block, offset, Newlines.of(block.data))
         offset += len(block.data)
-        yield from window_lines(
-            prefilter,
-            collector,
-            block.data,
-            len(block.data),
-            Newlines.of(block.data),
-            block.first_lineno,
-            task.wrap,
-            block.truncated,
-        )
-        tally.cut.extend(block.truncated)
         tally.lines = block.first_lineno - 1 + block.nlines
+
+
+def _one_block(
+    task: RangeTask,
+    tally: Tally,
+    collector: Collector,
+    block: Block,
+    offset: int | None,
+    newlines: Newlines,
+) -> Iterator[tuple[int, bytes, bool]]:
+    """The candidate lines of one block of whole lines (its `newlines` given), at `offset` in
+    its input (None: its routing prefixes are not collected); its cut lines noted."""
+    if offset is not None:
+        tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
+    yield from window_lines(
+        Prefilter(task.pattern, task.literals),
+        collector,
+        block.data,
+        len(block.data),
+        newlines,
+        block.first_lineno,
+        task.wrap,
+        block.truncated,
+    )
+    tally.cut.extend(block.truncated)
 
 
 def unpack(
