@@ -311,3 +311,11 @@ def test_a_run_that_reached_its_last_step_completed(tmp_path: Path) -> None:
     assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
     assert doc["job"]["outcome_reason"] == "reached the last iteration (50/50)", doc["job"]
     assert [n["kind"] for n in doc["survived"]] == ["survived"], doc["survived"]
+
+
+def test_a_document_from_before_survived_existed_still_renders(tmp_path: Path) -> None:
+    from logscope.render.markdown import render as render_md
+
+    _, doc = _analyze(tmp_path, [*_startup_noise(1), *[_iteration(n) for n in range(1, 21)]])
+    assert doc.pop("survived")
+    assert "Survived" not in render_html(doc, "test") and "Survived" not in render_md(doc)
