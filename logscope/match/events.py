@@ -1,5 +1,6 @@
 """Matched lines to events: signature fields, classification, torchrun's failure block per
-stream, and the unrecognized error lines kept for the incident of last resort."""
+stream, tracebacks per stream (a caught one ends in a warning), and the unrecognized error lines
+kept for the incident of last resort."""
 
 from __future__ import annotations
 
@@ -35,12 +36,13 @@ TRACEBACK_START = "python.traceback_start"
 # Exceptions of a process told to stop (KeyboardInterrupt, torchrun's SignalException): no failure
 _TOLD_TO_STOP = frozenset({"cancelled", "timelimit", "preemption", "process_killed"})
 MAX_UNRECOGNIZED = 100
+"""Unrecognized error lines kept as events (all are counted in the templates)."""
 TRACEBACK_TEXT = "Traceback (most recent call last):"
 CAUGHT_SPAN = 400
 """Lines from a caught traceback's opening line within which its exception line is looked for:
 every rank's few frames may interleave (64 ranks x 5 lines); past it, the traceback was cut and
-the stream's next exception is a new one."""
-"""Unrecognized error lines kept as events (all are counted in the templates)."""
+the stream's next exception is a new one. Within it, a chained `Traceback` line is part of the
+caught one (`traceback.format_exc()` prints the chain)."""
 
 # Exit codes of workers killed by a signal, as torchelastic reports them (negative signal).
 EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
