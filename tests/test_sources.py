@@ -233,13 +233,13 @@ def test_compressed_input_file_is_closed(tmp_path: Path, kind: str) -> None:
 # ---------------------------------------------------------------- a damaged .gz
 
 
-def _noisy_log(n: int, seed: int = 7) -> bytes:
+def _noisy_log(n: int, seed: int = 7, what: str = "iteration") -> bytes:
     rnd = random.Random(seed)
     out = []
     for i in range(1, n + 1):
         noise = "".join(rnd.choice("0123456789abcdef") for _ in range(24))
         out.append(
-            f"[default{i % 4}]: iteration {i:8d}/ {n} | consumed samples: {rnd.randrange(10**9)}"
+            f"[default{i % 4}]: {what} {i:8d}/ {n} | consumed samples: {rnd.randrange(10**9)}"
             f" | lm loss: {rnd.random():.6E} | id {noise} |\n"
         )
     return "".join(out).encode()
@@ -288,7 +288,8 @@ def test_truncated_gzip_through_cli_warns_and_does_not_crash(
 
 
 def test_truncated_gzip_failure_before_damage_is_found(tmp_path: Path) -> None:
-    text = PLAIN * 5 + FAILURE + _noisy_log(20_000)
+    # what follows the failure is no progress: training that went on would outlive it
+    text = PLAIN * 5 + FAILURE + _noisy_log(20_000, what="prefetch")
     whole = gzip.compress(text)
     f = tmp_path / "job.gz"
     f.write_bytes(whole[: len(whole) // 2])
@@ -588,7 +589,8 @@ def test_read_windows_of_a_file_that_shrank(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["zstd", "lz4"])
 def test_truncated_frame_reads_the_lines_before_the_damage(tmp_path: Path, kind: str) -> None:
-    text = PLAIN * 5 + FAILURE + _noisy_log(40_000)
+    # what follows the failure is no progress: training that went on would outlive it
+    text = PLAIN * 5 + FAILURE + _noisy_log(40_000, what="prefetch")
     whole = COMPRESSORS[kind](text)
     f = tmp_path / f"job.{kind}"
     f.write_bytes(whole[: len(whole) // 2])

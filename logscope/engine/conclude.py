@@ -11,6 +11,7 @@ from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.slurm_jobs import name_jobs
+from ..analysis.survived import outlived
 from ..findings.configuration import find_configs
 from ..findings.gather import find
 from ..lines.hostlist import expand_hostlist
@@ -54,8 +55,16 @@ def conclude(
     progress = engine.progress
     last_progress = progress.last_time()
     world = engine.world()
-    incidents = _incidents(engine, failures, attempts, world)
     exits = [m for m in engine.markers if m.kind == "exit"]
+    incidents, survived = outlived(
+        _incidents(engine, failures, attempts, world),
+        failures,
+        attempts,
+        progress,
+        engine.markers,
+        world,
+        engine.library,
+    )
     cadence = progress.median_interval_s()
     endings: dict[int, tuple[str, Incident | None]] = {}
     if attempts:
@@ -112,6 +121,7 @@ def conclude(
         advice=advice,
         progress=progress,
         findings=findings,
+        survived=survived,
     )
 
 

@@ -1,5 +1,6 @@
 """Matched lines to events: signature fields, classification, torchrun's failure block per
-stream, and the unrecognized error lines kept for the incident of last resort."""
+stream, tracebacks per stream (a caught one ends in a warning), and the unrecognized error lines
+kept for the incident of last resort."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ TRACEBACK_START = "python.traceback_start"
 _TOLD_TO_STOP = frozenset({"cancelled", "timelimit", "preemption", "process_killed"})
 MAX_UNRECOGNIZED = 100
 """Unrecognized error lines kept as events (all are counted in the templates)."""
+TRACEBACK_TEXT = "Traceback (most recent call last):"
+CAUGHT_SPAN = 400
+"""Lines from a caught traceback's opening line within which its exception line is looked for:
+every rank's few frames may interleave (64 ranks x 5 lines); past it, the traceback was cut and
+the stream's next exception is a new one. Within it, a chained `Traceback` line is part of the
+caught one (`traceback.format_exc()` prints the chain)."""
 
 # Exit codes of workers killed by a signal, as torchelastic reports them (negative signal).
 EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
@@ -134,6 +141,9 @@ class Extractor:
     _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
     _tracebacks: dict[tuple[Any, ...], Event] = field(default_factory=dict)
     """Per stream, the start of a traceback whose exception line has not come yet."""
+    _caught: set[tuple[Any, ...]] = field(default_factory=set)
+    """Streams whose open traceback was printed inside a message logged below error level
+    (`Import of X failed with: Traceback ...`): the program caught its exception and went on."""
     prefilter: Prefilter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -175,8 +185,16 @@ class Extractor:
         ):
             # `exited on signal 9` is what torchrun and srun call exit code -9
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
+        # a message logged below error level that carries a traceback: the exception was caught
+        caught = (
+            sig.kind == "failure"
+            and sig.id != TRACEBACK_START
+            and severity in ("info", "warning")
+            and TRACEBACK_TEXT in line.text
+        )
+        opens = sig.id == TRACEBACK_START or caught
         # the stream is looked at only while a traceback is open or starts: not per progress line
-        tracking = bool(self._tracebacks) or sig.id == TRACEBACK_START
+        tracking = bool(self._tracebacks) or opens
         stream = (line.path, *line.stream) if tracking else ()
         open_traceback = tracking and stream in self._tracebacks
         # only a warning, or a line that may end an open traceback, asks whether it was raised
@@ -191,14 +209,28 @@ class Extractor:
             category, fields = self._classified(
                 category, fields, fields.get("exception", ""), fields.get("message", "")
             )
+        if raised and severity != "fatal" and self._in_caught(stream, line):
+            # the end of a traceback the program printed and went on
+            severity, fields = "warning", {**fields, "caught": "true"}
         out.append(self._event(line, sig, fields, seq, category, severity))
         if sig.id == "torchrun.child_failed":
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
-        if sig.id == TRACEBACK_START:
-            self._tracebacks.setdefault(stream, out[-1])
+        if opens:
+            if stream not in self._tracebacks:
+                self._tracebacks[stream] = out[-1]
+                if caught:
+                    self._caught.add(stream)
         elif open_traceback and (raised or sig.role == "cause" or severity in ("fatal", "error")):
             del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
+            self._caught.discard(stream)
         return out
+
+    def _in_caught(self, stream: tuple[Any, ...], line: Line) -> bool:
+        """The line may end a caught traceback open in its stream."""
+        if stream not in self._caught:
+            return False
+        start = self._tracebacks[stream].line
+        return start.path == line.path and line.lineno - start.lineno <= CAUGHT_SPAN
 
     def event_of(self, line: Line, hit: Hit, seq: int) -> Event:
         """The event of a line whose signature needs no state of the extractor (a progress
@@ -370,7 +402,9 @@ class Extractor:
         out: list[Event] = []
         for key in list(self._blocks):
             out.extend(self._close(key))
-        for start in self._tracebacks.values():
+        for stream, start in self._tracebacks.items():
+            if stream in self._caught:
+                continue  # printed by a program that went on: no failure of last resort
             self.unrecognized_events.append(
                 replace(
                     start,
@@ -382,4 +416,5 @@ class Extractor:
                 )
             )
         self._tracebacks.clear()
+        self._caught.clear()
         return out

@@ -178,6 +178,30 @@ class Incident:
     end: datetime | None
 
 
+SurvivedKind = Literal["survived", "teardown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Survived:
+    """Errors of one template the run outlived: training went on after them (`survived`), or
+    they came after the run said it had completed (`teardown`). Never a verdict."""
+
+    kind: SurvivedKind
+    title: str
+    category: Category
+    signature: str
+    template: str
+    """The first line's message, numbers, paths and ranks masked."""
+    count: int
+    ranks: tuple[tuple[int, int], ...]
+    """(rank, lines) for each rank the lines name, by rank."""
+    tasks: tuple[tuple[int, int], ...]
+    """(srun task, lines) for the lines that name a task but no rank."""
+    first: Event
+    reason: str
+    """What shows the run outlived them."""
+
+
 @dataclass(frozen=True, slots=True)
 class Template:
     """Error-looking lines that match no signature, masked into one template."""

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from .findings import Finding
 from .progress import Progress
-from .records import Event, Incident, InputInfo, Job, Line, Stream, Template
+from .records import Event, Incident, InputInfo, Job, Line, Stream, Survived, Template
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +173,8 @@ class Analysis:
     (line number, text) (context.root_context); empty until the inputs are read again."""
     last_seen: tuple[tuple[int, str, int], ...] = ()
     """(rank, file, line) of the last line each rank printed (context.last_seen)."""
+    survived: tuple[Survived, ...] = ()
+    """Errors the run outlived, and teardown errors after it completed (analysis.survived)."""
 
     @property
     def empty(self) -> bool:

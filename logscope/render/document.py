@@ -18,6 +18,7 @@ from ..model import (
     Ledger,
     LedgerIncident,
     Progress,
+    Survived,
     World,
     duration,
     finding_doc,
@@ -113,6 +114,51 @@ def incident_doc(
         "evidence": [_line_ref(e) for e in _evidence(inc)],
         "context": [{"line": n, "text": t} for n, t in (context or [])],
     }
+
+
+def survived_doc(s: Survived, world: World) -> dict[str, Any]:
+    return {
+        "kind": s.kind,
+        "category": s.category,
+        "title": s.title,
+        "template": s.template,
+        "count": s.count,
+        "ranks": [{"rank": r, "count": n} for r, n in s.ranks],
+        "tasks": [{"task": t, "count": n} for t, n in s.tasks],
+        "first": _root(s.first, world),
+        "reason": s.reason,
+    }
+
+
+def survived_where(s: Survived) -> str:
+    """Who printed a survived error and where it was first: `ranks 0-7, first at f.log:12`."""
+    return _who_where(
+        [r for r, _ in s.ranks], [t for t, _ in s.tasks], s.first.line.path, s.first.line.lineno
+    )
+
+
+def survived_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The document's survived notes (one from before they existed has none), each with who
+    printed it and where it was first (`where`)."""
+    return [
+        {
+            **s,
+            "where": _who_where(
+                [r["rank"] for r in s["ranks"]],
+                [t["task"] for t in s["tasks"]],
+                s["first"]["file"],
+                s["first"]["line"],
+            ),
+        }
+        for s in doc.get("survived") or []
+    ]
+
+
+def _who_where(ranks: list[int], tasks: list[int], path: str, lineno: int) -> str:
+    who = [f"ranks {rank_ranges(ranks)}"] if ranks else []
+    if tasks:
+        who.append(f"tasks {rank_ranges(tasks)}")
+    return ", ".join([*who, f"first at {path}:{lineno}"])
 
 
 def _evidence(inc: Incident, limit: int = 12) -> list[Event]:
@@ -284,6 +330,7 @@ def document(analysis: Analysis) -> dict[str, Any]:
         "training": training_doc(analysis),
         "ledger": ledger_doc(analysis.ledger),
         "checkpoint_advice": advice_doc(analysis.advice),
+        "survived": [survived_doc(s, world) for s in analysis.survived],
         "unrecognized": [
             {
                 "template": t.template,

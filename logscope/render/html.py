@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 from ..model import duration, gpu_hours
 from .charts import charts
-from .document import culprit_name, rank_ranges
+from .document import culprit_name, rank_ranges, survived_rows
 
 WIDTH = 960
 LANE_H = 46
@@ -403,6 +403,7 @@ def render(doc: dict[str, Any], generated: str) -> str:
         timeline=timeline(doc),
         charts=charts(doc),
         strip=heat_strip(doc),
+        survived=survived_rows(doc),
         generated=generated,
         doc_json=doc,
     )

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..model import duration, gpu_hours
-from .document import culprit_name, rank_ranges
+from .document import culprit_name, rank_ranges, survived_rows
 
 
 def _cell(text: object) -> str:
@@ -126,6 +126,19 @@ def render(doc: dict[str, Any]) -> str:
     advice = doc.get("checkpoint_advice")
     if advice:
         out += ["", "## Checkpoint advice", "", _cell(advice["verdict"])]
+    survived = survived_rows(doc)
+    if survived:
+        out += ["", "## Survived", ""]
+        out.append("Errors the run outlived (never the verdict):")
+        out += ["", "| kind | count | first line | who, where | why it is not the failure |"]
+        out.append("|---|---:|---|---|---|")
+        out += [
+            f"| {s['kind']} | {s['count']} | {_cell(s['first']['text'].strip())} | "
+            f"{_cell(s['where'])} | {_cell(s['reason'])} |"
+            for s in survived[:10]
+        ]
+        if len(survived) > 10:
+            out += ["", f"{len(survived) - 10} more in the JSON document."]
     unrecognized = doc.get("unrecognized") or []
     if unrecognized:
         out += ["", "## Unrecognized error lines", ""]

@@ -1,11 +1,12 @@
-"""The terminal summary: verdict first, then each incident, the findings, the ledger and the
-unrecognized error lines."""
+"""The terminal summary: verdict first, then each incident, what the run survived, the findings,
+the ledger and the unrecognized error lines."""
 
 from __future__ import annotations
 
 import io
 import math
 import statistics
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TextIO
 
@@ -14,8 +15,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..analysis.incidents import cascade_ranks
-from ..model import Advice, Analysis, Incident, Ledger, Outcome, World, duration, gpu_hours
-from .document import culprit_name, failure_lines, rank_ranges, summary
+from ..model import (
+    Advice,
+    Analysis,
+    Incident,
+    Ledger,
+    Outcome,
+    Survived,
+    World,
+    duration,
+    gpu_hours,
+)
+from .document import culprit_name, failure_lines, rank_ranges, summary, survived_where
 from .training import training_doc
 
 _OUTCOME_STYLE = MappingProxyType(
@@ -65,6 +76,9 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     for inc in analysis.incidents:
         console.print()
         _incident(console, inc, world)
+    if analysis.survived:
+        console.print()
+        _survived(console, analysis.survived)
     spark = _spark(analysis)
     if analysis.findings or spark:
         console.print()
@@ -83,6 +97,16 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     for i in analysis.inputs:
         for w in i.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def _survived(console: Console, notes: Sequence[Survived]) -> None:
+    console.print("[bold]Survived[/] (errors the run outlived: not what ended it)")
+    for s in notes[:10]:
+        console.print(f"  {s.kind:<8} {s.count:>6}x  {escape(s.template[:110])}")
+        console.print(f"           [dim]{escape(survived_where(s))}[/]")
+        console.print(f"           [dim]{escape(s.reason)}[/]")
+    if len(notes) > 10:
+        console.print(f"  [dim]{len(notes) - 10} more in the JSON document[/]")
 
 
 _BARS = "▁▂▃▄▅▆▇█"

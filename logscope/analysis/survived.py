@@ -1,0 +1,215 @@
+"""What the run outlived: an error that training went on after, or that came after the run said
+it had completed, is not what ended the job. Such incidents become notes, counted per template
+and rank, and leave the verdict to what the job did not survive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ..match.events import FAILURE_ENTRY
+from ..match.signatures import Library
+from ..match.unrecognized import mask
+from ..model import (
+    Attempt,
+    Category,
+    Event,
+    Incident,
+    Progress,
+    Survived,
+    SurvivedKind,
+    World,
+    field_int,
+)
+from .incidents import SPLIT_AFTER_PROGRESS, fill_title
+from .ledger import attempt_of, owner
+
+_SERIOUS = ("fatal", "error")
+
+
+def completes(e: Event) -> bool:
+    """An exit marker that says the run itself completed: not one worker's exit (`pid`), nor
+    an exit on a signal it was sent."""
+    return e.kind == "exit" and "pid" not in e.fields and "signal_name" not in e.fields
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """Where an incident's attempt ends, and its run's first completion marker."""
+
+    last_seq: int | None
+    completed: Event | None
+
+
+def outlived(
+    incidents: Sequence[Incident],
+    failures: Sequence[Event],
+    attempts: Sequence[Attempt],
+    progress: Progress,
+    markers: Sequence[Event],
+    world: World,
+    library: Library,
+) -> tuple[list[Incident], tuple[Survived, ...]]:
+    """The incidents the run did not outlive, and notes of those it did. An incident is
+    outlived when, in its attempt, progress went on after its last line or the run's own
+    completion marker followed it (a scheduler's end banner only by the latter), unless a
+    signature calls it fatal and a failure the run did not outlive follows it. An incident
+    after the completion marker is teardown."""
+
+    def attempt(e: Event) -> int | None:
+        return attempt_of(e, attempts, e.time) if attempts else None
+
+    completions = sorted(
+        [*(e for e in markers if completes(e)), *_workers_done(markers, attempt)],
+        key=lambda e: e.seq,
+    )
+    first_done: dict[int | None, Event] = {}
+    for e in completions:  # in log order: the first of each attempt
+        first_done.setdefault(attempt(e), e)
+    ends = {a.index: a.last_seq for a in attempts}
+    kept: list[Incident] = []
+    notes = caught(failures, library)
+    harmed: set[int | None] = set()
+    for inc in reversed(incidents):
+        index = owner(inc, attempts) if attempts else None
+        if index is None:
+            scope = _Scope(None, completions[0] if completions else None)
+        else:
+            scope = _Scope(ends[index], first_done.get(index))
+        verdict = _outlived(inc, scope, progress, library)
+        if verdict is not None and verdict[0] == "survived" and _harmful(inc, index, harmed):
+            verdict = None
+        if verdict is None:
+            kept.append(inc)
+            harmed.add(index)
+        else:
+            notes.append(_of_incident(verdict[0], inc, verdict[1]))
+    kept.reverse()
+    return kept, tuple(_notes(notes, world))
+
+
+def _workers_done(
+    markers: Sequence[Event], attempt: Callable[[Event], int | None]
+) -> Iterator[Event]:
+    """Per attempt, the last `exits successfully` of a launcher's workers when every worker it
+    said it started (a launch line naming its `pid`) exited so: the job's own end."""
+    spawned: dict[int | None, set[str]] = {}
+    done: dict[int | None, dict[str, Event]] = {}
+    for e in markers:
+        pid = e.fields.get("pid")
+        if pid is None:
+            continue
+        if e.kind == "launch":
+            spawned.setdefault(attempt(e), set()).add(pid)
+        elif e.kind == "exit" and "signal_name" not in e.fields:
+            done.setdefault(attempt(e), {}).setdefault(pid, e)
+    for index, pids in spawned.items():
+        exited = done.get(index, {})
+        if pids <= exited.keys():
+            yield max((exited[p] for p in pids), key=lambda e: e.seq)
+
+
+def _harmful(inc: Incident, index: int | None, harmed: set[int | None]) -> bool:
+    """A signature calls it fatal, and a failure the run did not outlive followed it."""
+    return inc.severity == "fatal" and index in harmed
+
+
+def _outlived(
+    inc: Incident, scope: _Scope, progress: Progress, library: Library
+) -> tuple[SurvivedKind, str] | None:
+    root = inc.root_cause
+    done = scope.completed
+    if done is not None:
+        sig = library.by_id(done.signature)
+        what = fill_title(sig.title, done.fields) if sig is not None else done.signature
+        where = f"{what} (line {done.line.lineno})"
+        if done.seq < root.seq:
+            return "teardown", f"after the run said it completed: {where}"
+        return "survived", f"the run completed after it: {where}"
+    if root.role == "end":
+        return None  # the scheduler ended the job; only the run's own completion outlives it
+    last = max(e.seq for e in _lines(inc))
+    until = scope.last_seq if scope.last_seq is not None else last + 2**62
+    after = progress.count_between(last, until + 1)
+    if after >= SPLIT_AFTER_PROGRESS:
+        return "survived", f"training went on: {after} progress lines after it"
+    return None
+
+
+def _lines(inc: Incident) -> Iterator[Event]:
+    yield inc.root_cause
+    yield from inc.cascade
+    yield from inc.evidence
+
+
+@dataclass(frozen=True, slots=True)
+class _Outlived:
+    kind: SurvivedKind
+    root: Event
+    title: str
+    category: Category
+    lines: tuple[Event, ...]
+    """The root and the lines of the same template it brought (the same error on every rank)."""
+    reason: str
+
+
+def _of_incident(kind: SurvivedKind, inc: Incident, reason: str) -> _Outlived:
+    template = mask(inc.root_cause.line.text)
+    same = tuple(
+        e
+        for e in _lines(inc)
+        if e is inc.root_cause or (e.severity in _SERIOUS and mask(e.line.text) == template)
+    )
+    return _Outlived(kind, inc.root_cause, inc.title, inc.category, same, reason)
+
+
+def caught(failures: Sequence[Event], library: Library) -> list[_Outlived]:
+    """Exceptions that ended a traceback the program logged below error level and went on
+    (match.events marks them `caught`): survived by nature."""
+    out = []
+    for e in failures:
+        if e.fields.get("caught") != "true":
+            continue
+        sig = library.by_id(e.signature)
+        title = fill_title(sig.title, e.fields) if sig is not None else e.signature
+        reason = "the program logged this traceback below error level and went on"
+        out.append(_Outlived("survived", e, title, e.category or "python_exception", (e,), reason))
+    return out
+
+
+def _notes(outlived: Sequence[_Outlived], world: World) -> Iterator[Survived]:
+    """One note per kind and template of a root cause, counted per rank (and srun task)."""
+    groups: dict[tuple[SurvivedKind, str], list[_Outlived]] = {}
+    for o in sorted(outlived, key=lambda o: o.root.seq):
+        groups.setdefault((o.kind, mask(o.root.line.text)), []).append(o)
+    for (kind, template), members in groups.items():
+        first = members[0]
+        per_rank: dict[int, int] = {}
+        per_task: dict[int, int] = {}
+        count = 0
+        for o in members:
+            count += len(o.lines)
+            for e in o.lines:
+                rank = _rank(e, world)
+                if rank is not None:
+                    per_rank[rank] = per_rank.get(rank, 0) + 1
+                elif e.line.task is not None:
+                    per_task[e.line.task] = per_task.get(e.line.task, 0) + 1
+        yield Survived(
+            kind=kind,
+            title=first.title,
+            category=first.category,
+            signature=first.root.signature,
+            template=template,
+            count=count,
+            ranks=tuple(sorted(per_rank.items())),
+            tasks=tuple(sorted(per_task.items())),
+            first=first.root,
+            reason=first.reason,
+        )
+
+
+def _rank(e: Event, world: World) -> int | None:
+    if e.signature == FAILURE_ENTRY:
+        return field_int(e, "rank")
+    return world.rank_of(e.line)

@@ -1,0 +1,321 @@
+"""What the run outlived is not what ended it: errors followed by progress or by the run's own
+completion marker are survived notes, errors after that marker teardown notes; the verdict names
+only what the job did not survive. Logs are constructed from the emitters' formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from logscope.render.html import render as render_html
+
+from .helpers import analyze_doc, cli
+
+
+def _iteration(n: int, total: int = 20) -> str:
+    return (
+        f" iteration {n:8d}/{total:8d} | consumed samples: {n * 64:12d} | elapsed time per "
+        f"iteration (ms): 812.4 | learning rate: 1.000E-04 | global batch size:    64 | "
+        f"lm loss: {7.0 - n * 0.01:.6E} | loss scale: 1.0 | grad norm: 1.234 | number of "
+        f"skipped iterations:   0 | number of nan iterations:   0 |"
+    )
+
+
+def _mllog(key: str, metadata: str, value: str = "null", event: str = "POINT_IN_TIME") -> str:
+    return (
+        f':::MLLOG {{"namespace": "", "time_ms": 1700000000000, "event_type": "{event}", '
+        f'"key": "{key}", "value": {value}, "metadata": {{"file": "train.py", "lineno": 7'
+        f"{metadata}}}}}"
+    )
+
+
+def _epochs(first: int, last: int) -> list[str]:
+    return [
+        _mllog("epoch_start", f', "epoch_num": {n}', event="INTERVAL_START")
+        for n in range(first, last + 1)
+    ]
+
+
+RUN_STOP = _mllog("run_stop", ', "status": "success"', event="INTERVAL_END")
+OPTIONAL_IMPORT = [
+    "[rank{r}]: Import of fused_rope from fastkernels.ops failed with: "
+    "Traceback (most recent call last):",
+    '[rank{r}]:   File "/opt/fastkernels/ops/__init__.py", line 12, in <module>',
+    "[rank{r}]:     from ._C import fused_rope",
+    "[rank{r}]: ModuleNotFoundError: No module named 'fastkernels._C'",
+]
+PRINTED_TRACEBACK = [
+    "[rank{r}]: Traceback (most recent call last):",
+    '[rank{r}]:   File "/workspace/train.py", line 40, in <module>',
+    "[rank{r}]:     import wandb",
+    "[rank{r}]: ModuleNotFoundError: No module named 'wandb'",
+]
+CRASH = "[rank3]: RuntimeError: shape mismatch in layer 12: expected 4096, got 4095"
+
+
+def _analyze(tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, Any]]:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    code, doc, _ = analyze_doc(str(log))
+    return code, doc
+
+
+def _startup_noise(ranks: int = 2, lines: list[str] = PRINTED_TRACEBACK) -> list[str]:
+    return [line.format(r=r) for r in range(ranks) for line in lines]
+
+
+def test_a_startup_traceback_the_run_outlived_is_a_survived_note(tmp_path: Path) -> None:
+    lines = _startup_noise() + [_iteration(n) for n in range(1, 21)]
+    code, doc = _analyze(tmp_path, lines)
+    assert code == 0, doc["incidents"]
+    assert doc["verdict"] is None and doc["incidents"] == []
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    [note] = doc["survived"]
+    assert note["kind"] == "survived" and note["category"] == "python_exception", note
+    assert note["count"] == 2 and note["ranks"] == [
+        {"rank": 0, "count": 1},
+        {"rank": 1, "count": 1},
+    ], note
+    assert "wandb" in note["template"] and note["first"]["line"] == 4, note
+    assert "progress lines after it" in note["reason"], note
+
+
+def test_an_optional_import_logged_with_its_traceback_is_survived_by_nature(
+    tmp_path: Path,
+) -> None:
+    """No progress after it, and still no failure: the library logged the traceback at INFO
+    and went on with a fallback."""
+    after = ["[rank0]: building the model", "[rank1]: building the model"]
+    code, doc = _analyze(tmp_path, _startup_noise(lines=OPTIONAL_IMPORT) + after)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    [note] = doc["survived"]
+    assert note["count"] == 2 and "fastkernels" in note["template"], note
+    assert "below error level" in note["reason"], note
+    # the same traceback printed on its own is a failure the log ends on
+    code, doc = _analyze(tmp_path, _startup_noise() + after)
+    assert code == 1 and doc["incidents"][0]["category"] == "python_exception", doc
+    assert doc["survived"] == []
+
+
+def test_a_caught_traceback_cut_before_its_exception_does_not_excuse_a_later_one(
+    tmp_path: Path,
+) -> None:
+    opening = "[rank0]: Import of fused_rope from fastkernels.ops failed with: "
+    lines = [opening + "Traceback (most recent call last):"]
+    lines += [f"[rank0]: loading shard {n}" for n in range(500)]
+    lines.append("[rank0]: ValueError: shard 501 is empty")
+    code, doc = _analyze(tmp_path, lines)
+    assert code == 1 and doc["incidents"], doc["survived"]
+    assert doc["incidents"][0]["root_cause"]["text"].endswith("shard 501 is empty")
+
+
+def test_errors_after_the_run_completed_are_teardown(tmp_path: Path) -> None:
+    lines = [
+        *_epochs(1, 5),
+        RUN_STOP,
+        "[rank2]: RuntimeError: NCCL communicator was aborted on rank 2.",
+        "srun: error: node7: task 2: Exited with exit code 1",
+    ]
+    code, doc = _analyze(tmp_path, lines)
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["incidents"] == [] and code == 0, doc["incidents"]
+    kinds = {n["kind"] for n in doc["survived"]}
+    assert kinds == {"teardown"}, doc["survived"]
+    assert "MLPerf run stopped: status success" in doc["survived"][0]["reason"]
+
+
+def test_the_failure_the_job_did_not_survive_stays_the_verdict(tmp_path: Path) -> None:
+    lines = _startup_noise() + [_iteration(n) for n in range(1, 9)] + [CRASH]
+    code, doc = _analyze(tmp_path, lines)
+    assert code == 1 and doc["job"]["outcome"] == "crashed", doc["job"]
+    [inc] = doc["incidents"]
+    assert inc["root_cause"]["text"] == CRASH
+    assert doc["verdict"]["incident"] == inc["id"]
+    assert [n["kind"] for n in doc["survived"]] == ["survived"], doc["survived"]
+
+
+def test_two_progress_lines_after_an_error_do_not_outlive_it(tmp_path: Path) -> None:
+    """A rank's last lines can still print while its failure unfolds: three lines of progress
+    are needed, as for splitting incidents."""
+    lines = [_iteration(n) for n in range(1, 6)] + [CRASH, _iteration(6), _iteration(7)]
+    code, doc = _analyze(tmp_path, lines)
+    assert code == 1 and doc["survived"] == [], doc["survived"]
+    assert doc["incidents"][0]["root_cause"]["text"] == CRASH
+
+
+def test_a_fatal_error_followed_by_a_failure_is_kept(tmp_path: Path) -> None:
+    oom = (
+        "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 "
+        "has a total capacity of 79.10 GiB of which 1.02 GiB is free."
+    )
+    lines = [_iteration(n) for n in range(1, 4)] + [oom] + [_iteration(n) for n in range(4, 9)]
+    lines.append(CRASH)
+    _, doc = _analyze(tmp_path, lines)
+    roots = [i["root_cause"]["text"] for i in doc["incidents"]]
+    assert oom in roots and CRASH in roots, roots
+    assert doc["survived"] == [], doc["survived"]
+
+
+def test_a_fatal_error_the_run_completed_after_is_survived(tmp_path: Path) -> None:
+    oom = (
+        "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 "
+        "has a total capacity of 79.10 GiB of which 1.02 GiB is free."
+    )
+    lines = [*_epochs(1, 2), oom, *_epochs(3, 6), RUN_STOP]
+    _, doc = _analyze(tmp_path, lines)
+    assert doc["job"]["outcome"] == "completed" and doc["incidents"] == [], doc["incidents"]
+    assert doc["survived"][0]["category"] == "oom_gpu", doc["survived"]
+
+
+def test_a_time_limit_is_outlived_only_by_the_runs_own_completion(tmp_path: Path) -> None:
+    banner = [
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+        "slurmstepd: error: *** STEP 812.0 ON node3 CANCELLED AT 2024-05-01T05:42:27 "
+        "DUE TO TIME LIMIT ***",
+    ]
+    _, doc = _analyze(tmp_path, [*_epochs(1, 3), *banner, *_epochs(4, 8)])
+    assert doc["survived"] == [], doc["survived"]
+    assert doc["incidents"][0]["category"] == "timelimit", doc["incidents"]
+    _, doc = _analyze(tmp_path, [*_epochs(1, 3), *banner, *_epochs(4, 8), RUN_STOP])
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert [n["category"] for n in doc["survived"]] == ["timelimit"], doc["survived"]
+
+
+def test_one_worker_exiting_or_a_sigterm_exit_is_no_completion(tmp_path: Path) -> None:
+    for exit_line in (
+        "[2024-03-01 10:00:00,000] [INFO] [launch.py:351:main] Process 4242 exits successfully.",
+        "[exiting program after receiving SIGTERM.] datetime: 2024-04-06 04:12:11 ",
+    ):
+        code, doc = _analyze(tmp_path, [_iteration(1), _iteration(2), CRASH, exit_line])
+        assert code == 1 and doc["survived"] == [], (exit_line, doc["survived"])
+        assert doc["incidents"][0]["root_cause"]["text"] == CRASH
+
+
+def test_an_aborted_mlperf_run_ended_of_its_own(tmp_path: Path) -> None:
+    aborted = _mllog("run_stop", ', "epoch_num": 40, "status": "aborted"', event="INTERVAL_END")
+    code, doc = _analyze(tmp_path, [*_epochs(1, 40), aborted])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    assert '"status": "aborted"' in doc["job"]["outcome_reason"]
+
+
+def test_survived_is_always_a_list(tmp_path: Path) -> None:
+    _, doc = _analyze(tmp_path, [_iteration(n) for n in range(1, 21)])
+    assert doc["survived"] == [] and doc["incidents"] == []
+    _, doc = _analyze(tmp_path, [_iteration(1), CRASH])
+    assert doc["survived"] == [] and doc["incidents"]
+
+
+def test_the_reports_show_what_the_run_survived_escaped(tmp_path: Path) -> None:
+    hostile = "[rank0]: ValueError: <script>alert(1)</script> {{7*7}}"
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([hostile, *[_iteration(n) for n in range(1, 21)]]) + "\n")
+    _, text, _ = cli("analyze", str(log))
+    assert "Survived" in text and "ValueError: <script>" in text, text
+    _, doc, _ = analyze_doc(str(log))
+    page = render_html(json.loads(json.dumps(doc)), "test")
+    section = page[
+        page.index("<h2>Survived</h2>") : page.index("</table>", page.index("<h2>Survived"))
+    ]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "{{7*7}}" in section, section
+    assert "<script>alert" not in section
+    assert "ranks 0" in section, section
+
+
+FALLBACKS = [
+    "[node2:0:5120 - context.c:594][2024-06-01 10:00:00] ERROR No Aggregation Manager (sharp_am) "
+    "detected in sharp_create_job.",
+    "node2:5100:5120 [0] sharp_plugin.c:365 NCCL WARN NET/IB : SHARP coll init error: "
+    "Cannot create SHARP job(-11)",
+    "node2:5100:5107 [0] NCCL INFO transport.cc:356 -> 2",
+    "node2:5100:5107 [0] transport.cc:384 NCCL WARN Cannot initialize CollNet, using "
+    "point-to-point network instead",
+    "node2:5100:5100 [0] NCCL WARN NET/IB : Unable to open device mlx5_7",
+    "[1717236000.000001] [node2:5100 :0]          ib_md.c:1933 UCX  ERROR "
+    "ibv_open_device(mlx5_7) failed: No such file or directory",
+]
+
+
+def test_nccl_sharp_and_ucx_fallbacks_are_no_failure(tmp_path: Path) -> None:
+    """Each line says the library goes on without a feature or a device: no incident even
+    when the log ends right after them."""
+    code, doc = _analyze(tmp_path, [*FALLBACKS, "node2:5100:5107 [0] NCCL INFO Init COMPLETE"])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["unrecognized"] == [], doc["unrecognized"]
+    # a real NCCL failure after them is the failure, not the fallbacks before it
+    failure = (
+        "node2:5100:5140 [0] NCCL WARN NET/IB : Got completion from peer 10.1.0.3<40312> with "
+        "status=12 opcode=0 len=0 vendor err 129 (Recv)"
+    )
+    code, doc = _analyze(tmp_path, [*FALLBACKS, failure])
+    assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == failure, doc["incidents"]
+
+
+def test_an_interrupt_echoed_by_the_terminal_ends_the_job_cancelled(tmp_path: Path) -> None:
+    _, doc = _analyze(tmp_path, [*_epochs(1, 30), "^C^Z"])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    assert doc["verdict"]["category"] == "cancelled", doc["verdict"]
+    # the words in a message are no echo
+    _, doc = _analyze(tmp_path, [*_epochs(1, 30), "Press ^C to stop the run"])
+    assert doc["job"]["outcome"] != "cancelled" and doc["incidents"] == [], doc["job"]
+
+
+def test_markdown_lists_what_the_run_survived_escaped(tmp_path: Path) -> None:
+    hostile = "[rank0]: ValueError: <img src=x onerror=alert(1)> | pipe"
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([hostile, *[_iteration(n) for n in range(1, 21)]]) + "\n")
+    _, text, _ = cli("analyze", str(log), "--format", "md")
+    section = text[text.index("## Survived") :]
+    assert "&lt;img src=x onerror=alert(1)&gt; \\| pipe" in section, section
+    assert "<img" not in section and "ranks 0, first at" in section, section
+
+
+def test_progress_of_a_later_attempt_does_not_outlive_a_crash(tmp_path: Path) -> None:
+    first = tmp_path / "job-1.log"
+    first.write_text("\n".join([*[_iteration(n) for n in range(1, 6)], CRASH]) + "\n")
+    second = tmp_path / "job-2.log"
+    second.write_text("\n".join(_iteration(n) for n in range(6, 21)) + "\n")
+    _, doc, _ = analyze_doc(str(first), str(second))
+    assert len(doc["attempts"]) == 2, doc["attempts"]
+    assert [i["root_cause"]["text"] for i in doc["incidents"]] == [CRASH], doc["survived"]
+    assert doc["survived"] == [] and doc["job"]["outcome"] == "completed", doc["job"]
+
+
+def _deepspeed(exited: list[int]) -> list[str]:
+    head = "[2024-03-01 10:00:00,000] [INFO] [launch.py:{}:main] "
+    return [
+        head.format(164) + "dist_world_size=2",
+        *(
+            head.format(256) + f"process {pid} spawned with command: ['python', '-u', 'train.py']"
+            for pid in (4101, 4102)
+        ),
+        "[rank1]: KeyError: 'lr_warmup' (the run goes on with the default schedule)",
+        *(head.format(351) + f"Process {pid} exits successfully." for pid in exited),
+    ]
+
+
+def test_every_worker_the_launcher_started_exiting_0_is_the_jobs_end(tmp_path: Path) -> None:
+    code, doc = _analyze(tmp_path, _deepspeed([4102, 4101]))
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["outcome"] == "completed" and len(doc["survived"]) == 1, doc
+    # one worker's clean exit says nothing of the other's
+    code, doc = _analyze(tmp_path, _deepspeed([4102]))
+    assert code == 1 and doc["survived"] == [], doc["survived"]
+
+
+def test_a_run_that_reached_its_last_step_completed(tmp_path: Path) -> None:
+    steps = [
+        f"step:{n}/50 train_time:{n * 120}ms step_avg:{120 + n % 3}.00ms" for n in range(1, 51)
+    ]
+    code, doc = _analyze(tmp_path, [*_startup_noise(1), *steps])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["job"]["outcome_reason"] == "reached the last iteration (50/50)", doc["job"]
+    assert [n["kind"] for n in doc["survived"]] == ["survived"], doc["survived"]
+
+
+def test_a_document_from_before_survived_existed_still_renders(tmp_path: Path) -> None:
+    from logscope.render.markdown import render as render_md
+
+    _, doc = _analyze(tmp_path, [*_startup_noise(1), *[_iteration(n) for n in range(1, 21)]])
+    assert doc.pop("survived")
+    assert "Survived" not in render_html(doc, "test") and "Survived" not in render_md(doc)
