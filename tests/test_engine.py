@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import pytest
-
 from logscope.engine.conclude import conclude
 from logscope.engine.feed import Engine
 from logscope.model import Analysis, InputInfo, Outcome
@@ -172,12 +170,6 @@ def test_a_declared_world_size_is_the_jobs() -> None:
     assert concluded(("main_log.txt", lines)).job.world_size == 384
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wrap.wrap_width takes Megatron's fixed-width iteration lines for a hard wrap when "
-    "two slurmstepd lines follow one: it glues each banner to the iteration line before it "
-    "(wrap.starts_record does not see `slurmstepd: error:` as the start of a record)",
-)
 def test_slurm_banners_between_fixed_width_iteration_lines_are_lines_of_their_own() -> None:
     # the step's banner, a rank's last iteration while it is being killed, the job's banner
     lines = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logscope.lines.wrap import rejoin, wrap_width
+from logscope.lines.wrap import rejoin, starts_record, wrap_width
 
 from .helpers import analyze_doc, verdict_incident
 
@@ -117,3 +117,16 @@ def test_crlf_lines_are_measured_without_their_carriage_return() -> None:
     first_end = data.find(b"\r\n")
     spans = rejoin(data, [(0, first_end + 1)], WIDTH)  # a span ends at its newline, \r kept
     assert spans[0][1] > first_end + 2, spans  # grown into the next physical line
+
+
+def test_a_programs_own_log_line_starts_a_record() -> None:
+    # SLURM's log.c writes `argv0: level: msg`; a banner after a fixed-width line is no piece of it
+    for line in (
+        b"slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T02:01:05 ***",
+        b"slurmstepd-gpu-b03: error: Detected 1 oom_kill event in StepId=88.0.",
+        b"srun: fatal: Invalid node name specified",
+        b"srun: warning: can't run 1 processes on 2 nodes, setting nnodes to 1",
+    ):
+        assert starts_record(line), line
+    for piece in (b"r: 0.25 | number of skipped iterations: 0 |", b"and more text: error: here"):
+        assert not starts_record(piece), piece

@@ -28,10 +28,13 @@ def _shape(line: bytes | bytearray) -> bytes:
 
 
 # Lines that start a record although no prefix says so: a traceback's lines, a Python exception,
-# a `Key: value` or `LOCAL_RANK: 0 - ...` report
+# a `Key: value` or `LOCAL_RANK: 0 - ...` report, and a program's own log line in the
+# `argv0: level: ` form of SLURM's log.c (`slurmstepd: error: `, `srun: fatal: `), which many
+# C tools share
 _RECORD_START = re.compile(
     r"^(?:Traceback \(most recent call last\)|\s+File \"|During handling of|The above exception"
-    r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b|[A-Z]\w*(?: \w+)?: )"
+    r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b|[A-Z]\w*(?: \w+)?: "
+    r"|[\w.-]+: (?:error|fatal|warning|info|debug\d?): )"
 )
 
 
