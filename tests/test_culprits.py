@@ -61,6 +61,36 @@ def test_a_declared_world_larger_than_one_nodes_headers_makes_them_ambiguous() -
     assert world.rank_of_stream(Stream(None, None, 3, 27)) == 27
 
 
+def test_a_task_whose_lines_name_one_rank_is_that_rank() -> None:
+    # srun --label over ranks it started itself: `3: [rank3]:` ties task 3 to rank 3, so a
+    # bare `3: ` line (a Python traceback, printed without the c10 prefix) is rank 3's
+    lines = [
+        f"{t}: [rank{t}]:[W1203 10:00:0{t}.000000000 socket.cpp:464] waiting" for t in range(4)
+    ]
+    lines.append(
+        "3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.02 GiB is free."
+    )
+    engine = fed(lines)
+    world = engine.world()
+    oom = the(engine.failures, "cuda.out_of_memory")
+    assert world.rank_of(oom.line) == 3
+    # a task that printed for two ranks (several ranks a task) ties neither
+    world = build_world([Stream(0, None, None, 0), Stream(0, None, None, 1)])
+    assert world.rank_of_stream(Stream(0, None, None, None)) is None
+
+
+def test_tasks_are_ranks_only_when_they_are_the_whole_declared_world() -> None:
+    # srun started 8 ranks itself (no agent, no rank prefix): task ids 0-7 are the 8 ranks
+    world = build_world([], declared_size=8, tasks=range(8))
+    assert world.rank_of_stream(Stream(5, None, None, None)) == 5
+    assert world.ranks == frozenset(range(8))
+    # one torchrun agent a node: 2 tasks in a world of 16 say nothing of the rank
+    world = build_world([], declared_size=16, tasks=range(2))
+    assert world.rank_of_stream(Stream(1, None, None, None)) is None
+    # and no declared world, no guess
+    assert build_world([], tasks=range(8)).rank_of_stream(Stream(5, None, None, None)) is None
+
+
 def test_srun_task_is_the_node_index() -> None:
     # srun --label over one torchrun agent per node: ` 1: [default3]:` is rank 1 x 8 + 3
     lines = [

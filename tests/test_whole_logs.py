@@ -17,6 +17,8 @@ CASES: list[dict[str, Any]] = tomllib.loads((WHOLE / "expected.toml").read_text(
 CATEGORY_FLOOR = 27
 """Categories right today, of 27; raised as the verdict learns how runs end."""
 OUTCOME_FLOOR = 27
+CULPRIT_FLOOR = 1
+"""Culprit ranks right, of the logs whose label names one (1)."""
 HEALTHY_WITH_INCIDENT_CEILING = 0
 """Healthy runs (15) that get an incident: what they outlived is noted, never an incident."""
 
@@ -41,7 +43,7 @@ def test_a_label_holds_to_its_log(case: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 def test_verdicts_stay_above_their_floor() -> None:
-    category = outcome = 0
+    category = outcome = culprit = 0
     alarms = []
     for case in CASES:
         doc = document(analyze([str(WHOLE / case["file"])]))
@@ -51,6 +53,10 @@ def test_verdicts_stay_above_their_floor() -> None:
         outcome += doc["job"]["outcome"] in {case["outcome"], *case.get("alt_outcomes", [])}
         if case["category"] == "healthy" and doc["incidents"]:
             alarms.append(case["file"])
+        if case["root_cause_rank"] >= 0 and doc["incidents"]:
+            found = next(i for i in doc["incidents"] if i["id"] == verdict.get("incident"))
+            culprit += (found["culprit"] or {}).get("rank") == case["root_cause_rank"]
     assert category >= CATEGORY_FLOOR, f"categories right: {category} of {len(CASES)}"
     assert outcome >= OUTCOME_FLOOR, f"outcomes right: {outcome} of {len(CASES)}"
+    assert culprit >= CULPRIT_FLOOR, f"culprits right: {culprit}"
     assert len(alarms) <= HEALTHY_WITH_INCIDENT_CEILING, f"healthy runs with an incident: {alarms}"

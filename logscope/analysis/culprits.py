@@ -5,15 +5,20 @@ launcher's report, a process group's rank)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from ..match.events import FAILURE_ENTRY
 from ..model import Culprit, Event, Stream, World, field_int
 
 
-def build_world(streams: Sequence[Stream], declared_size: int | None = None) -> World:
-    """The job's ranks from every stream seen, and how tee headers map to global ranks."""
+def build_world(
+    streams: Sequence[Stream], declared_size: int | None = None, tasks: Collection[int] = ()
+) -> World:
+    """The job's ranks from every stream seen, and how tee headers map to global ranks. `tasks`:
+    the srun task ids seen; when no launcher's rank prefix shows (no agent under srun) and
+    the tasks are exactly the declared world, srun started each rank: its task id is its rank
+    (SLURM_PROCID, which Megatron, NeMo and Lightning take as the global rank)."""
     nodes = {(t, h) for t, h, lr, _r in streams if lr is not None}
     max_local = max((lr for _t, _h, lr, _r in streams if lr is not None), default=None)
     nproc = max_local + 1 if max_local is not None else None
@@ -23,9 +28,26 @@ def build_world(streams: Sequence[Stream], declared_size: int | None = None) -> 
     # BLOOM's merged main_log.txt: 48 nodes all print `[default3]:` with nothing to tell the
     # nodes apart, so a bare tee header names a local rank only (FORMATS.md §1.1)
     multi_node_tee = bool(nproc and size and size > nproc and len(nodes) <= 1)
-    world = World(len(nodes), nproc, size, frozenset(), multi_node_tee)
+    tasks_are_ranks = bool(
+        not streams and declared_size and len(tasks) > 1 and set(tasks) == set(range(declared_size))
+    )
+    task_ranks = _task_ranks(streams)
+    world = World(len(nodes), nproc, size, frozenset(), multi_node_tee, tasks_are_ranks, task_ranks)
     ranks = {r for w in streams if (r := world.rank_of_stream(w)) is not None}
-    return World(world.nodes, nproc, size, frozenset(ranks), multi_node_tee)
+    if tasks_are_ranks:
+        ranks |= set(tasks)
+    return replace(world, ranks=frozenset(ranks))
+
+
+def _task_ranks(streams: Sequence[Stream]) -> tuple[tuple[int, int], ...]:
+    """The srun tasks whose lines name one rank and no local rank (`7: [rank7]:`), with it: a
+    line of that task that names no rank is that rank's. A task seen with two ranks (several
+    ranks a task) ties none."""
+    seen: dict[int, set[int]] = {}
+    for task, _host, local_rank, rank in streams:
+        if task is not None and rank is not None and local_rank is None:
+            seen.setdefault(task, set()).add(rank)
+    return tuple(sorted((t, next(iter(rs))) for t, rs in seen.items() if len(rs) == 1))
 
 
 # `[PG ID 0 PG GUID 0(default_pg) Rank 7]`, `[PG 0 (default_pg) Rank 12]`, `[Rank 7]` at the start

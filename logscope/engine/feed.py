@@ -66,6 +66,8 @@ class Engine:
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
     streams: set[Stream] = field(default_factory=set)
+    tasks: set[int] = field(default_factory=set)
+    """srun task ids (`--label`) seen, whether or not a rank prefix came with them."""
     hosts: set[str] = field(default_factory=set)
     declared_world: int | None = None
     first_time: datetime | None = None
@@ -283,6 +285,8 @@ class Engine:
             stream = cols.heads[h]
             if stream.local_rank is not None or stream.rank is not None:
                 self.streams.add(stream)
+            if stream.task is not None:
+                self.tasks.add(stream.task)
             if stream.host:
                 self.hosts.add(stream.host)
             for e in self.extractor.interrupt(path, stream.task, stream.host):
@@ -321,11 +325,13 @@ class Engine:
 
     def world(self) -> World:
         """The ranks and hosts seen so far."""
-        return build_world(sorted(self.streams, key=repr), self.declared_world)
+        return build_world(sorted(self.streams, key=repr), self.declared_world, self.tasks)
 
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:
             self.streams.add(line.stream)
+        if line.task is not None:
+            self.tasks.add(line.task)
         if line.host:
             self.hosts.add(line.host)
 

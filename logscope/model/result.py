@@ -22,6 +22,10 @@ class World:
     ranks: frozenset[int]
     multi_node_tee: bool
     """Several nodes print the same `[defaultN]:` headers with nothing to tell them apart."""
+    tasks_are_ranks: bool = False
+    """srun started every rank itself (one task a rank): a `--label` task id is the rank."""
+    task_ranks: tuple[tuple[int, int], ...] = ()
+    """(srun task, rank) where the log's own lines tie a task to one rank (`7: [rank7]:`)."""
 
     def rank_of(self, line: Line) -> int | None:
         return self.rank_of_stream(line.stream)
@@ -31,7 +35,11 @@ class World:
         if rank is not None:
             return rank
         if local_rank is None:
-            return None
+            if task is None:
+                return None
+            if self.tasks_are_ranks:
+                return task
+            return next((r for t, r in self.task_ranks if t == task), None)
         if self.nodes <= 1 and not self.multi_node_tee:
             return local_rank
         if task is not None and self.nproc_per_node:
