@@ -33,7 +33,7 @@ import logscope
 from logscope.engine.feed import default_library
 from logscope.match.prefilter import Prefilter, escape_literal
 from logscope.match.signatures import Library
-from logscope.read.sources import read_windows
+from logscope.read.windows import read_windows
 from logscope.scan.range_scan import RangeTask, scan_range
 
 HERE = Path(__file__).resolve().parent

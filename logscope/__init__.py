@@ -5,7 +5,9 @@ from __future__ import annotations
 from .engine.analyze import analyze
 from .engine.feed import Engine, default_library
 from .errors import InputError, LogscopeError, PatternError
-from .match.signatures import Library, Signature, builtin_dirs, check_samples, load_library
+from .match.loader import builtin_dirs, load_library
+from .match.samples import check_samples
+from .match.signatures import Library, Signature
 from .model import Analysis, Culprit, Event, Incident, Job, Line, Outcome
 from .render.document import document
 

@@ -19,7 +19,8 @@ import typer
 from .engine.analyze import analyze as run_analysis
 from .engine.feed import Engine, default_library
 from .errors import LogscopeError
-from .match.signatures import builtin_dirs, check_samples, load_library
+from .match.loader import builtin_dirs, load_library
+from .match.samples import check_samples
 from .model import Analysis
 from .render import FleetFormat, Format, ReportFormat, markdown
 from .render import json as json_render

@@ -16,7 +16,7 @@ import pytest
 from logscope.engine.analyze import analyze
 from logscope.engine.feed import default_library
 from logscope.errors import PatternError
-from logscope.match.signatures import load_library
+from logscope.match.loader import load_library
 from logscope.model import Event, Line, Progress
 from logscope.render.document import document
 from logscope.scan import bulk_progress as columns_module

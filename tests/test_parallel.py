@@ -17,7 +17,8 @@ from logscope.engine.analyze import analyze
 from logscope.engine.feed import Engine, Since, default_library
 from logscope.errors import InputError, WorkerError
 from logscope.match.prefilter import Prefilter
-from logscope.read.sources import MAX_LINE, Block, LongLine, split_ranges
+from logscope.read.sources import MAX_LINE, Block
+from logscope.read.windows import LongLine, split_ranges
 from logscope.render.document import document
 from logscope.scan.bulk_progress import Collector
 from logscope.scan.range_scan import (

@@ -8,7 +8,9 @@ import pytest
 
 from logscope.errors import PatternError
 from logscope.lines.decode import parse_line
-from logscope.match.signatures import Signature, builtin_dirs, check_samples, load_library
+from logscope.match.loader import builtin_dirs, load_library
+from logscope.match.samples import check_samples
+from logscope.match.signatures import Signature
 from logscope.model import CATEGORIES
 
 LIBRARY = load_library(builtin_dirs())

@@ -33,8 +33,8 @@ from logscope.read.sources import (
     expand,
     pick_lines,
     read_blocks,
-    read_windows,
 )
+from logscope.read.windows import read_windows
 
 from .helpers import COMPRESSORS, analyze_doc, cli
 

@@ -32,7 +32,6 @@ from ..model import Analysis, InputInfo
 from ..read.compression import compression_of
 from ..read.sources import (
     MAX_LINE,
-    WINDOW,
     ReadStats,
     Source,
     Tail,
@@ -42,9 +41,9 @@ from ..read.sources import (
     looks_binary,
     note_cut,
     read_blocks,
-    split_ranges,
 )
 from ..read.spool import Chunk, KeepBudget, Kept, Spool
+from ..read.windows import WINDOW, split_ranges
 from ..scan.range_scan import InputPlan, RangeScan, RangeTask, scan_range
 from .conclude import conclude
 from .feed import Engine, default_library

@@ -23,8 +23,9 @@ from ..lines.decode import (
 from ..lines.hostlist import expand_hostlist
 from ..lines.wrap import WRAP_SAMPLE, wrap_width
 from ..match.events import Extractor
+from ..match.loader import builtin_dirs, load_library
 from ..match.prefilter import Hit, matched
-from ..match.signatures import Library, builtin_dirs, load_library
+from ..match.signatures import Library
 from ..model import (
     Attempt,
     Event,

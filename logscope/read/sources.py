@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import glob
 import io
-import itertools
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ import numpy.typing as npt
 
 from ..errors import InputError
 from .compression import compression_in, decompressed, read_upto_damage
-from .newlines import Newlines, newlines_of
+from .newlines import newlines_of
 
 BLOCK_SIZE = 1 << 20
 MAX_LINE = 1 << 20
@@ -341,34 +340,6 @@ class _Range:
         self._f.close()
 
 
-WINDOW = 8 << 20
-"""Bytes read at a time by read_windows. RE2 pays ~5 ms per call to compile and warm up: the
-scan runs at ~130 MB/s in 1 MiB windows, ~190 in 4 MiB, ~210 in 8 MiB and no faster in 16 MiB,
-which cost ~30 MB more per worker (bench/ logs, read + prefilter, one core)."""
-
-
-class LongLine(Exception):
-    """A line over max_line in a range read by read_windows: read that range with read_blocks,
-    which cuts such lines."""
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """Whole lines of a file: `data[:size]`. The buffer is reused by the next window."""
-
-    data: bytearray
-    size: int
-    offset: int
-    """Byte offset of data[0] in the file."""
-    first_lineno: int
-    newlines: Newlines
-    """Where the window's newlines are."""
-
-    @property
-    def nlines(self) -> int:
-        return self.newlines.lines
-
-
 def line_numbers(
     newlines: npt.NDArray[np.intp], first_lineno: int, positions: Sequence[int]
 ) -> list[int]:
@@ -389,77 +360,6 @@ def pick_lines(data: bytes, first_lineno: int, wanted: set[int]) -> dict[int, by
             start = int(newlines[i - 1]) + 1 if i else 0
             out[n] = data[start : int(newlines[i]) if i < len(newlines) else len(data)]
     return out
-
-
-def read_windows(
-    path: str, start: int, end: int, window: int = WINDOW, max_line: int = MAX_LINE
-) -> Iterator[Window]:
-    """Bytes [start, end) of an uncompressed file (start at a line start) as windows of whole
-    lines, read into one reused buffer: the fast path of `read_blocks(byte_range=...)`, without
-    its copies. Raises LongLine, before the window holding it, if a line is over `max_line`.
-    """
-    cap = max(window, max_line + 1)
-    buf = bytearray(cap)
-    view = memoryview(buf)
-    carry = 0
-    lineno = 1
-    remaining = end - start
-    try:
-        f = Path(path).open("rb")  # noqa: SIM115 - closed below
-    except OSError as err:
-        raise InputError(path, f"cannot open: {err.strerror or err}") from None
-    with f, view:
-        f.seek(start)
-        while True:
-            want = min(cap - carry, remaining)
-            got = f.readinto(view[carry : carry + want]) if want > 0 else 0
-            remaining -= got
-            filled = carry + got
-            if filled == 0:
-                return
-            last = remaining <= 0 or got == 0  # the range ended, or the file shrank
-            after = buf.rfind(b"\n", 0, filled) + 1  # after the last newline
-            body = filled if last else after
-            newlines = Newlines.of(buf, body)
-            if body == 0 or body - after > max_line or _line_over(newlines, max_line):
-                raise LongLine(f"{path}: a line over {max_line} bytes")
-            yield Window(buf, body, start, lineno, newlines)
-            if last:
-                return
-            lineno += newlines.count
-            start += body
-            carry = filled - body
-            buf[:carry] = buf[body:filled]
-
-
-def _line_over(newlines: Newlines, max_line: int) -> bool:
-    """A line ended by a newline is over `max_line` bytes."""
-    if newlines.no_line_over(max_line):
-        return False
-    lengths = np.diff(newlines.positions(), prepend=-1) - 1
-    return bool(len(lengths) and int(lengths.max()) > max_line)
-
-
-def split_ranges(path: str, size: int, chunk: int) -> list[tuple[int, int]]:
-    """[start, end) ranges of about `chunk` bytes, each starting at a line start."""
-    cuts = [0]
-    with Path(path).open("rb") as f:
-        pos = chunk
-        while pos < size:
-            f.seek(pos)
-            rest = f.read(MAX_LINE + 1)
-            nl = rest.find(b"\n")
-            if nl < 0:
-                pos += len(rest) or 1
-                continue
-            cut = pos + nl + 1
-            if cut >= size:
-                break
-            if cut > cuts[-1]:
-                cuts.append(cut)
-            pos = cut + chunk
-    cuts.append(size)
-    return list(itertools.pairwise(cuts))
 
 
 _MAX_CUT_WARNINGS = 5

@@ -21,16 +21,8 @@ from ..match.signatures import Library
 from ..memory import release_freed_memory
 from ..model import Line
 from ..read.newlines import Newlines
-from ..read.sources import (
-    MAX_LINE,
-    WINDOW,
-    Block,
-    LongLine,
-    ReadStats,
-    Source,
-    read_blocks,
-    read_windows,
-)
+from ..read.sources import MAX_LINE, Block, ReadStats, Source, read_blocks
+from ..read.windows import WINDOW, LongLine, read_windows
 from .bulk_progress import Collector
 from .parsed_progress import ProgressColumns
 
