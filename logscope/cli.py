@@ -89,7 +89,9 @@ def parse_duration(text: str) -> float:
 def exit_code(analysis: Analysis) -> int:
     if analysis.verdict is None and analysis.empty:
         return EXIT_EMPTY  # nothing was read: not a healthy run
-    return EXIT_HEALTHY if analysis.verdict is None else EXIT_INCIDENTS
+    if analysis.verdict is None and analysis.job.exit_code is None:
+        return EXIT_HEALTHY
+    return EXIT_INCIDENTS  # an incident, or a completed run whose job exited non-zero
 
 
 @app.command()
@@ -127,8 +129,8 @@ def analyze(
 ) -> None:
     """Explain why a training job died or hung, and what it cost.
 
-    Exit status: 0 healthy run, 1 incidents found, 2 usage or input error, 3 every input was
-    empty.
+    Exit status: 0 healthy run, 1 incidents found (or a completed run whose job exited non-zero),
+    2 usage or input error, 3 every input was empty.
 
     Example: logscope analyze slurm-1234.out main_log.txt.gz --format json
     """

@@ -119,10 +119,31 @@ def test_errors_after_the_run_completed_are_teardown(tmp_path: Path) -> None:
     ]
     code, doc = _analyze(tmp_path, lines)
     assert doc["job"]["outcome"] == "completed", doc["job"]
-    assert doc["incidents"] == [] and code == 0, doc["incidents"]
+    assert doc["incidents"] == [] and doc["verdict"] is None, doc["incidents"]
     kinds = {n["kind"] for n in doc["survived"]}
     assert kinds == {"teardown"}, doc["survived"]
     assert "MLPerf run stopped: status success" in doc["survived"][0]["reason"]
+    # the job's own exit code says it failed: the run completed, and the exit status is not 0
+    assert doc["job"]["exit_code"] == 1 and code == 1, doc["job"]
+
+
+def test_a_completed_run_exits_0_unless_its_job_exited_otherwise(tmp_path: Path) -> None:
+    teardown = "[rank2]: RuntimeError: NCCL communicator was aborted on rank 2."
+    code, doc = _analyze(tmp_path, [*_epochs(1, 5), RUN_STOP, teardown])
+    assert (code, doc["job"]["exit_code"]) == (0, None), doc["job"]
+    # srun reports the workers' exit code 134 after the teardown: the job failed as SLURM sees it
+    lines = [
+        *_epochs(1, 5),
+        RUN_STOP,
+        teardown,
+        "srun: error: node7: tasks 1-7: Exited with exit code 134",
+    ]
+    code, doc = _analyze(tmp_path, lines)
+    assert (code, doc["job"]["exit_code"]) == (1, 134), doc["job"]
+    # an exit code before the run completed is a failure it outlived, not the job's ending
+    lines = ["srun: error: node7: task 0: Exited with exit code 1", *_epochs(1, 5), RUN_STOP]
+    code, doc = _analyze(tmp_path, lines)
+    assert (code, doc["job"]["exit_code"]) == (0, None), doc["job"]
 
 
 def test_the_failure_the_job_did_not_survive_stays_the_verdict(tmp_path: Path) -> None:

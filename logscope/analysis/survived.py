@@ -88,6 +88,28 @@ def outlived(
     return kept, tuple(_notes(notes, world))
 
 
+def exit_after_completion(
+    failures: Sequence[Event], markers: Sequence[Event], attempts: Sequence[Attempt]
+) -> int | None:
+    """The exit code a launcher or the scheduler last reported after the run's first completion
+    marker, when it is not 0: the job's own word on how it ended, whatever its teardown was."""
+
+    def attempt(e: Event) -> int | None:
+        return attempt_of(e, attempts, e.time) if attempts else None
+
+    done = [*(e for e in markers if completes(e)), *_workers_done(markers, attempt)]
+    if not done:
+        return None
+    first = min(e.seq for e in done)
+    codes = [
+        (e.seq, code)
+        for e in [*failures, *markers]
+        if e.seq > first and (code := field_int(e, "exit_code")) is not None
+    ]
+    last = max(codes, default=None)
+    return last[1] if last is not None and last[1] != 0 else None
+
+
 def _workers_done(
     markers: Sequence[Event], attempt: Callable[[Event], int | None]
 ) -> Iterator[Event]:

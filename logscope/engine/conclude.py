@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from ..analysis.attempt_endings import attempt_endings
@@ -11,7 +12,7 @@ from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.slurm_jobs import name_jobs
-from ..analysis.survived import outlived
+from ..analysis.survived import exit_after_completion, outlived
 from ..findings.configuration import find_configs
 from ..findings.gather import find
 from ..lines.hostlist import expand_hostlist
@@ -93,6 +94,10 @@ def conclude(
         progress,
         last_progress,
     )
+    if job.outcome is Outcome.completed:
+        code = exit_after_completion(failures, engine.markers, attempts)
+        if code is not None:
+            job = replace(job, exit_code=code)
     overflows = [m for m in engine.markers if m.kind == "status" and "scale" in m.fields]
     findings = find(
         progress,

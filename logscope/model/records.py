@@ -232,6 +232,9 @@ class Job:
     last_iteration: int | None
     train_iters: int | None = None
     last_progress: datetime | None = None
+    exit_code: int | None = None
+    """A completed run's own exit code where a launcher or the scheduler reported one after the
+    run said it completed (srun's `Exited with exit code 134` over a teardown), else None."""
 
 
 INPUT_SHIFT = 40

@@ -311,6 +311,7 @@ def document(analysis: Analysis) -> dict[str, Any]:
             "last_iteration": job.last_iteration,
             "train_iters": job.train_iters,
             "last_progress": _iso(job.last_progress),
+            "exit_code": job.exit_code,
         },
         "verdict": None
         if v is None

@@ -58,6 +58,8 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     facts.add_column(style="dim")
     facts.add_column()
     facts.add_row("outcome", escape(f"{job.outcome.value}: {job.outcome_reason}"))
+    if job.exit_code is not None:
+        facts.add_row("exit", f"the job's own exit code after it completed: {job.exit_code}")
     lines = failure_lines(analysis)
     if len(lines) > 1:
         for n, line in enumerate(lines):
