@@ -4,7 +4,7 @@ and rank, and leave the verdict to what the job did not survive."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..match.events import FAILURE_ENTRY
@@ -56,16 +56,10 @@ def outlived(
     signature calls it fatal and a failure the run did not outlive follows it. An incident
     after the completion marker is teardown."""
 
-    def attempt(e: Event) -> int | None:
-        return attempt_of(e, attempts, e.time) if attempts else None
-
-    completions = sorted(
-        [*(e for e in markers if completes(e)), *_workers_done(markers, attempt)],
-        key=lambda e: e.seq,
-    )
+    completions = _completions(markers, attempts)
     first_done: dict[int | None, Event] = {}
     for e in completions:  # in log order: the first of each attempt
-        first_done.setdefault(attempt(e), e)
+        first_done.setdefault(_attempt(e, attempts), e)
     ends = {a.index: a.last_seq for a in attempts}
     kept: list[Incident] = []
     notes = caught(failures, library)
@@ -94,13 +88,10 @@ def exit_after_completion(
     """The exit code a launcher or the scheduler last reported after the run's first completion
     marker, when it is not 0: the job's own word on how it ended, whatever its teardown was."""
 
-    def attempt(e: Event) -> int | None:
-        return attempt_of(e, attempts, e.time) if attempts else None
-
-    done = [*(e for e in markers if completes(e)), *_workers_done(markers, attempt)]
+    done = _completions(markers, attempts)
     if not done:
         return None
-    first = min(e.seq for e in done)
+    first = done[0].seq
     codes = [
         (e.seq, code)
         for e in [*failures, *markers]
@@ -110,9 +101,18 @@ def exit_after_completion(
     return last[1] if last is not None and last[1] != 0 else None
 
 
-def _workers_done(
-    markers: Sequence[Event], attempt: Callable[[Event], int | None]
-) -> Iterator[Event]:
+def _attempt(e: Event, attempts: Sequence[Attempt]) -> int | None:
+    return attempt_of(e, attempts, e.time) if attempts else None
+
+
+def _completions(markers: Sequence[Event], attempts: Sequence[Attempt]) -> list[Event]:
+    """The lines that say the run completed, in log order: its own completion markers, and per
+    attempt the last worker's success when every worker a launcher started succeeded."""
+    done = [*(e for e in markers if completes(e)), *_workers_done(markers, attempts)]
+    return sorted(done, key=lambda e: e.seq)
+
+
+def _workers_done(markers: Sequence[Event], attempts: Sequence[Attempt]) -> Iterator[Event]:
     """Per attempt, the last `exits successfully` of a launcher's workers when every worker it
     said it started (a launch line naming its `pid`) exited so: the job's own end."""
     spawned: dict[int | None, set[str]] = {}
@@ -122,9 +122,9 @@ def _workers_done(
         if pid is None:
             continue
         if e.kind == "launch":
-            spawned.setdefault(attempt(e), set()).add(pid)
+            spawned.setdefault(_attempt(e, attempts), set()).add(pid)
         elif e.kind == "exit" and "signal_name" not in e.fields:
-            done.setdefault(attempt(e), {}).setdefault(pid, e)
+            done.setdefault(_attempt(e, attempts), {}).setdefault(pid, e)
     for index, pids in spawned.items():
         exited = done.get(index, {})
         if pids <= exited.keys():
