@@ -114,6 +114,16 @@ def test_stages_are_packages_and_few_modules_stay_flat() -> None:
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_module_imports_another_ones_private_names(path: Path) -> None:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (
+            node.level or (node.module or "").startswith("logscope")
+        ):
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            assert not private, f"{path.name}:{node.lineno} imports {private} from {node.module}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
 def test_only_cli_and_renderers_print(path: Path) -> None:
     if _stage(path) in PRINTERS:
         return

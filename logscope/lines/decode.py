@@ -89,10 +89,11 @@ _MONTHS = MappingProxyType(
 # a tee header, or a C++ logger header, that does not start the line.
 # The literal `[` comes first so the search skips to each `[` (35x faster than a lookbehind
 # tried at every position); the match starts at the header's `[`.
-_EMBEDDED = re.compile(
+GLUED_HEADER = re.compile(
     r"\[(?<=\S\[)(?=[A-Za-z_][\w.-]*?:?\d+\]:"
     r"|[FEWI]\d{0,4}(?: \d\d:\d\d:\d\d\.\d+)? [\w.+-]+\.(?:cpp|hpp|cc|h):\d+\] )"
 )
+"""Another rank's header glued inside a line (the bulk parse leaves such lines to the decoder)."""
 _MAX_PREFIXES = 10
 
 DISCOVERY_BYTES = 8 << 20
@@ -295,7 +296,7 @@ def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = No
         while piece is not None:
             p = _Prefix()
             msg = _strip(piece, p, year)
-            glued = _EMBEDDED.search(msg)
+            glued = GLUED_HEADER.search(msg)
             piece = None
             if glued:
                 msg, piece = msg[: glued.start()], msg[glued.start() :]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..compact_column import NUMPY_TYPES
-from ..lines.decode import _EMBEDDED, parse_line
+from ..lines.decode import GLUED_HEADER, parse_line
 from ..match.events import inert, parse_time
 from ..match.prefilter import BLOCK_TRIGGERS
 from ..match.signatures import Library, TriggerIndex
@@ -291,7 +291,7 @@ class Collector:
         """Every signature a line may match reads all lines of a shape alike (line_shapes.py)."""
         sigs = [self.library.signatures[i] for i in ranked]
         patterns = [p for s in sigs for p in (s.regex.pattern, *(c.pattern for c in s.columns))]
-        return _EMBEDDED_BLIND and all(digit_blind(p) for p in patterns)
+        return _GLUED_HEADER_BLIND and all(digit_blind(p) for p in patterns)
 
     def _by_shape(self, grid: Array, index: Array, ranked: list[int], out: _Out) -> None:
         """Lines of one shape (a row of `grid` each, rows `index` of `out`): the first one's
@@ -304,7 +304,7 @@ class Collector:
         else:
             return  # no regex matches them: each is decoded line by line
         start, where = found
-        if _EMBEDDED.search(text, start):
+        if GLUED_HEADER.search(text, start):
             return  # another stream's output glued in: decoded line by line
         # each distinct prefix (and the message's first two characters) decoded once, in the
         # order the lines show them
@@ -341,7 +341,7 @@ class Collector:
         glued = np.zeros(len(rows), bool)
         for k, (r, prefix) in enumerate(zip(rows, found.field(_HEAD).to_pylist(), strict=True)):
             text = texts[r]
-            if _EMBEDDED.search(text, len(prefix)):
+            if GLUED_HEADER.search(text, len(prefix)):
                 glued[k] = True  # another stream's output glued in: decoded line by line
                 continue
             out.head[r], out.times[r] = self._head(prefix, text)
@@ -423,7 +423,7 @@ def _line(data: bytes | bytearray, start: Any, end: Any) -> bytes:
     return bytes(data[int(start) : int(end)])
 
 
-_EMBEDDED_BLIND = digit_blind(_EMBEDDED.pattern)
+_GLUED_HEADER_BLIND = digit_blind(GLUED_HEADER.pattern)
 _MAX_CACHED = 4096
 
 
