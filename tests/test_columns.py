@@ -333,4 +333,10 @@ def test_progress_columns_come_from_one_spec() -> None:
     }
     assert per_line == set(COLUMNS)
     assert set(STATED) <= set(COLUMNS) and set(STATED) <= set(PARSED)
-    assert bulk_progress.VALUES == PARSED and progress_arrays.HEALTH == STATED
+    # what a bulk parse hands over, and what the engine takes from it, are those lists
+    raw = b"[default3]: iteration       43/     100 | consumed samples:  5504 | lm loss: 1.5 |"
+    collector = bulk_progress.Collector(LIBRARY, "x.log", 2024)
+    assert collector.take(7, raw)
+    cols, _ = collector.finish()
+    assert list(cols.values) == list(PARSED)
+    assert list(progress_arrays.ScanArrays.of(cols, 0).health) == list(STATED)

@@ -25,9 +25,6 @@ from .line_grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_li
 from .line_shapes import digit_blind
 from .parsed_progress import ProgressColumns, edge_lines
 
-VALUES = PARSED
-"""The numeric fields of a progress line that Progress keeps (model.progress.PARSED)."""
-
 _HEAD = "_head"
 _CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
 _SHAPE = bytes.maketrans(b"0123456789" + _CONTROL, b"\0" * 10 + b"\x01" * len(_CONTROL))
@@ -185,7 +182,7 @@ class Collector:
         chosen = np.full(n, -1, np.int32)
         head = np.full(n, -1, np.int32)
         times = np.full(n, np.nan)
-        values = {name: np.full(n, np.nan) for name in VALUES}
+        values = {name: np.full(n, np.nan) for name in PARSED}
         nonfinite = np.zeros(n, np.int8)
         out = _Out(chosen, head, times, values, nonfinite)
         # each line's signatures in the order Library.match prefers them, tried in turn

@@ -31,7 +31,7 @@ class ProgressColumns:
     time: array[float] = field(default_factory=lambda: array("d"))
     """POSIX seconds the line states (its prefix's stamp, or its regex's `time`); NaN if none."""
     values: dict[str, array[float]] = field(default_factory=dict)
-    """VALUES by name; NaN where the line does not say."""
+    """model.progress.PARSED by name; NaN where the line does not say."""
     nonfinite: array[int] = field(default_factory=lambda: array("b"))
     """1 where the line has a loss that is not a finite number."""
     raw: bytes = b""

@@ -14,9 +14,6 @@ from .parsed_progress import ProgressColumns
 
 Array = np.ndarray[Any, Any]
 
-HEALTH = STATED
-"""The columns Progress keeps as the lines state them (model.progress.STATED)."""
-
 
 @dataclass(frozen=True, slots=True)
 class ScanArrays:
@@ -46,6 +43,6 @@ class ScanArrays:
             per_iteration_s=per,
             times=np.frombuffer(cols.time, np.float64),
             train_iters=values["train_iters"],
-            health={k: values[k] for k in HEALTH},
+            health={k: values[k] for k in STATED},
             nonfinite=np.frombuffer(cols.nonfinite, np.int8),
         )
