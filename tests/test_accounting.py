@@ -67,6 +67,8 @@ def test_the_story_of_a_three_job_run(bloom_analysis) -> None:
         }
         assert outs == {attempt.out_file}, (inc.id, outs)
     assert a.job.outcome.value == "completed"  # the kill switch: stopped on purpose
+    # srun's task exits in job 1's .out come before the run's completion in job 3: not its exit
+    assert a.job.exit_code is None
     ledger = a.ledger
     costliest = max(ledger.incidents, key=lambda r: r.lost_gpu_hours or 0.0)
     assert a.verdict is not None and a.verdict.id == costliest.incident

@@ -20,9 +20,11 @@ from ..model import (
     SurvivedKind,
     World,
     field_int,
+    input_of,
 )
 from .incidents import SPLIT_AFTER_PROGRESS, fill_title
 from .ledger import attempt_of, owner
+from .timeline import timestamp
 
 _SERIOUS = ("fatal", "error")
 
@@ -91,14 +93,26 @@ def exit_after_completion(
     done = _completions(markers, attempts)
     if not done:
         return None
-    first = done[0].seq
+    first = done[0]
     codes = [
         (e.seq, code)
         for e in [*failures, *markers]
-        if e.seq > first and (code := field_int(e, "exit_code")) is not None
+        if (code := field_int(e, "exit_code")) is not None and _after(e, first, attempts)
     ]
     last = max(codes, default=None)
     return last[1] if last is not None and last[1] != 0 else None
+
+
+def _after(e: Event, done: Event, attempts: Sequence[Attempt]) -> bool:
+    """Whether `e` came after the completion `done`: in the same input by position; in another
+    (a job's `.out` beside the main log) by attempt, then by time where both lines have one."""
+    if input_of(e.seq) == input_of(done.seq):
+        return e.seq > done.seq
+    mine, theirs = _attempt(e, attempts), _attempt(done, attempts)
+    if mine is not None and theirs is not None and mine != theirs:
+        return mine > theirs
+    t, d = timestamp(e.time), timestamp(done.time)
+    return t is None or d is None or t >= d
 
 
 def _attempt(e: Event, attempts: Sequence[Attempt]) -> int | None:
