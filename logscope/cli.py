@@ -421,6 +421,7 @@ def tail(
                 max_seconds=limit,
                 on_alert=printer.alert,
                 on_warning=printer.warning,
+                on_outlived=printer.outlived,
                 on_event=printer.event if json_lines else None,
                 on_notice=printer.notice,
                 on_tick=(lambda now: printer.status(watcher.status(now))) if live else None,

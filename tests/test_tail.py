@@ -388,3 +388,67 @@ def test_cli_tail_warns_of_a_slowdown_and_runs_no_action(tmp_path: Path) -> None
     assert sorted(kinds) == ["nan_loss", "slowdown"]
     assert not any(d["type"] == "incident" for d in docs)
     assert not marker.exists() and not (tmp_path / "ks").exists()
+
+
+def test_a_crash_alert_training_goes_on_after_is_survived_and_rearmed() -> None:
+    f = Feeder(stall=60)
+    f.iterations(1, 5, start=0, every=1)
+    f.lines("[default1]:[rank1]: ModuleNotFoundError: No module named 'wandb'", at=5.1)
+    (alert,) = f.tick(5.7)
+    assert alert.kind == "crash"
+    f.iterations(6, 7, start=6, every=1)
+    assert f.watcher.take_outlived() == []  # two iterations: the ranks' lines under way
+    f.iterations(8, 8, start=8, every=1)
+    (o,) = f.watcher.take_outlived()
+    assert (o.alert.id, o.progress_after, o.unit, o.iteration) == (alert.id, 3, "iterations", 8)
+    assert f.watcher.take_outlived() == []  # said once
+    # re-armed: a later crash is raised again, and a later silence is a hang
+    f.lines("[default2]:[rank2]: ValueError: injected fault", at=9)
+    (again,) = f.tick(9.6)
+    assert (again.kind, again.rank) == ("crash", 2)
+
+
+def test_errors_after_the_run_said_it_completed_are_its_teardown() -> None:
+    f = Feeder(stall=60)
+    f.iterations(1, 5, start=0, every=1)
+    f.lines(
+        ':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "INTERVAL_END", "key": "run_stop", "value": null, "metadata": {"status": "success"}}',
+        at=5.5,
+    )
+    f.lines("[default1]:[rank1]: RuntimeError: NCCL communicator was aborted on rank 1.", at=6)
+    assert f.tick(7) == [] and f.tick(200) == []
+
+
+def test_cli_tail_says_an_alert_was_survived(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    first = [ITER.format(it=it, s=it * 32) for it in range(1, 4)]
+    first.append("[default1]:[rank1]: ModuleNotFoundError: No module named 'wandb'")
+    log.write_text("\n".join(first) + "\n")
+    argv = [sys.executable, "-m", "logscope", "tail", str(log), "--from-start", "--json",
+            "--stall-after", "1h", "--max-duration", "20s", "--poll", "0.1"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    docs = []
+    while not docs or docs[-1]["type"] != "incident":
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else ""
+        docs.append(json.loads(line))
+    with log.open("a") as f:
+        f.write("".join(ITER.format(it=it, s=it * 32) + "\n" for it in range(4, 9)))
+    line = proc.stdout.readline()
+    while json.loads(line)["type"] == "event":
+        line = proc.stdout.readline()
+    proc.kill()
+    proc.communicate()
+    assert json.loads(line) == {
+        "type": "survived", "id": "A1", "title": docs[-1]["title"], "progress_after": 5,
+        "unit": "iterations", "iteration": 8,
+    }  # fmt: skip
+
+
+def test_a_burst_training_already_went_on_after_raises_nothing() -> None:
+    f = Feeder(stall=60)
+    f.iterations(1, 5, start=0, every=0.01)
+    f.lines("[default1]:[rank1]: ModuleNotFoundError: No module named 'wandb'", at=0.06)
+    f.iterations(6, 8, start=0.07, every=0.01)
+    assert f.tick(1.0) == [] and f.watcher.outlived == []

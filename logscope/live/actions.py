@@ -21,7 +21,7 @@ from ..compact_column import Packed
 from ..errors import LogscopeError
 from ..model import Event
 from .follow import Chunk, Notice, follow
-from .watcher import Alert, HealthWarning, Watcher
+from .watcher import Alert, HealthWarning, Outlived, Watcher
 
 COMMAND_TIMEOUT_S = 120.0
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
@@ -249,6 +249,7 @@ def run_tail(
     on_notice: Callable[[Notice], None] | None = None,
     on_tick: Callable[[float], None] | None = None,
     on_warning: Callable[[HealthWarning], None] | None = None,
+    on_outlived: Callable[[Outlived], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> TailResult:
     """Follow the logs, feed the watcher, act on each new alert once."""
@@ -271,6 +272,9 @@ def run_tail(
             if on_event is not None:
                 for e in watcher.recent:
                     on_event(e)
+            for o in watcher.take_outlived():
+                if on_outlived is not None:
+                    on_outlived(o)
         else:
             new = watcher.tick(item.now)
             for w in watcher.look(item.now):

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..analysis.incidents import build_incidents, signal_death
+from ..analysis.incidents import SPLIT_AFTER_PROGRESS, build_incidents, signal_death
 from ..analysis.job_outcome import allowed_silence
+from ..analysis.survived import completes
 from ..engine.feed import Engine
 from ..findings.gather import find
 from ..model import Category, Event, Finding, Progress, duration, field_int, finding_doc
@@ -88,6 +89,29 @@ class HealthWarning:
         return {"type": "warning", "id": self.id, **finding_doc(self.finding)}
 
 
+@dataclass(frozen=True, slots=True)
+class Outlived:
+    """An alert the job went on after: training made progress after its root cause. The action
+    has run; this says the job survived it (as `analyze` would list it among what was survived),
+    and crashes are watched for again."""
+
+    alert: Alert
+    progress_after: int
+    unit: str
+    """What `progress_after` counts: `iterations`, or `progress lines` where they carry none."""
+    iteration: int | None
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "type": "survived",
+            "id": self.alert.id,
+            "title": self.alert.title,
+            "progress_after": self.progress_after,
+            "unit": self.unit,
+            "iteration": self.iteration,
+        }
+
+
 def _round(v: float | None) -> float | None:
     return round(v, 1) if v is not None else None
 
@@ -127,6 +151,15 @@ class Watcher:
     _fired_hang_progress: int = -1
     _last_checkpoint: int | None = None
     warnings: list[HealthWarning] = field(default_factory=list)
+    outlived: list[Outlived] = field(default_factory=list)
+    """Crash alerts the job went on after, in the order seen."""
+    _fired_crash_progress: tuple[int, int | None] = (0, None)
+    """Progress when this attempt's crash alert fired."""
+    _window_progress: tuple[int, int | None] = (0, None)
+    """Progress when the pending burst's first line came."""
+    _completed_attempt: int | None = None
+    """The attempt whose run said it completed: errors after that are its teardown."""
+    _outlived_taken: int = 0
     _looked: tuple[int, float] = (0, -math.inf)
     """(progress lines, time) of the last look for findings."""
 
@@ -149,6 +182,7 @@ class Watcher:
             it, total = field_int(e, "iteration"), self.engine.progress.train_iters
             if it is not None and total is not None and it >= total:
                 self._phase = "done"  # the last iteration: what follows is shutdown
+            self._went_on()
             return
         if e.kind == "checkpoint_save":
             self._phase, self._phase_since = "save", now
@@ -161,14 +195,48 @@ class Watcher:
                 self._last_checkpoint = saved
         elif _finished(e):
             self._phase, self._phase_since = "done", now
+            if completes(e):
+                self._completed_attempt = self._attempt()
         elif e.kind == "validation":
             self._phase, self._phase_since = "eval", now
         elif e.kind in ("launch", "checkpoint_load"):
             self._phase, self._phase_since = "startup", now
-        elif _serious(e):
+        elif _serious(e) and self._completed_attempt != self._attempt():  # else teardown
             self._window.append(e)
             if self._window_deadline is None:
                 self._window_deadline = now + GRACE_S
+                self._window_progress = self._progress_mark()
+
+    def _went_on(self) -> None:
+        """A crash alert of this attempt that training went on after is outlived: say so once,
+        and watch for crashes again (the job's real failure may still come)."""
+        if not self._crashed() or not self.alerts:
+            return
+        alert = next(a for a in reversed(self.alerts) if a.kind == "crash")
+        after, unit = self._progress_since(self._fired_crash_progress)
+        if after < SPLIT_AFTER_PROGRESS:
+            return
+        self.outlived.append(Outlived(alert, after, unit, self.engine.progress.iterations()[1]))
+        self._fired_crash_attempt = None
+
+    def _progress_mark(self) -> tuple[int, int | None]:
+        """Progress lines and the last iteration so far: what `_progress_since` counts from."""
+        return len(self.engine.progress), self.engine.progress.iterations()[1]
+
+    def _progress_since(self, mark: tuple[int, int | None]) -> tuple[int, str]:
+        """Iterations since `mark` (each rank may print the one under way), or progress lines
+        where they carry no iteration."""
+        lines, iteration = mark
+        last = self.engine.progress.iterations()[1]
+        if last is not None and iteration is not None:
+            return last - iteration, "iterations"
+        return len(self.engine.progress) - lines, "progress lines"
+
+    def take_outlived(self) -> list[Outlived]:
+        """The outlived alerts not taken before."""
+        new = self.outlived[self._outlived_taken :]
+        self._outlived_taken = len(self.outlived)
+        return new
 
     # -- deciding -----------------------------------------------------------------------------
 
@@ -233,9 +301,11 @@ class Watcher:
         if self._window_deadline is None or now < self._window_deadline:
             return []
         window, self._window, self._window_deadline = self._window, [], None
-        if self._crashed():
-            return []
+        went_on = self._progress_since(self._window_progress)[0] >= SPLIT_AFTER_PROGRESS
+        if self._crashed() or went_on:
+            return []  # one crash an attempt; a burst training already went on after is survived
         self._fired_crash_attempt = self._attempt()
+        self._fired_crash_progress = self._progress_mark()
         return [self._crash(window, now)]
 
     def _crash(self, window: Sequence[Event], now: float) -> Alert:

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from ..live.actions import ActionResult
 from ..live.follow import Notice
-from ..live.watcher import Alert, HealthWarning
+from ..live.watcher import Alert, HealthWarning, Outlived
 from ..model import Event
 
 
@@ -56,6 +56,19 @@ class TailPrinter:
             f = w.finding
             where = f" at {f.file}:{f.line}" if f.file else ""
             self.out.write(f"WARNING {w.id} {f.kind}: {f.title}{where}\n")
+        self.out.flush()
+
+    def outlived(self, o: Outlived) -> None:
+        """An alert the job went on after: a line (or a JSON object)."""
+        self._clear()
+        if self.json_lines:
+            self.out.write(json.dumps(o.doc(), ensure_ascii=False) + "\n")
+        else:
+            at = f", now at iteration {o.iteration}" if o.iteration is not None else ""
+            self.out.write(
+                f"SURVIVED {o.alert.id}: training went on after it ({o.progress_after} "
+                f"{o.unit}{at}); watching for crashes again\n"
+            )
         self.out.flush()
 
     def event(self, e: Event) -> None:
