@@ -89,6 +89,20 @@ def test_a_job_that_says_it_exited_completed() -> None:
     ending = ending_of(fed(lines))
     assert ending.outcome is Outcome.completed
     assert "the job says it exited: [exiting program after 0.9 minutes]" in ending.reason
+    assert ending.reason.endswith(" (line 6)")
+
+
+def test_a_long_exit_line_is_quoted_by_its_start() -> None:
+    stop = (
+        ':::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "INTERVAL_END", '
+        '"key": "run_stop", "value": null, "metadata": {"file": "/workspace/a/very/long/path/'
+        'to/the/benchmark/train.py", "lineno": 975, "status": "success"}}'
+    )
+    ending = ending_of(fed([*iterations(1, 5), stop]))
+    assert ending.outcome is Outcome.completed
+    quoted = ending.reason.removeprefix("the job says it exited: ")
+    assert quoted.startswith(':::MLLOG {"namespace"') and quoted.endswith("… (line 6)")
+    assert len(quoted) < len(stop)
 
 
 def test_silence_longer_than_five_intervals_to_the_end_of_the_log_is_a_hang() -> None:

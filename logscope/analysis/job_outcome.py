@@ -117,7 +117,7 @@ def decide_outcome(
     if it is not None and total is not None and it >= total:
         return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
     if exits:
-        return Ending(Outcome.completed, f"the job says it exited: {exits[-1].line.text.strip()}")
+        return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
     if gap is not None and gap > threshold:
         return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
     if len(progress):
@@ -226,3 +226,15 @@ def hang_incident(
         if hung is not None:
             out.append(hung)
     return out
+
+
+_QUOTE_CHARS = 120
+
+
+def _quote(e: Event) -> str:
+    """A line quoted in a reason: whole when short, else its start (an `mllog` record is a whole
+    JSON object), with where it is."""
+    text = e.line.text.strip()
+    if len(text) > _QUOTE_CHARS:
+        text = text[: _QUOTE_CHARS - 1].rstrip() + "…"
+    return f"{text} (line {e.line.lineno})"
