@@ -65,6 +65,21 @@ def test_a_failure_after_progress_is_a_crash() -> None:
     assert ending.reason.endswith("(cuda.illegal_memory_access)"), ending.reason
 
 
+def test_a_node_failure_after_a_fault_is_the_ending_and_the_fault_stays_the_cause() -> None:
+    banner = (
+        "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T02:10:00 DUE TO "
+        "NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+    )
+    engine = fed([*iterations(1, 5), CUDA, banner])
+    (incident,) = incidents_of(engine)
+    assert incident.root_cause.signature == "cuda.illegal_memory_access"
+    ending = ending_of(engine)
+    assert ending.outcome is Outcome.node_failure, ending
+    # a cancel after the fault (srun --kill-on-bad-exit) is the fault's consequence: crashed
+    cancel = "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T02:10:00 ***"
+    assert ending_of(fed([*iterations(1, 5), CUDA, cancel])).outcome is Outcome.crashed
+
+
 def test_training_that_goes_on_after_a_failure_did_not_crash_of_it() -> None:
     # the failure a rank survived, then three progress lines: the log ends while training
     ending = ending_of(fed([*iterations(1, 5), CUDA, *iterations(6, 8)]))

@@ -109,6 +109,14 @@ def decide_outcome(
                     gap,
                 )
         if end.role != "end":
+            if any(
+                e.role == "end" and e.category == "node_failure"
+                for e in (*final.cascade, *final.evidence)
+            ):
+                # the scheduler's last word: the node went down after (or with) the fault
+                return Ending(
+                    Outcome.node_failure, f"{final.title}; then the scheduler said the node failed"
+                )
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
         return Ending(outcome, final.title)
