@@ -116,7 +116,8 @@ def test_a_long_exit_line_is_quoted_by_its_start() -> None:
     ending = ending_of(fed([*iterations(1, 5), stop]))
     assert ending.outcome is Outcome.completed
     quoted = ending.reason.removeprefix("the job says it exited: ")
-    assert quoted.startswith(':::MLLOG {"namespace"') and quoted.endswith("… (line 6)")
+    assert quoted.startswith(':::MLLOG {"namespace"')
+    assert quoted.endswith("… (line 6; status success)"), quoted
     assert len(quoted) < len(stop)
 
 

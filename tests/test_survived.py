@@ -217,7 +217,7 @@ def test_an_aborted_mlperf_run_ended_of_its_own(tmp_path: Path) -> None:
     aborted = _mllog("run_stop", ', "epoch_num": 40, "status": "aborted"', event="INTERVAL_END")
     code, doc = _analyze(tmp_path, [*_epochs(1, 40), aborted])
     assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
-    assert '"status": "aborted"' in doc["job"]["outcome_reason"]
+    assert doc["job"]["outcome_reason"].endswith("; status aborted)"), doc["job"]
 
 
 def test_survived_is_always_a_list(tmp_path: Path) -> None:
@@ -340,3 +340,30 @@ def test_a_document_from_before_survived_existed_still_renders(tmp_path: Path) -
     _, doc = _analyze(tmp_path, [*_startup_noise(1), *[_iteration(n) for n in range(1, 21)]])
     assert doc.pop("survived")
     assert "Survived" not in render_html(doc, "test") and "Survived" not in render_md(doc)
+
+
+def _torchrun_agents(hosts: list[str], agents: int) -> list[str]:
+    """Two nodes' torchrun agents at INFO under srun --label (task N = node N): the rendezvous
+    result's agent count, training, and the agents of `hosts` saying their group finished."""
+    head = "torch/distributed/elastic/agent/server/api.py"
+    lines = [
+        f"{t}: I1202 15:53:51.515000 3235 {head}:553]   group_world_size={agents}" for t in (0, 1)
+    ]
+    lines += [f"0: {_iteration(n)}" for n in range(1, 6)]
+    lines += [
+        f"{t}: I1202 15:55:54.441000 3235 {head}:932] [default] worker group successfully "
+        "finished. Waiting 300 seconds for other agents to finish."
+        for t in hosts
+    ]
+    lines.append("1: [rank3]: RuntimeError: NCCL communicator was aborted on rank 3.")
+    return lines
+
+
+def test_every_torchrun_agent_of_the_rendezvous_finishing_is_the_jobs_end(tmp_path: Path) -> None:
+    _, doc = _analyze(tmp_path, _torchrun_agents(["0", "1"], agents=2))
+    assert doc["incidents"] == [] and doc["job"]["outcome"] == "completed", doc["incidents"]
+    assert [n["kind"] for n in doc["survived"]] == ["teardown"], doc["survived"]
+    # one node's agent finishing says nothing of the other node's ranks
+    _, doc = _analyze(tmp_path, _torchrun_agents(["0"], agents=2))
+    assert [i["category"] for i in doc["incidents"]] == ["comm_error"], doc["incidents"]
+    assert doc["survived"] == [], doc["survived"]

@@ -241,8 +241,10 @@ _QUOTE_CHARS = 120
 
 def _quote(e: Event) -> str:
     """A line quoted in a reason: whole when short, else its start (an `mllog` record is a whole
-    JSON object), with where it is."""
+    JSON object) and what its signature read from it, with where it is."""
     text = e.line.text.strip()
+    said = ""
     if len(text) > _QUOTE_CHARS:
         text = text[: _QUOTE_CHARS - 1].rstrip() + "…"
-    return f"{text} (line {e.line.lineno})"
+        said = "".join(f"; {k} {v}" for k, v in e.fields.items())
+    return f"{text} (line {e.line.lineno}{said})"

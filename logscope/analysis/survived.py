@@ -32,7 +32,7 @@ _SERIOUS = ("fatal", "error")
 def completes(e: Event) -> bool:
     """An exit marker that says the run itself completed: not one worker's exit (`pid`), nor
     an exit on a signal it was sent."""
-    return e.kind == "exit" and "pid" not in e.fields and "signal_name" not in e.fields
+    return e.kind == "exit" and not e.fields.keys() & {"pid", "agent", "signal_name"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +122,31 @@ def _attempt(e: Event, attempts: Sequence[Attempt]) -> int | None:
 def _completions(markers: Sequence[Event], attempts: Sequence[Attempt]) -> list[Event]:
     """The lines that say the run completed, in log order: its own completion markers, and per
     attempt the last worker's success when every worker a launcher started succeeded."""
-    done = [*(e for e in markers if completes(e)), *_workers_done(markers, attempts)]
+    done = [
+        *(e for e in markers if completes(e)),
+        *_workers_done(markers, attempts),
+        *_agents_done(markers, attempts),
+    ]
     return sorted(done, key=lambda e: e.seq)
+
+
+def _agents_done(markers: Sequence[Event], attempts: Sequence[Attempt]) -> Iterator[Event]:
+    """Per attempt, the last launcher agent's success (torchrun's `worker group successfully
+    finished`, one per node) when as many agents said so as the rendezvous counted
+    (`group_world_size`; one where it printed none)."""
+    expected: dict[int | None, int] = {}
+    done: dict[int | None, dict[tuple[str | None, int | None, int], Event]] = {}
+    for e in markers:
+        if e.kind == "status" and (count := field_int(e, "agents")) is not None:
+            index = _attempt(e, attempts)
+            expected[index] = max(expected.get(index, 0), count)
+        elif e.kind == "exit" and "agent" in e.fields:
+            # one agent a node: its host or srun task, or its input where the log names neither
+            node = (e.line.host, e.line.task, input_of(e.seq))
+            done.setdefault(_attempt(e, attempts), {}).setdefault(node, e)
+    for index, finished in done.items():
+        if len(finished) >= expected.get(index, 1):
+            yield max(finished.values(), key=lambda e: e.seq)
 
 
 def _workers_done(markers: Sequence[Event], attempts: Sequence[Attempt]) -> Iterator[Event]:
