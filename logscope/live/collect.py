@@ -1,0 +1,517 @@
+"""Evidence of a hang, collected before acting on it: each local rank's Python stack
+(`py-spy dump`), its process state, and its Flight Recorder where the rank serves one; on
+SLURM, the same on every node of the job through `srun --overlap`. Everything goes into one
+folder; `collect.json` there says which file is which rank's.
+
+The files hold exactly what the tools wrote (a reader recognizes them by content); the rank,
+host and state are in the file names and the manifest. Programs run from argument lists, never
+through a shell, each under a time limit and a size cap; what cannot run is a warning, and the
+hang is acted on all the same.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .ranks import RankProcess, choose_agents, find_agents, listening_sockets, rank_processes
+
+MANIFEST = "collect.json"
+SCHEMA = 1
+_UNSAFE = re.compile(r"[^\w.-]+")
+_PTRACE_REFUSED = re.compile(r"permission denied|operation not permitted|EPERM|EACCES", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    pyspy_s: float = 10.0
+    """Seconds one `py-spy dump` may take."""
+    fr_s: float = 5.0
+    """Seconds a rank may take to answer a Flight Recorder request."""
+    srun_s: float = 45.0
+    """Seconds the `srun` that collects on every node may take."""
+    stack_bytes: int = 4 << 20
+    fr_bytes: int = 32 << 20
+    parallel: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    pyspy: str | None
+    srun: str | None
+
+
+def find_tools(path: str | None = None, beside: str = sys.executable) -> Tools:
+    """py-spy and srun on PATH; py-spy also beside the Python that runs logscope (a venv's
+    bin/, where `pip install py-spy` puts it, need not be on PATH)."""
+    pyspy = shutil.which("py-spy", path=path)
+    if pyspy is None:
+        candidate = Path(beside).parent / "py-spy"
+        if os.access(candidate, os.X_OK):
+            pyspy = str(candidate)
+    return Tools(pyspy, shutil.which("srun", path=path))
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    code: int | None
+    """None when it was killed at its time limit."""
+    out: bytes
+    err: str
+    truncated: bool
+
+
+def run_bounded(argv: Sequence[str], timeout_s: float, cap: int) -> Ran:
+    """Run without a shell; keep at most `cap` bytes of its output (killed past them) and the
+    end of its error output; kill it (its whole session) after `timeout_s`. OSError when it
+    cannot start."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    if proc.stdout is None or proc.stderr is None:  # pragma: no cover - PIPE gives both
+        raise OSError("no pipes")
+    out, err = bytearray(), bytearray()
+    truncated = timed_out = False
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf: bytearray = key.data
+                buf += chunk
+                if buf is err and len(err) > 8192:
+                    del err[:-4096]
+            if len(out) > cap:
+                del out[cap:]
+                truncated = True
+                break
+    if timed_out or truncated:
+        _kill(proc)
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return Ran(None if timed_out else code, bytes(out), err.decode("utf-8", "replace"), truncated)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+
+
+def host_name() -> str:
+    return socket.gethostname().split(".")[0] or "localhost"
+
+
+def _safe(text: str) -> str:
+    return _UNSAFE.sub("_", text)[:64] or "_"
+
+
+# -- one node ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RankEvidence:
+    host: str
+    pid: int
+    agent_pid: int
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    state: str
+    state_name: str
+    pyspy: str | None = None
+    """The file (in the folder) holding what `py-spy dump` printed."""
+    pyspy_error: str | None = None
+    flight_recorder: tuple[str, ...] = ()
+    """Flight Recorder files: asked for now (`.json`), written by the rank earlier (`.pickle`)."""
+    fr_error: str | None = None
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "pid": self.pid,
+            "agent_pid": self.agent_pid,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "state": self.state,
+            "state_name": self.state_name,
+            "pyspy": self.pyspy,
+            "pyspy_error": self.pyspy_error,
+            "flight_recorder": list(self.flight_recorder),
+            "fr_error": self.fr_error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvidence:
+    host: str
+    chosen: str
+    """How the job's torchrun agents were picked out."""
+    ranks: tuple[RankEvidence, ...]
+    warnings: tuple[str, ...]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "chosen": self.chosen,
+            "ranks": [r.doc() for r in self.ranks],
+            "warnings": list(self.warnings),
+        }
+
+
+def _stem(host: str, r: RankProcess) -> str:
+    who = f"rank{r.rank}" if r.rank is not None else f"pid{r.pid}"
+    return f"{_safe(host)}-{who}"
+
+
+def _pyspy(
+    r: RankProcess, pyspy: str, out_dir: Path, stem: str, limits: Limits
+) -> tuple[str | None, str | None]:
+    """(file, error). A stopped process is read without pausing it (`--nonblocking`): py-spy's
+    pause attaches with ptrace, which fails on a stopped process, and a detach could resume it."""
+    argv = [pyspy, "dump", "--pid", str(r.pid)]
+    if r.state in ("T", "t"):
+        argv.append("--nonblocking")
+    try:
+        ran = run_bounded(argv, limits.pyspy_s, limits.stack_bytes)
+    except OSError as err:
+        return None, f"cannot run {pyspy}: {err.strerror or err}"
+    if ran.code is None:
+        return None, f"py-spy dump took over {limits.pyspy_s:g} s and was stopped"
+    if ran.code != 0 or not ran.out:
+        return None, (ran.err.strip() or f"py-spy exited {ran.code}").splitlines()[-1][:300]
+    name = f"pyspy-{stem}.txt"
+    (out_dir / name).write_bytes(ran.out)
+    return name, "output cut at the size cap" if ran.truncated else None
+
+
+class _UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def ask_flight_recorder(sock_path: str, timeout_s: float, cap: int) -> bytes:
+    """A rank's Flight Recorder, as JSON, from its worker server (torch's control plane: the
+    job wraps its main in `torch.distributed.elastic.control_plane.worker_main()` and sets
+    TORCH_WORKER_SERVER_SOCKET); the server is a C++ thread, so a rank stuck in Python answers.
+    Raises OSError (or http.client's errors) when it does not answer in time."""
+    conn = _UnixHTTP(sock_path, timeout_s)
+    try:
+        conn.request("POST", "/handler/fr_trace_json")
+        resp = conn.getresponse()
+        body = resp.read(cap + 1)
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise OSError(f"HTTP {resp.status}: {body[:200].decode('utf-8', 'replace').strip()}")
+    return body[:cap]
+
+
+def _served(r: RankProcess) -> tuple[str, ...]:
+    """The rank's worker-server sockets: the Unix sockets it listens on, where its job uses
+    TORCH_WORKER_SERVER_SOCKET (the variable may have been changed per rank in Python, which
+    /proc/PID/environ does not show, so the socket is found from the process's own fds)."""
+    if "TORCH_WORKER_SERVER_SOCKET" not in r.env:
+        return ()
+    return listening_sockets(r.pid)
+
+
+NO_SERVER = (
+    "records a Flight Recorder (TORCH_FR_BUFFER_SIZE) but serves no worker-server socket to "
+    "ask it by (torch.distributed.elastic.control_plane.worker_main with "
+    "TORCH_WORKER_SERVER_SOCKET); torch has no dump-on-demand pipe for gloo"
+)
+
+
+def _flight_recorder(
+    r: RankProcess, out_dir: Path, stem: str, limits: Limits
+) -> tuple[tuple[str, ...], str | None]:
+    """Ask a serving rank for its Flight Recorder now; copy a dump it wrote earlier (torch
+    writes TORCH_FR_DUMP_TEMP_FILE + rank, e.g. on a collective's timeout)."""
+    files, errors = [], []
+    sockets = _served(r)
+    if sockets and r.state in ("T", "t", "Z"):
+        errors.append(f"not asked: the process is {r.state_name}")
+    elif sockets:
+        try:
+            body = ask_flight_recorder(sockets[0], limits.fr_s, limits.fr_bytes)
+        except (OSError, http.client.HTTPException) as err:
+            errors.append(f"no answer from {sockets[0]} in {limits.fr_s:g} s: {err}")
+        else:
+            (out_dir / f"fr-{stem}.json").write_bytes(body)
+            files.append(f"fr-{stem}.json")
+    prefix = r.env.get("TORCH_FR_DUMP_TEMP_FILE")
+    written = Path(f"{prefix}{r.rank}") if prefix and r.rank is not None else None
+    if written is not None and written.is_file():
+        try:
+            with written.open("rb") as f:
+                (out_dir / f"fr-{stem}.pickle").write_bytes(f.read(limits.fr_bytes))
+            files.append(f"fr-{stem}.pickle")
+        except OSError as err:
+            errors.append(f"{written}: {err.strerror or err}")
+    if not files and not errors and not sockets and r.env.get("TORCH_FR_BUFFER_SIZE", "0") != "0":
+        errors.append(NO_SERVER)
+    return tuple(files), "; ".join(errors) or None
+
+
+def _one_rank(
+    r: RankProcess, host: str, out_dir: Path, pyspy: str | None, limits: Limits
+) -> RankEvidence:
+    stem = _stem(host, r)
+    stack: str | None = None
+    stack_error: str | None = "py-spy not found"
+    if pyspy is not None:
+        stack, stack_error = _pyspy(r, pyspy, out_dir, stem, limits)
+    if r.env_error is not None:
+        stack_error = f"{stack_error or 'rank unknown'} (environment: {r.env_error})"
+    fr, fr_error = _flight_recorder(r, out_dir, stem, limits)
+    return RankEvidence(
+        host=host,
+        pid=r.pid,
+        agent_pid=r.agent_pid,
+        rank=r.rank,
+        local_rank=r.local_rank,
+        world_size=_int(r.env.get("WORLD_SIZE")),
+        state=r.state,
+        state_name=r.state_name,
+        pyspy=stack,
+        pyspy_error=stack_error,
+        flight_recorder=fr,
+        fr_error=fr_error,
+    )
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _warnings(found: Sequence[RankEvidence], pyspy: str | None, chosen: str) -> list[str]:
+    host = found[0].host if found else host_name()
+    out = []
+    if pyspy is None:
+        out.append(
+            f"{host}: py-spy not found (on PATH or beside {sys.executable}): no Python stacks"
+            " collected (pip install py-spy)"
+        )
+    refused = [r for r in found if r.pyspy_error and _PTRACE_REFUSED.search(r.pyspy_error)]
+    if refused:
+        who = ", ".join(_who(r) for r in refused)
+        out.append(
+            f"{host}: ptrace not permitted, no stack of {who}: {refused[0].pyspy_error} "
+            "(run as the job's user or root; see kernel.yama.ptrace_scope, CAP_SYS_PTRACE)"
+        )
+    failed = [r for r in found if r.pyspy_error and r not in refused and pyspy is not None]
+    out.extend(f"{host}: no stack of {_who(r)}: {r.pyspy_error}" for r in failed)
+    by_error: dict[str, list[RankEvidence]] = {}
+    for r in found:
+        if r.fr_error:
+            by_error.setdefault(r.fr_error, []).append(r)
+    for error, ranks in by_error.items():
+        who = ", ".join(_who(r) for r in ranks)
+        out.append(f"{host}: Flight Recorder of {who}: {error}")
+    if not found:
+        out.append(f"{host}: no torchrun ranks found ({chosen})")
+    return out
+
+
+def _who(r: RankEvidence) -> str:
+    return f"rank {r.rank} (pid {r.pid})" if r.rank is not None else f"pid {r.pid}"
+
+
+def collect_node(
+    out_dir: Path,
+    tools: Tools,
+    logs: Iterable[str] = (),
+    job: str | None = None,
+    limits: Limits = Limits(),
+) -> NodeEvidence:
+    """Collect on this machine: the ranks of the torchrun agents of SLURM job `job`, else of
+    those writing to `logs`, else of every agent here; all ranks at once."""
+    host = host_name()
+    agents, chosen = choose_agents(find_agents(), logs, job)
+    ranks = rank_processes(agents)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, min(limits.parallel, len(ranks) or 1))) as pool:
+        found = list(pool.map(lambda r: _one_rank(r, host, out_dir, tools.pyspy, limits), ranks))
+    return NodeEvidence(host, chosen, tuple(found), tuple(_warnings(found, tools.pyspy, chosen)))
+
+
+# -- every node of a SLURM job ----------------------------------------------------------------
+
+
+def srun_argv(srun: str, job: str, out_dir: Path, python: str = sys.executable) -> list[str]:
+    """One task per node of the job, sharing its resources (`--overlap`), each running
+    `logscope collect-local` with this Python (the nodes see it on the shared filesystem)."""
+    return [
+        srun, "--overlap", "--jobid", job, "--ntasks-per-node=1", "--kill-on-bad-exit=0",
+        "--quiet", python, "-m", "logscope", "collect-local", "--job", job,
+        "--out", str(out_dir.resolve()),
+    ]  # fmt: skip
+
+
+def collect_slurm(
+    out_dir: Path, job: str, srun: str, limits: Limits
+) -> tuple[list[NodeEvidence], list[str]]:
+    """Run the collection on every node of `job`; each prints its NodeEvidence as JSON."""
+    argv = srun_argv(srun, job, out_dir)
+    try:
+        ran = run_bounded(argv, limits.srun_s, limits.stack_bytes)
+    except OSError as err:
+        return [], [f"cannot run {srun}: {err.strerror or err}"]
+    nodes, warnings = [], []
+    for line in ran.out.decode("utf-8", "replace").splitlines():
+        try:
+            doc = json.loads(line)
+            nodes.append(node_from_doc(doc))
+        except (ValueError, KeyError, TypeError):
+            continue
+    if ran.code is None:
+        warnings.append(f"srun took over {limits.srun_s:g} s and was stopped")
+    elif ran.code != 0 or not nodes:
+        last = ran.err.strip().splitlines()[-1:] or [f"exit {ran.code}"]
+        warnings.append(f"srun --overlap --jobid {job}: {last[0][:300]}")
+    return nodes, warnings
+
+
+def node_from_doc(doc: dict[str, Any]) -> NodeEvidence:
+    ranks = tuple(
+        RankEvidence(**{**r, "flight_recorder": tuple(r.get("flight_recorder", ()))})
+        for r in doc["ranks"]
+    )
+    return NodeEvidence(doc["host"], doc["chosen"], ranks, tuple(doc["warnings"]))
+
+
+# -- the folder --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    folder: Path
+    job: str | None
+    nodes: tuple[NodeEvidence, ...]
+    warnings: tuple[str, ...]
+    """Every warning: the coordinator's, then each node's."""
+    seconds: float = 0.0
+    trigger: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ranks(self) -> list[RankEvidence]:
+        return [r for n in self.nodes for r in n.ranks]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "type": "logscope-collect",
+            "schema": SCHEMA,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "job": self.job,
+            "seconds": round(self.seconds, 2),
+            "trigger": self.trigger,
+            "nodes": [n.doc() for n in self.nodes],
+            "ranks": [r.doc() for r in self.ranks],
+            "stopped_ranks": [r.rank for r in self.ranks if r.state in ("T", "t")],
+            "warnings": list(self.warnings),
+        }
+
+    def summary(self) -> str:
+        ranks = self.ranks
+        stacks = sum(1 for r in ranks if r.pyspy)
+        hosts = len({r.host for r in ranks})
+        parts = [f"{stacks} stacks of {len(ranks)} ranks on {hosts} host{'s' * (hosts != 1)}"]
+        fr = sum(1 for r in ranks if r.flight_recorder)
+        if fr:
+            parts.append(f"{fr} Flight Recorder dumps")
+        odd = [r for r in ranks if r.state not in ("R", "S", "D")]
+        if odd:
+            parts.append(", ".join(f"{_who(r)} on {r.host} is {r.state_name}" for r in odd))
+        return f"{self.folder}: " + "; ".join(parts)
+
+
+def evidence_folder(base: Path, job: str | None, now: datetime) -> Path:
+    """A new folder under `base`, named for the job (or host) and the time."""
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = f"hang-{_safe(job) if job else host_name()}-{stamp}"
+    for n in range(100):
+        folder = base / (name if n == 0 else f"{name}-{n}")
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(base / name)
+
+
+def collect(
+    base: Path,
+    logs: Sequence[str],
+    tools: Tools,
+    *,
+    job: str | None = None,
+    limits: Limits = Limits(),
+    trigger: dict[str, Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Evidence:
+    """Collect into a new folder under `base` and write its manifest. With a SLURM job id,
+    on every node of the job through srun (on this machine if srun is missing)."""
+    start = clock()
+    folder = evidence_folder(base, job, datetime.now(UTC))
+    warnings: list[str] = []
+    nodes: list[NodeEvidence] = []
+    if job is not None and tools.srun is None:
+        warnings.append(
+            f"srun not found: collecting on this machine only, not on job {job}'s nodes"
+        )
+    if job is not None and tools.srun is not None:
+        nodes, warnings = collect_slurm(folder, job, tools.srun, limits)
+    if not nodes:
+        nodes = [collect_node(folder, tools, logs, job, limits)]
+    warnings += [w for n in nodes for w in n.warnings]
+    evidence = Evidence(
+        folder, job, tuple(nodes), tuple(warnings), clock() - start, dict(trigger or {})
+    )
+    (folder / MANIFEST).write_text(json.dumps(evidence.doc(), indent=2) + "\n", encoding="utf-8")
+    return evidence
