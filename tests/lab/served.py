@@ -1,5 +1,5 @@
-"""Run tests/lab/train.py as a rank that serves torch's control plane and can stop itself or
-skip a collective, for `tail --on-hang collect`'s lab tests.  Launch e.g.:
+"""Run tests/lab/train.py as a rank that serves torch's control plane and can stop itself,
+for `tail --on-hang collect`'s lab tests.  Launch e.g.:
 
     TORCH_WORKER_SERVER_SOCKET=/tmp/ws- TORCH_FR_BUFFER_SIZE=2000 \
         torchrun --nproc_per_node 4 --tee 3 tests/lab/served.py
@@ -8,7 +8,6 @@ skip a collective, for `tail --on-hang collect`'s lab tests.  Launch e.g.:
   torch.distributed.elastic.control_plane.worker_main() on <prefix><LOCAL_RANK> (one variable
   for all ranks of a node would have them bind one path);
 - LAB_FAULT=stop: at LAB_FAULT_ITER the rank SIGSTOPs itself (a frozen process);
-- LAB_FAULT=skip: at LAB_FAULT_ITER the rank skips its loss all-reduce (a rank out of step);
 - any other LAB_FAULT is train.py's own.
 """
 
@@ -19,33 +18,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch.distributed as dist
 import train
 from torch.distributed.elastic.control_plane import worker_main
 
 _own_fault = train.inject_fault
-_all_reduce = dist.all_reduce
-_skip = {"pending": False}
 
 
 def inject_fault(kind, it):
     if kind == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
-    elif kind == "skip":
-        _skip["pending"] = True
     else:
         _own_fault(kind, it)
 
 
-def all_reduce(tensor, *args, **kwargs):
-    if _skip["pending"]:
-        _skip["pending"] = False
-        return None
-    return _all_reduce(tensor, *args, **kwargs)
-
-
 train.inject_fault = inject_fault
-dist.all_reduce = all_reduce
 
 if __name__ == "__main__":
     prefix = os.environ.get("TORCH_WORKER_SERVER_SOCKET")
