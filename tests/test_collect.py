@@ -105,7 +105,11 @@ def test_torchrun_agents_are_recognized_by_their_command_line() -> None:
     assert is_agent(("torchrun", "t.py"))
     assert is_agent(("python", "-u", "-m", "torch.distributed.run", "t.py"))
     assert is_agent(("python", "-m", "torch.distributed.launch", "t.py"))
+    assert is_agent(("/usr/bin/python3.11", "-u", "-X", "dev", "/venv/bin/torchrun", "t.py"))
     assert not is_agent(("python", "train.py", "--torchrun"))
+    assert not is_agent(("srun", "--label", "python", "-m", "torch.distributed.run", "t.py"))
+    assert not is_agent(("srun", "torchrun", "t.py"))
+    assert not is_agent(("python", "t.py", "-m", "torch.distributed.run"))
     assert not is_agent(("python", "-m", "torch.distributed.elastic.agent", "x"))
     assert not is_agent(())
 

@@ -11,6 +11,7 @@ hang is acted on all the same.
 
 from __future__ import annotations
 
+import glob
 import http.client
 import json
 import os
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..read.sources import glob_files
 from .ranks import RankProcess, choose_agents, find_agents, listening_sockets, rank_processes
 
 MANIFEST = "collect.json"
@@ -485,6 +487,38 @@ def evidence_folder(base: Path, job: str | None, now: datetime) -> Path:
     raise FileExistsError(base / name)
 
 
+def slurm_job_writing(logs: Iterable[str], limits: Limits) -> str | None:
+    """The running SLURM job whose standard output or error is one of `logs` (squeue's
+    STDOUT/STDERR fields, fixed-width: a path may hold spaces), or None."""
+    squeue = shutil.which("squeue")
+    wanted = {os.path.realpath(p) for p in logs}
+    if squeue is None or not wanted:
+        return None
+    fields = "JobID:24,STDOUT:2048,STDERR:2048"
+    try:
+        ran = run_bounded([squeue, "-h", "-t", "RUNNING", "-O", fields], 10.0, limits.stack_bytes)
+    except OSError:
+        return None
+    for row in ran.out.decode("utf-8", "replace").splitlines():
+        job, out, err = row[:24].strip(), row[24:2072].strip(), row[2072:].strip()
+        if job and wanted.intersection(os.path.realpath(p) for p in (out, err) if p):
+            return job
+    return None
+
+
+def log_files(patterns: Iterable[str]) -> list[str]:
+    """The files the followed paths name now (globs expanded, directories' files)."""
+    out: list[str] = []
+    for p in patterns:
+        if glob.has_magic(p):
+            out.extend(glob_files(p))
+        elif Path(p).is_dir():
+            out.extend(str(f) for f in sorted(Path(p).iterdir()) if f.is_file())
+        else:
+            out.append(p)
+    return out
+
+
 def collect(
     base: Path,
     logs: Sequence[str],
@@ -495,9 +529,14 @@ def collect(
     trigger: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Evidence:
-    """Collect into a new folder under `base` and write its manifest. With a SLURM job id,
-    on every node of the job through srun (on this machine if srun is missing)."""
+    """Collect into a new folder under `base` and write its manifest. With a SLURM job id
+    (given, or the running job whose output is one of `logs` when no torchrun here writes to
+    them), on every node of the job through srun (on this machine if srun is missing)."""
     start = clock()
+    logs = log_files(logs)
+    if job is None and tools.srun is not None:
+        writing = choose_agents(find_agents(), logs)[1] == "writing to the log"
+        job = None if writing else slurm_job_writing(logs, limits)
     folder = evidence_folder(base, job, datetime.now(UTC))
     warnings: list[str] = []
     nodes: list[NodeEvidence] = []

@@ -5,7 +5,6 @@ inherit them, so a rank is the first process down from the agent that has RANK."
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ STATES = MappingProxyType(
 )
 """/proc/PID/stat's state letters (proc(5))."""
 _LAUNCHERS = frozenset(("torch.distributed.run", "torch.distributed.launch"))
+_VALUED = frozenset(("-X", "-W", "--check-hash-based-pycs"))
+"""Python's options that take the next argument as their value."""
 KEPT_ENV = (
     "RANK",
     "LOCAL_RANK",
@@ -115,10 +116,20 @@ def read_env(pid: int, proc: Path = PROC) -> dict[str, str]:
 
 def is_agent(argv: tuple[str, ...]) -> bool:
     """torchrun's console script (`torchrun ...`, or `python .../torchrun ...` as its shebang
-    runs it) or `python -m torch.distributed.run|launch`."""
-    if any(Path(a).name == "torchrun" for a in argv[:2]):
+    runs it) or `python -m torch.distributed.run|launch`; not a program that runs one (`srun
+    torchrun ...`), whose own arguments name it too."""
+    if not argv:
+        return False
+    if Path(argv[0]).name == "torchrun":
         return True
-    return any(a == "-m" and b in _LAUNCHERS for a, b in itertools.pairwise(argv))
+    if not Path(argv[0]).name.startswith("python"):
+        return False
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-m":
+        i += 2 if argv[i] in _VALUED else 1  # the interpreter's own options
+    if argv[i : i + 1] == ("-m",):
+        return argv[i + 1 : i + 2] in [(m,) for m in _LAUNCHERS]
+    return i < len(argv) and Path(argv[i]).name == "torchrun"
 
 
 def _pids(proc: Path) -> list[int]:
