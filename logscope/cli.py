@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from enum import Enum
+from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
@@ -349,7 +349,7 @@ def fleet_summary(
     render(summary, fmt, sys.stdout)
 
 
-class OnHang(str, Enum):
+class OnHang(StrEnum):
     act = "act"
     collect = "collect"
 
@@ -477,7 +477,7 @@ def collect_local(
     from .live.collect import collect_node, find_tools
 
     try:
-        node = collect_node(out, find_tools(), logs or (), job)
+        node = collect_node(out, find_tools(), logs or (), job=job)
     except OSError as err:
         _fail(f"{out}: {err.strerror or err}")
     typer.echo(json.dumps(node.doc(), ensure_ascii=False))

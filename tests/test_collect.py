@@ -20,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from logscope.live.actions import Actions, HangCollect
+from logscope.live.actions import Actions, HangCollect, name_culprit
 from logscope.live.collect import (
+    NO_SERVER,
+    Evidence,
+    Limits,
     Tools,
     collect,
     collect_node,
@@ -39,7 +42,12 @@ LAUNCHER = textwrap.dedent(
     """
     import os, subprocess, sys, time
     WORKER = '''
-    import subprocess, sys, time
+    import os, socket, subprocess, sys, time
+    served = os.environ.get("TORCH_WORKER_SERVER_SOCKET")
+    if served:  # a server that never answers: accepts nothing
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(served + os.environ["LOCAL_RANK"])
+        server.listen(4)
     def wait_in_collective():
         time.sleep(3600)
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
@@ -177,6 +185,38 @@ def test_missing_pyspy_is_a_warning_and_states_are_still_recorded(tmp_path: Path
     assert not list((tmp_path / "ev").glob("pyspy-*"))
 
 
+def test_the_collection_on_a_machine_is_bounded_in_time(tmp_path: Path) -> None:
+    none_left = Limits(node_s=0)
+    with launched(tmp_path, 2) as (_, log):
+        node = collect_node(tmp_path / "ev", Tools(PYSPY, None), [str(log)], limits=none_left)
+    assert [r.pyspy for r in node.ranks] == [None, None]
+    assert all("not collected: the collection's 0 s were spent" in (r.pyspy_error or "")
+               for r in node.ranks)  # fmt: skip
+
+
+def test_a_flight_recorder_server_that_does_not_answer_is_waited_for_boundedly(
+    tmp_path: Path,
+) -> None:
+    env = {"TORCH_WORKER_SERVER_SOCKET": str(tmp_path / "ws-"), "TORCH_FR_BUFFER_SIZE": "100"}
+    with launched(tmp_path, 2, env) as (_, log):
+        t0 = time.monotonic()
+        node = collect_node(tmp_path / "ev", Tools(None, None), [str(log)], limits=Limits(fr_s=1))
+        took = time.monotonic() - t0
+    assert took < 5, took
+    assert [r.flight_recorder for r in node.ranks] == [(), ()]
+    for r in node.ranks:
+        assert r.fr_error == f"no answer from {tmp_path}/ws-{r.local_rank} in 1 s: timed out"
+    assert any("Flight Recorder of rank 10 (pid" in w for w in node.warnings), node.warnings
+
+
+def test_a_recorded_flight_recorder_without_a_server_is_a_warning(tmp_path: Path) -> None:
+    with launched(tmp_path, 2, {"TORCH_FR_BUFFER_SIZE": "100"}) as (_, log):
+        node = collect_node(tmp_path / "ev", Tools(None, None), [str(log)])
+    assert [r.fr_error for r in node.ranks] == [NO_SERVER, NO_SERVER]
+    (fr,) = [w for w in node.warnings if "Flight Recorder" in w]
+    assert "Flight Recorder of rank 10 (pid" in fr and ", rank 11 (pid" in fr  # one line
+
+
 def test_find_tools_looks_beside_the_python_too(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -244,7 +284,7 @@ def test_a_hang_is_acted_on_after_collecting_even_without_pyspy(tmp_path: Path) 
             warn=warned.append,
         )
         results = actions.on_alert(_hang())
-    assert [r.action for r in results] == ["collect", "kill-switch", "on-incident", "culprit"]
+    assert [r.action for r in results] == ["collect", "kill-switch", "on-incident"]
     assert switch.exists() and results[2].ok, results
     folder = Path(seen.read_text())
     assert folder.parent == tmp_path / "reports" and (folder / "collect.json").is_file()
@@ -281,3 +321,15 @@ def test_refused_ptrace_is_a_warning(tmp_path: Path) -> None:
     assert len(ours) == 1 and ours[0]["rank"] is None and ours[0]["pyspy"] is None, doc
     assert "permission denied" in ours[0]["pyspy_error"].lower()
     assert any("ptrace not permitted" in w for w in doc["warnings"]), doc["warnings"]
+
+
+def test_the_culprit_is_the_analysis_of_the_log_and_the_evidence(tmp_path: Path) -> None:
+    """What analyze names from the log and the folder together is what the alert says."""
+    hung = Path(__file__).parent / "fixtures" / "lab" / "hang_rank1.log"
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "ev" / "collect.json").write_text("{}\n")
+    ev = Evidence(tmp_path / "ev", None, (), ())
+    named = name_culprit((str(hung),), ev)
+    assert named is not None and named.ok and named.detail.startswith("rank 1: "), named
+    healthy = Path(__file__).parent / "fixtures" / "lab" / "healthy.log"
+    assert name_culprit((str(healthy),), ev) is None

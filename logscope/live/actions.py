@@ -227,8 +227,9 @@ def gather(spec: HangCollect, alert: Alert) -> tuple[Evidence | None, ActionResu
     return ev, ActionResult("collect", bool(ev.ranks), ev.summary())
 
 
-def name_culprit(logs: tuple[str, ...], evidence: Evidence) -> ActionResult:
-    """The culprit by the analysis of the logs and the evidence folder together."""
+def name_culprit(logs: tuple[str, ...], evidence: Evidence) -> ActionResult | None:
+    """The culprit by the analysis of the logs and the evidence folder together; None when
+    neither names one (the folder is in the collect line)."""
     try:
         files = [s.path for s in expand(list(logs)) if s.path != "-"]
         verdict = analyze([*files, str(evidence.folder)]).verdict
@@ -236,7 +237,7 @@ def name_culprit(logs: tuple[str, ...], evidence: Evidence) -> ActionResult:
         return ActionResult("culprit", False, f"analysis failed: {err}")
     c = verdict.culprit if verdict is not None else None
     if c is None or (c.rank is None and c.host is None):
-        return ActionResult("culprit", False, f"not named; the evidence is in {evidence.folder}")
+        return None
     who = f"rank {c.rank}" if c.rank is not None else "a rank"
     where = f" on {c.host}" if c.host else ""
     return ActionResult("culprit", True, f"{who}{where}: {c.reason}")
@@ -272,7 +273,8 @@ class Actions:
         if self.command:
             out.append(run_command(self.command, alert, self.environ, extra))
         if evidence is not None and self.hang_collect is not None:
-            out.append(name_culprit(self.hang_collect.logs, evidence))
+            named = name_culprit(self.hang_collect.logs, evidence)
+            out.extend(() if named is None else (named,))
         return out
 
     def metrics(self, watcher: Watcher, now: float) -> ActionResult | None:

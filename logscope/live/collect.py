@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,8 +45,11 @@ class Limits:
     """Seconds one `py-spy dump` may take."""
     fr_s: float = 5.0
     """Seconds a rank may take to answer a Flight Recorder request."""
-    srun_s: float = 45.0
-    """Seconds the `srun` that collects on every node may take."""
+    node_s: float = 20.0
+    """Seconds the collection on one machine may take in all (its ranks are worked through
+    `parallel` at a time; what is left when they are spent is not collected)."""
+    srun_s: float = 28.0
+    """Seconds the `srun` that collects on every node may take (start-up and node_s)."""
     stack_bytes: int = 4 << 20
     fr_bytes: int = 32 << 20
     parallel: int = 8
@@ -299,16 +302,29 @@ def _flight_recorder(
 
 
 def _one_rank(
-    r: RankProcess, host: str, out_dir: Path, pyspy: str | None, limits: Limits
+    r: RankProcess, host: str, out_dir: Path, pyspy: str | None, limits: Limits, deadline: float
 ) -> RankEvidence:
     stem = _stem(host, r)
     stack: str | None = None
     stack_error: str | None = "py-spy not found"
-    if pyspy is not None:
-        stack, stack_error = _pyspy(r, pyspy, out_dir, stem, limits)
+    fr: tuple[str, ...] = ()
+    fr_error: str | None = None
+    late = f"not collected: the collection's {limits.node_s:g} s were spent"
+    left = deadline - time.monotonic()
+    if left <= 0:
+        stack_error, fr_error = late, late
+    else:
+        limits = replace(limits, pyspy_s=min(limits.pyspy_s, left), fr_s=min(limits.fr_s, left))
+        if pyspy is not None:
+            stack, stack_error = _pyspy(r, pyspy, out_dir, stem, limits)
+        left = deadline - time.monotonic()
+        if left > 0:
+            limits = replace(limits, fr_s=min(limits.fr_s, left))
+            fr, fr_error = _flight_recorder(r, out_dir, stem, limits)
+        else:
+            fr_error = late
     if r.env_error is not None:
         stack_error = f"{stack_error or 'rank unknown'} (environment: {r.env_error})"
-    fr, fr_error = _flight_recorder(r, out_dir, stem, limits)
     return RankEvidence(
         host=host,
         pid=r.pid,
@@ -369,6 +385,7 @@ def collect_node(
     out_dir: Path,
     tools: Tools,
     logs: Iterable[str] = (),
+    *,
     job: str | None = None,
     limits: Limits = Limits(),
 ) -> NodeEvidence:
@@ -378,8 +395,13 @@ def collect_node(
     agents, chosen = choose_agents(find_agents(), logs, job)
     ranks = rank_processes(agents)
     out_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + limits.node_s
+
+    def one(r: RankProcess) -> RankEvidence:
+        return _one_rank(r, host, out_dir, tools.pyspy, limits, deadline)
+
     with ThreadPoolExecutor(max_workers=max(1, min(limits.parallel, len(ranks) or 1))) as pool:
-        found = list(pool.map(lambda r: _one_rank(r, host, out_dir, tools.pyspy, limits), ranks))
+        found = list(pool.map(one, ranks))
     return NodeEvidence(host, chosen, tuple(found), tuple(_warnings(found, tools.pyspy, chosen)))
 
 
@@ -547,7 +569,7 @@ def collect(
     if job is not None and tools.srun is not None:
         nodes, warnings = collect_slurm(folder, job, tools.srun, limits)
     if not nodes:
-        nodes = [collect_node(folder, tools, logs, job, limits)]
+        nodes = [collect_node(folder, tools, logs, job=job, limits=limits)]
     warnings += [w for n in nodes for w in n.warnings]
     evidence = Evidence(
         folder, job, tuple(nodes), tuple(warnings), clock() - start, dict(trigger or {})
