@@ -48,6 +48,9 @@ LAUNCHER = textwrap.dedent(
         server = socket.socket(socket.AF_UNIX)
         server.bind(served + os.environ["LOCAL_RANK"])
         server.listen(4)
+    dump = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if dump:  # as torch's DebugInfoWriter names it: the prefix and the rank
+        open(dump + os.environ["RANK"], "wb").write(b"trace of " + os.environ["RANK"].encode())
     def wait_in_collective():
         time.sleep(3600)
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
@@ -215,6 +218,15 @@ def test_a_recorded_flight_recorder_without_a_server_is_a_warning(tmp_path: Path
     assert [r.fr_error for r in node.ranks] == [NO_SERVER, NO_SERVER]
     (fr,) = [w for w in node.warnings if "Flight Recorder" in w]
     assert "Flight Recorder of rank 10 (pid" in fr and ", rank 11 (pid" in fr  # one line
+
+
+def test_a_dump_the_rank_wrote_is_copied(tmp_path: Path) -> None:
+    with launched(tmp_path, 2, {"TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "fr-")}) as (_, log):
+        node = collect_node(tmp_path / "ev", Tools(None, None), [str(log)])
+    for r in node.ranks:
+        assert r.flight_recorder == (f"fr-{r.host}-rank{r.rank}.pickle",) and r.fr_error is None
+        text = (tmp_path / "ev" / r.flight_recorder[0]).read_text()
+        assert text == f"trace of {r.rank}"
 
 
 def test_find_tools_looks_beside_the_python_too(tmp_path: Path) -> None:
