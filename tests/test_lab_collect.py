@@ -48,14 +48,14 @@ BUDGET_S = 30.0
 PROGRESS = re.compile(rb"\biteration\s+\d+/\s*\d+ \|")
 
 
-def _job(workdir: Path, fault: str) -> subprocess.Popen[bytes]:
+def _job(workdir: Path, fault: str, at: int) -> subprocess.Popen[bytes]:
     env = job_env(
         workdir,
         {
             "LAB_FAULT": fault,
             "LAB_FAULT_RANK": "1",
-            "LAB_FAULT_ITER": "12",
-            "LAB_ITERS": "200",
+            "LAB_FAULT_ITER": str(at),
+            "LAB_ITERS": str(at) if fault == "skip" else "200",
             "LAB_SAVE_INTERVAL": "0",
             "LAB_PG_TIMEOUT": "3600",
             "TORCH_FR_BUFFER_SIZE": "2000",
@@ -84,11 +84,11 @@ def _last_progress(log: Path, stop: threading.Event, seen: list[float]) -> None:
         time.sleep(0.02)
 
 
-def _run(tmp_path: Path, fault: str) -> tuple[dict[str, Any], Path, float]:
+def _run(tmp_path: Path, fault: str, at: int = 12) -> tuple[dict[str, Any], Path, float]:
     """Run the job and `tail --on-hang collect` on its log; (the incident, the evidence
     folder, seconds from the last progress line to the incident)."""
     log = tmp_path / "run.log"
-    job = _job(tmp_path, fault)
+    job = _job(tmp_path, fault, at)
     stop, seen = threading.Event(), []
     poller = threading.Thread(target=_last_progress, args=(log, stop, seen), daemon=True)
     poller.start()
@@ -122,7 +122,9 @@ def _run(tmp_path: Path, fault: str) -> tuple[dict[str, Any], Path, float]:
     return incident, folders[0], latency
 
 
-def _check_common(incident: dict[str, Any], folder: Path, latency: float) -> dict[str, Any]:
+def _check_common(
+    incident: dict[str, Any], folder: Path, latency: float, hung_in: str = "inject_fault"
+) -> dict[str, Any]:
     assert incident["kind"] == "hang", incident
     actions = {a["action"]: a for a in incident["actions"]}
     assert actions["collect"]["ok"] and str(folder) in actions["collect"]["detail"], actions
@@ -134,8 +136,8 @@ def _check_common(incident: dict[str, Any], folder: Path, latency: float) -> dic
         assert r["pyspy"] == f"pyspy-{r['host']}-rank{r['rank']}.txt", r
         text = (folder / r["pyspy"]).read_text()
         assert text.startswith(f"Process {r['pid']}: "), text
-        # the hung rank's stack is in the fault; its peers' are not
-        assert ("inject_fault" in text) == (r["rank"] == 1), text
+        # the hung rank's stack is where it hangs; its peers' are not
+        assert (f"{hung_in} (" in text) == (r["rank"] == 1), text
     return manifest
 
 
@@ -161,3 +163,17 @@ def test_a_sigstopped_rank(tmp_path: Path) -> None:
         and "stopped" in (incident["actions"][0]["detail"])
     )
     assert [len(r["flight_recorder"]) for r in manifest["ranks"]] == [1, 0, 1, 1]
+
+
+def test_a_rank_that_skipped_a_collective(tmp_path: Path) -> None:
+    """Rank 1 skips the last iteration's all-reduce and waits in the final barrier; the
+    others wait in the all-reduce (on gloo a skip is a hang only where the skipping rank's next
+    collective has the same size: here, the barrier)."""
+    incident, folder, latency = _run(tmp_path, "skip", at=20)
+    manifest = _check_common(incident, folder, latency, hung_in="barrier")
+    for r in manifest["ranks"]:
+        text = (folder / r["pyspy"]).read_text()
+        assert ("all_reduce (" in text) == (r["rank"] != 1), text
+        entries = json.loads((folder / r["flight_recorder"][0]).read_text())["entries"]
+        assert entries[-1]["profiling_name"] == ("gloo:barrier" if r["rank"] == 1 else
+                                                 "gloo:all_reduce"), entries[-1]  # fmt: skip
