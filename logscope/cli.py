@@ -470,14 +470,16 @@ def collect_local(
     """Save this machine's torchrun ranks' py-spy stacks, states and Flight Recorders.
 
     What `tail --on-hang collect` runs on each node of a SLURM job (through srun); prints what
-    it found as one JSON object. Exit status: 0 ranks found, 1 none, 2 usage error.
+    it found as one JSON object, also written to DIR/collect-<host>.json. Exit status: 0 ranks
+    found, 1 none, 2 usage error.
 
     Example: logscope collect-local --out reports/now --log run.log
     """
-    from .live.collect import collect_node, find_tools
+    from .live.collect import collect_node, find_tools, write_node
 
     try:
         node = collect_node(out, find_tools(), logs or (), job=job)
+        write_node(out, node)
     except OSError as err:
         _fail(f"{out}: {err.strerror or err}")
     typer.echo(json.dumps(node.doc(), ensure_ascii=False))

@@ -505,6 +505,8 @@ def test_hang_evidence_is_collected_on_the_jobs_nodes_before_it_is_cancelled(
     assert manifest["warnings"] == [], manifest["warnings"]  # srun ran: no fallback to here
     assert [n["chosen"] for n in manifest["nodes"]] == [f"SLURM job {run.job_id}"]
     assert [r["rank"] for r in manifest["ranks"]] == [0, 1, 2, 3]
+    parts = [f"collect-{n['host']}.json" for n in manifest["nodes"]]
+    assert [p.name for p in folder.glob("collect-*.json")] == parts  # each node's own part
     for r in manifest["ranks"]:
         text = (folder / f"pyspy-{r['host']}-rank{r['rank']}.txt").read_text()
         assert text.startswith(f"Process {r['pid']}: ")

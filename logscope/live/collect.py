@@ -188,6 +188,7 @@ class NodeEvidence:
 
     def doc(self) -> dict[str, Any]:
         return {
+            "type": "logscope-collect-node",
             "host": self.host,
             "chosen": self.chosen,
             "ranks": [r.doc() for r in self.ranks],
@@ -427,19 +428,31 @@ def collect_slurm(
         ran = run_bounded(argv, limits.srun_s, limits.stack_bytes)
     except OSError as err:
         return [], [f"cannot run {srun}: {err.strerror or err}"]
-    nodes, warnings = [], []
-    for line in ran.out.decode("utf-8", "replace").splitlines():
+    nodes: list[NodeEvidence] = []
+    warnings: list[str] = []
+    texts = ran.out.decode("utf-8", "replace").splitlines()
+    # a node's part also in its own file (a long line may come through srun cut)
+    texts += [f.read_text(errors="replace") for f in sorted(out_dir.glob("collect-*.json"))]
+    for text in texts:
         try:
-            doc = json.loads(line)
-            nodes.append(node_from_doc(doc))
+            node = node_from_doc(json.loads(text))
         except (ValueError, KeyError, TypeError):
             continue
+        if all(n.host != node.host for n in nodes):
+            nodes.append(node)
     if ran.code is None:
         warnings.append(f"srun took over {limits.srun_s:g} s and was stopped")
     elif ran.code != 0 or not nodes:
         last = ran.err.strip().splitlines()[-1:] or [f"exit {ran.code}"]
         warnings.append(f"srun --overlap --jobid {job}: {last[0][:300]}")
     return nodes, warnings
+
+
+def write_node(out_dir: Path, node: NodeEvidence) -> Path:
+    """A node's part of the manifest, in the folder (`collect-<host>.json`)."""
+    path = out_dir / f"collect-{_safe(node.host)}.json"
+    path.write_text(json.dumps(node.doc(), ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
 
 
 def node_from_doc(doc: dict[str, Any]) -> NodeEvidence:
