@@ -414,7 +414,7 @@ def tail(
     """
     # imported here: `analyze` starts ~0.1 s sooner without them (its workers wait for it)
     from .live.actions import Actions, HangCollect, command_argv, run_tail
-    from .live.collect import find_tools
+    from .live.bounded import find_tools
     from .live.watcher import Watcher
     from .render.stream import TailPrinter
 
@@ -475,7 +475,8 @@ def collect_local(
 
     Example: logscope collect-local --out reports/now --log run.log
     """
-    from .live.collect import collect_node, find_tools, write_node
+    from .live.bounded import find_tools
+    from .live.collect import collect_node, write_node
 
     try:
         node = collect_node(out, find_tools(), logs or (), job=job)

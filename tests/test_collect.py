@@ -21,17 +21,9 @@ from pathlib import Path
 import pytest
 
 from logscope.live.actions import Actions, HangCollect, name_culprit
-from logscope.live.collect import (
-    NO_SERVER,
-    Evidence,
-    Limits,
-    Tools,
-    collect,
-    collect_node,
-    find_tools,
-    run_bounded,
-    srun_argv,
-)
+from logscope.live.bounded import Limits, Tools, find_tools, run_bounded
+from logscope.live.collect import Evidence, collect, collect_node, srun_argv
+from logscope.live.flight_recorder import NO_SERVER
 from logscope.live.ranks import choose_agents, find_agents, is_agent, rank_processes
 from logscope.live.watcher import Alert
 

@@ -22,7 +22,8 @@ from ..engine.analyze import analyze
 from ..errors import LogscopeError
 from ..model import Event
 from ..read.sources import expand
-from .collect import Evidence, Limits, Tools, collect
+from .bounded import Limits, Tools
+from .collect import Evidence, collect
 from .follow import Chunk, Notice, follow
 from .watcher import Alert, HealthWarning, Watcher
 

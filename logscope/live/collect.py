@@ -12,15 +12,10 @@ hang is acted on all the same.
 from __future__ import annotations
 
 import glob
-import http.client
 import json
 import os
 import re
-import selectors
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -31,114 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from ..read.sources import glob_files
-from .ranks import RankProcess, choose_agents, find_agents, listening_sockets, rank_processes
+from .bounded import DEFAULT_LIMITS, Limits, Tools, host_name, run_bounded, safe_name
+from .flight_recorder import flight_recorder
+from .ranks import RankProcess, choose_agents, find_agents, rank_processes
 
 MANIFEST = "collect.json"
 SCHEMA = 1
-_UNSAFE = re.compile(r"[^\w.-]+")
 _PTRACE_REFUSED = re.compile(r"permission denied|operation not permitted|EPERM|EACCES", re.I)
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    pyspy_s: float = 10.0
-    """Seconds one `py-spy dump` may take."""
-    fr_s: float = 5.0
-    """Seconds a rank may take to answer a Flight Recorder request."""
-    node_s: float = 20.0
-    """Seconds the collection on one machine may take in all (its ranks are worked through
-    `parallel` at a time; what is left when they are spent is not collected)."""
-    srun_s: float = 28.0
-    """Seconds the `srun` that collects on every node may take (start-up and node_s)."""
-    stack_bytes: int = 4 << 20
-    fr_bytes: int = 32 << 20
-    parallel: int = 8
-
-
-@dataclass(frozen=True, slots=True)
-class Tools:
-    pyspy: str | None
-    srun: str | None
-
-
-def find_tools(path: str | None = None, beside: str = sys.executable) -> Tools:
-    """py-spy and srun on PATH; py-spy also beside the Python that runs logscope (a venv's
-    bin/, where `pip install py-spy` puts it, need not be on PATH)."""
-    pyspy = shutil.which("py-spy", path=path)
-    if pyspy is None:
-        candidate = Path(beside).parent / "py-spy"
-        if os.access(candidate, os.X_OK):
-            pyspy = str(candidate)
-    return Tools(pyspy, shutil.which("srun", path=path))
-
-
-@dataclass(frozen=True, slots=True)
-class Ran:
-    code: int | None
-    """None when it was killed at its time limit."""
-    out: bytes
-    err: str
-    truncated: bool
-
-
-def run_bounded(argv: Sequence[str], timeout_s: float, cap: int) -> Ran:
-    """Run without a shell; keep at most `cap` bytes of its output (killed past them) and the
-    end of its error output; kill it (its whole session) after `timeout_s`. OSError when it
-    cannot start."""
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    if proc.stdout is None or proc.stderr is None:  # pragma: no cover - PIPE gives both
-        raise OSError("no pipes")
-    out, err = bytearray(), bytearray()
-    truncated = timed_out = False
-    deadline = time.monotonic() + timeout_s
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(left):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                buf: bytearray = key.data
-                buf += chunk
-                if buf is err and len(err) > 8192:
-                    del err[:-4096]
-            if len(out) > cap:
-                del out[cap:]
-                truncated = True
-                break
-    if timed_out or truncated:
-        _kill(proc)
-    code = proc.wait()
-    proc.stdout.close()
-    proc.stderr.close()
-    return Ran(None if timed_out else code, bytes(out), err.decode("utf-8", "replace"), truncated)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-
-
-def host_name() -> str:
-    return socket.gethostname().split(".")[0] or "localhost"
-
-
-def _safe(text: str) -> str:
-    return _UNSAFE.sub("_", text)[:64] or "_"
 
 
 # -- one node ------------------------------------------------------------------------------
@@ -198,7 +92,7 @@ class NodeEvidence:
 
 def _stem(host: str, r: RankProcess) -> str:
     who = f"rank{r.rank}" if r.rank is not None else f"pid{r.pid}"
-    return f"{_safe(host)}-{who}"
+    return f"{safe_name(host)}-{who}"
 
 
 def _pyspy(
@@ -222,86 +116,6 @@ def _pyspy(
     return name, "output cut at the size cap" if ran.truncated else None
 
 
-class _UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
-def ask_flight_recorder(sock_path: str, timeout_s: float, cap: int) -> bytes:
-    """A rank's Flight Recorder, as JSON, from its worker server (torch's control plane: the
-    job wraps its main in `torch.distributed.elastic.control_plane.worker_main()` and sets
-    TORCH_WORKER_SERVER_SOCKET); the server is a C++ thread, so a rank stuck in Python answers.
-    Raises OSError (or http.client's errors) when it does not answer in time."""
-    conn = _UnixHTTP(sock_path, timeout_s)
-    try:
-        conn.request("POST", "/handler/fr_trace_json")
-        resp = conn.getresponse()
-        body = resp.read(cap + 1)
-    finally:
-        conn.close()
-    if resp.status != 200:
-        raise OSError(f"HTTP {resp.status}: {body[:200].decode('utf-8', 'replace').strip()}")
-    return body[:cap]
-
-
-def _served(r: RankProcess) -> tuple[str, ...]:
-    """The rank's worker-server sockets: the Unix sockets it listens on, where its job uses
-    TORCH_WORKER_SERVER_SOCKET (the variable may have been changed per rank in Python, which
-    /proc/PID/environ does not show, so the socket is found from the process's own fds)."""
-    if "TORCH_WORKER_SERVER_SOCKET" not in r.env:
-        return ()
-    return listening_sockets(r.pid)
-
-
-NO_SERVER = (
-    "records a Flight Recorder (TORCH_FR_BUFFER_SIZE) but serves no worker-server socket to "
-    "ask it by (torch.distributed.elastic.control_plane.worker_main with "
-    "TORCH_WORKER_SERVER_SOCKET); torch has no dump-on-demand pipe for gloo"
-)
-
-
-def _flight_recorder(
-    r: RankProcess, out_dir: Path, stem: str, limits: Limits
-) -> tuple[tuple[str, ...], str | None]:
-    """Ask a serving rank for its Flight Recorder now; copy a dump it wrote earlier (torch
-    writes TORCH_FR_DUMP_TEMP_FILE + rank, e.g. on a collective's timeout)."""
-    files, errors = [], []
-    sockets = _served(r)
-    if sockets and r.state in ("T", "t", "Z"):
-        errors.append(f"not asked: the process is {r.state_name}")
-    elif sockets:
-        try:
-            body = ask_flight_recorder(sockets[0], limits.fr_s, limits.fr_bytes)
-        except (OSError, http.client.HTTPException) as err:
-            errors.append(f"no answer from {sockets[0]} in {limits.fr_s:g} s: {err}")
-        else:
-            (out_dir / f"fr-{stem}.json").write_bytes(body)
-            files.append(f"fr-{stem}.json")
-    prefix = r.env.get("TORCH_FR_DUMP_TEMP_FILE")
-    written = Path(f"{prefix}{r.rank}") if prefix and r.rank is not None else None
-    if written is not None and written.is_file():
-        try:
-            with written.open("rb") as f:
-                (out_dir / f"fr-{stem}.pickle").write_bytes(f.read(limits.fr_bytes))
-            files.append(f"fr-{stem}.pickle")
-        except OSError as err:
-            errors.append(f"{written}: {err.strerror or err}")
-    if not files and not errors and not sockets and r.env.get("TORCH_FR_BUFFER_SIZE", "0") != "0":
-        errors.append(NO_SERVER)
-    return tuple(files), "; ".join(errors) or None
-
-
 def _one_rank(
     r: RankProcess, host: str, out_dir: Path, pyspy: str | None, limits: Limits, deadline: float
 ) -> RankEvidence:
@@ -321,7 +135,7 @@ def _one_rank(
         left = deadline - time.monotonic()
         if left > 0:
             limits = replace(limits, fr_s=min(limits.fr_s, left))
-            fr, fr_error = _flight_recorder(r, out_dir, stem, limits)
+            fr, fr_error = flight_recorder(r, out_dir, stem, limits)
         else:
             fr_error = late
     if r.env_error is not None:
@@ -388,7 +202,7 @@ def collect_node(
     logs: Iterable[str] = (),
     *,
     job: str | None = None,
-    limits: Limits = Limits(),
+    limits: Limits = DEFAULT_LIMITS,
 ) -> NodeEvidence:
     """Collect on this machine: the ranks of the torchrun agents of SLURM job `job`, else of
     those writing to `logs`, else of every agent here; all ranks at once."""
@@ -450,7 +264,7 @@ def collect_slurm(
 
 def write_node(out_dir: Path, node: NodeEvidence) -> Path:
     """A node's part of the manifest, in the folder (`collect-<host>.json`)."""
-    path = out_dir / f"collect-{_safe(node.host)}.json"
+    path = out_dir / f"collect-{safe_name(node.host)}.json"
     path.write_text(json.dumps(node.doc(), ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
@@ -511,7 +325,7 @@ class Evidence:
 def evidence_folder(base: Path, job: str | None, now: datetime) -> Path:
     """A new folder under `base`, named for the job (or host) and the time."""
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = f"hang-{_safe(job) if job else host_name()}-{stamp}"
+    name = f"hang-{safe_name(job) if job else host_name()}-{stamp}"
     for n in range(100):
         folder = base / (name if n == 0 else f"{name}-{n}")
         try:
@@ -560,7 +374,7 @@ def collect(
     tools: Tools,
     *,
     job: str | None = None,
-    limits: Limits = Limits(),
+    limits: Limits = DEFAULT_LIMITS,
     trigger: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Evidence:
