@@ -169,6 +169,10 @@ def test_collects_each_ranks_raw_stack_and_a_stopped_one_stays_stopped(tmp_path:
         text = (out / r.pyspy).read_text()
         assert text.startswith(f"Process {r.pid}: "), text  # py-spy's own output, no header
         assert "wait_in_collective (<string>:" in text, text
+        assert r.status == f"status-{r.host}-rank{r.rank}.status"
+        status = (out / r.status).read_text()
+        assert f"\nPid:\t{r.pid}\n" in status  # /proc/PID/status, copied
+        assert ("\nState:\tT (stopped)\n" in status) == (r.rank == 12), status
     assert node.warnings == ()
 
 
@@ -258,6 +262,9 @@ def test_a_job_without_srun_is_a_warning_and_collected_here(tmp_path: Path) -> N
     assert [r.rank for r in ev.ranks] == [10]
     doc = json.loads((ev.folder / "collect.json").read_text())
     assert doc["job"] == "777" and doc["ranks"][0]["rank"] == 10 and doc["stopped_ranks"] == []
+    (r,) = ev.ranks
+    written = {n for n in (r.pyspy, r.status) if n}
+    assert {p.name for p in ev.dumps()} == written and r.status in written  # not the manifest
 
 
 def test_srun_runs_the_collection_once_per_node_of_the_job(tmp_path: Path) -> None:

@@ -136,6 +136,8 @@ def _check_common(
         assert r["pyspy"] == f"pyspy-{r['host']}-rank{r['rank']}.txt", r
         text = (folder / r["pyspy"]).read_text()
         assert text.startswith(f"Process {r['pid']}: "), text
+        status = (folder / r["status"]).read_text()
+        assert f"\nState:\t{r['state']} " in status, status
         # the hung rank's stack is where it hangs; its peers' are not
         assert (f"{hung_in} (" in text) == (r["rank"] == 1), text
     return manifest

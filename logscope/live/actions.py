@@ -229,11 +229,12 @@ def gather(spec: HangCollect, alert: Alert) -> tuple[Evidence | None, ActionResu
 
 
 def name_culprit(logs: tuple[str, ...], evidence: Evidence) -> ActionResult | None:
-    """The culprit by the analysis of the logs and the evidence folder together; None when
-    neither names one (the folder is in the collect line)."""
+    """The culprit by the analysis of the logs and the evidence together (the files the tools
+    wrote: the manifest is no log); None when neither names one (the folder is in the collect
+    line)."""
     try:
         files = [s.path for s in expand(list(logs)) if s.path != "-"]
-        verdict = analyze([*files, str(evidence.folder)]).verdict
+        verdict = analyze([*files, *map(str, evidence.dumps())]).verdict
     except (LogscopeError, OSError) as err:
         return ActionResult("culprit", False, f"analysis failed: {err}")
     c = verdict.culprit if verdict is not None else None

@@ -28,9 +28,10 @@ from typing import Any
 from ..read.sources import glob_files
 from .bounded import DEFAULT_LIMITS, Limits, Tools, host_name, run_bounded, safe_name
 from .flight_recorder import flight_recorder
-from .ranks import RankProcess, choose_agents, find_agents, rank_processes
+from .ranks import PROC, RankProcess, choose_agents, find_agents, rank_processes
 
 MANIFEST = "collect.json"
+STATUS_BYTES = 1 << 16
 SCHEMA = 1
 _PTRACE_REFUSED = re.compile(r"permission denied|operation not permitted|EPERM|EACCES", re.I)
 
@@ -54,6 +55,8 @@ class RankEvidence:
     flight_recorder: tuple[str, ...] = ()
     """Flight Recorder files: asked for now (`.json`), written by the rank earlier (`.pickle`)."""
     fr_error: str | None = None
+    status: str | None = None
+    """The file holding a copy of the process's /proc/PID/status, taken with the stack."""
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -69,6 +72,7 @@ class RankEvidence:
             "pyspy_error": self.pyspy_error,
             "flight_recorder": list(self.flight_recorder),
             "fr_error": self.fr_error,
+            "status": self.status,
         }
 
 
@@ -116,10 +120,23 @@ def _pyspy(
     return name, "output cut at the size cap" if ran.truncated else None
 
 
+def _status(r: RankProcess, out_dir: Path, stem: str) -> str | None:
+    """A copy of /proc/PID/status (its `State:` line says a process is stopped)."""
+    try:
+        with (PROC / str(r.pid) / "status").open("rb") as f:
+            text = f.read(STATUS_BYTES)
+    except OSError:
+        return None
+    name = f"status-{stem}.status"
+    (out_dir / name).write_bytes(text)
+    return name
+
+
 def _one_rank(
     r: RankProcess, host: str, out_dir: Path, pyspy: str | None, limits: Limits, deadline: float
 ) -> RankEvidence:
     stem = _stem(host, r)
+    status = _status(r, out_dir, stem)
     stack: str | None = None
     stack_error: str | None = "py-spy not found"
     fr: tuple[str, ...] = ()
@@ -153,6 +170,7 @@ def _one_rank(
         pyspy_error=stack_error,
         flight_recorder=fr,
         fr_error=fr_error,
+        status=status,
     )
 
 
@@ -293,6 +311,11 @@ class Evidence:
     @property
     def ranks(self) -> list[RankEvidence]:
         return [r for n in self.nodes for r in n.ranks]
+
+    def dumps(self) -> list[Path]:
+        """The files the tools wrote (not the manifest), for an analysis to read."""
+        names = [n for r in self.ranks for n in (r.pyspy, *r.flight_recorder, r.status) if n]
+        return [self.folder / n for n in names if (self.folder / n).is_file()]
 
     def doc(self) -> dict[str, Any]:
         return {
