@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
@@ -348,6 +349,11 @@ def fleet_summary(
     render(summary, fmt, sys.stdout)
 
 
+class OnHang(StrEnum):
+    act = "act"
+    collect = "collect"
+
+
 @app.command()
 def tail(
     paths: Annotated[list[str], typer.Argument(help="Log files, globs or directories to follow.")],
@@ -383,6 +389,20 @@ def tail(
     max_duration: Annotated[
         str | None, typer.Option(help="Stop watching after this long (e.g. 12h).")
     ] = None,
+    on_hang: Annotated[
+        OnHang,
+        typer.Option(
+            help="collect: before acting on a hang, save each rank's py-spy stack, process "
+            "state and Flight Recorder into a folder under --out, and name the culprit."
+        ),
+    ] = OnHang.act,
+    job: Annotated[
+        str | None,
+        typer.Option(help="SLURM job id: --on-hang collect runs on every node of it via srun."),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for --on-hang collect's evidence folders.")
+    ] = Path("reports"),
     patterns: PatternDirs = None,
 ) -> None:
     """Follow growing logs; raise crashes at once and silent hangs after a stall.
@@ -393,7 +413,8 @@ def tail(
     Example: logscope tail 'logs/*.out' --stall-after 20m --on-incident 'scancel $SLURM_JOB_ID'
     """
     # imported here: `analyze` starts ~0.1 s sooner without them (its workers wait for it)
-    from .live.actions import Actions, command_argv, run_tail
+    from .live.actions import Actions, HangCollect, command_argv, run_tail
+    from .live.bounded import find_tools
     from .live.watcher import Watcher
     from .render.stream import TailPrinter
 
@@ -407,6 +428,9 @@ def tail(
         _fail(err)
     watcher = Watcher(Engine(library), stall_after_s=stall)
     actions = Actions(on_incident, kill_switch, metrics_file, dict(os.environ))
+    if on_hang is OnHang.collect:
+        actions.hang_collect = HangCollect(out, tuple(paths), find_tools(), job)
+        actions.warn = lambda message: typer.echo(f"logscope: warning: {message}", err=True)
     live = sys.stderr.isatty() and not json_lines
     printer = TailPrinter(sys.stdout, sys.stderr, json_lines=json_lines, live=live)
     try:
@@ -431,6 +455,37 @@ def tail(
         raise typer.Exit(EXIT_INCIDENTS if watcher.alerts else EXIT_HEALTHY) from None
     printer.done()
     raise typer.Exit(EXIT_INCIDENTS if result.alerts else EXIT_HEALTHY)
+
+
+@app.command("collect-local")
+def collect_local(
+    out: Annotated[Path, typer.Option("--out", help="Directory to write the evidence into.")],
+    job: Annotated[
+        str | None, typer.Option(help="Only the ranks of this SLURM job (SLURM_JOB_ID).")
+    ] = None,
+    logs: Annotated[
+        list[str] | None,
+        typer.Option("--log", help="Only the ranks of the torchrun agent writing this file."),
+    ] = None,
+) -> None:
+    """Save this machine's torchrun ranks' py-spy stacks, states and Flight Recorders.
+
+    What `tail --on-hang collect` runs on each node of a SLURM job (through srun); prints what
+    it found as one JSON object, also written to DIR/collect-<host>.json. Exit status: 0 ranks
+    found, 1 none, 2 usage error.
+
+    Example: logscope collect-local --out reports/now --log run.log
+    """
+    from .live.bounded import find_tools
+    from .live.collect import collect_node, write_node
+
+    try:
+        node = collect_node(out, find_tools(), logs or (), job=job)
+        write_node(out, node)
+    except OSError as err:
+        _fail(f"{out}: {err.strerror or err}")
+    typer.echo(json.dumps(node.doc(), ensure_ascii=False))
+    raise typer.Exit(EXIT_HEALTHY if node.ranks else EXIT_INCIDENTS)
 
 
 @contextlib.contextmanager

@@ -474,3 +474,42 @@ def test_no_hang_after_the_job_completed(slurm: None, tmp_path: Path) -> None:
         pytest.fail(f"precondition: state {state}\n{run.tail.report()}", pytrace=False)
     assert not after, f"hang raised after the job completed: {after}"
     assert code == 0
+
+
+def test_hang_evidence_is_collected_on_the_jobs_nodes_before_it_is_cancelled(
+    slurm: None, tmp_path: Path
+) -> None:
+    """`--on-hang collect` on a SLURM job's output: logscope finds the job by its output file,
+    runs `srun --overlap` on its nodes for every rank's py-spy stack, then cancels it."""
+    lab_env = {"LAB_FAULT": "hang", "LAB_FAULT_RANK": "1", "LAB_FAULT_ITER": "17",
+               "LAB_PG_TIMEOUT": "3600", "LAB_ITERS": "1000"}  # fmt: skip
+    reports = tmp_path / "reports"
+    args = ["--stall-after", f"{STALL_S:g}s", "--on-hang", "collect", "--out", str(reports),
+            "--on-incident", "scancel $SLURM_JOB_ID", "--exit-on-incident", "--json",
+            "--max-duration", "150s"]  # fmt: skip
+    with lab_job(tmp_path, "collect", lab_env, args) as run:
+        code = run.tail.wait(160)
+        assert code == 1, run.tail.report()
+        t_incident, inc = _one_incident(run)
+        assert _wait_gone(run.job_id, 60), f"job {run.job_id} still queued 60 s after scancel"
+        state = job_state(run.job_id)
+        t_last = run.timer.matching(ITERATION_RE)[-1][0]
+    latency = t_incident - t_last
+    print(f"\n[slurm-e2e] collect: incident {latency:.1f} s after the last progress line; "
+          f"{inc['actions'][0]['detail']}; stderr {run.tail.err}")  # fmt: skip
+    assert [a["action"] for a in inc["actions"]] == ["collect", "on-incident"], inc
+    assert inc["actions"][0]["ok"] and inc["actions"][1]["ok"], inc
+    (folder,) = reports.glob(f"hang-{run.job_id}-*")
+    manifest = json.loads((folder / "collect.json").read_text())
+    assert manifest["job"] == str(run.job_id)
+    assert manifest["warnings"] == [], manifest["warnings"]  # srun ran: no fallback to here
+    assert [n["chosen"] for n in manifest["nodes"]] == [f"SLURM job {run.job_id}"]
+    assert [r["rank"] for r in manifest["ranks"]] == [0, 1, 2, 3]
+    parts = [f"collect-{n['host']}.json" for n in manifest["nodes"]]
+    assert [p.name for p in folder.glob("collect-*.json")] == parts  # each node's own part
+    for r in manifest["ranks"]:
+        text = (folder / f"pyspy-{r['host']}-rank{r['rank']}.txt").read_text()
+        assert text.startswith(f"Process {r['pid']}: ")
+        assert ("inject_fault" in text) == (r["rank"] == 1), text
+    assert latency <= STALL_S + 30, f"incident {latency:.1f} s after the last progress line"
+    assert state == "CANCELLED", state

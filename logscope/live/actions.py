@@ -18,8 +18,12 @@ from datetime import datetime
 from pathlib import Path
 
 from ..compact_column import Packed
+from ..engine.analyze import analyze
 from ..errors import LogscopeError
 from ..model import Event
+from ..read.sources import expand
+from .bounded import Limits, Tools
+from .collect import Evidence, collect
 from .follow import Chunk, Notice, follow
 from .watcher import Alert, HealthWarning, Outlived, Watcher
 
@@ -82,13 +86,15 @@ def command_argv(command: str, environ: Mapping[str, str]) -> list[str]:
     return [_VAR.sub(expand, p) for p in parts]
 
 
-def run_command(command: str, alert: Alert, environ: Mapping[str, str]) -> ActionResult:
+def run_command(
+    command: str, alert: Alert, environ: Mapping[str, str], extra: Mapping[str, str] | None = None
+) -> ActionResult:
     user = {k: v for k, v in environ.items() if not k.startswith("LOGSCOPE_")}
     try:
         argv = command_argv(command, user)
     except LogscopeError as err:
         return ActionResult("on-incident", False, str(err))
-    env = {**environ, **incident_env(alert)}
+    env = {**environ, **incident_env(alert), **(extra or {})}
     try:
         proc = subprocess.run(
             argv,
@@ -198,21 +204,79 @@ def metrics_text(watcher: Watcher, now: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, slots=True)
+class HangCollect:
+    """`--on-hang collect`: evidence of a hang, collected before acting on it."""
+
+    base: Path
+    """The folder the evidence folder goes in (beside the reports)."""
+    logs: tuple[str, ...]
+    """The followed paths: their torchrun agent is the job's, and they are analyzed after."""
+    tools: Tools
+    job: str | None = None
+    """A SLURM job id: collect on every node of the job through srun."""
+    limits: Limits = field(default_factory=Limits)
+
+
+def gather(spec: HangCollect, alert: Alert) -> tuple[Evidence | None, ActionResult]:
+    try:
+        ev = collect(
+            spec.base, spec.logs, spec.tools, job=spec.job, limits=spec.limits, trigger=alert.doc()
+        )
+    except OSError as err:
+        return None, ActionResult("collect", False, f"{spec.base}: {err.strerror or err}")
+    return ev, ActionResult("collect", bool(ev.ranks), ev.summary())
+
+
+def name_culprit(logs: tuple[str, ...], evidence: Evidence) -> ActionResult | None:
+    """The culprit by the analysis of the logs and the evidence together (the files the tools
+    wrote: the manifest is no log); None when neither names one (the folder is in the collect
+    line)."""
+    try:
+        files = [s.path for s in expand(list(logs)) if s.path != "-"]
+        verdict = analyze([*files, *map(str, evidence.dumps())]).verdict
+    except (LogscopeError, OSError) as err:
+        return ActionResult("culprit", False, f"analysis failed: {err}")
+    c = verdict.culprit if verdict is not None else None
+    if c is None or (c.rank is None and c.host is None):
+        return None
+    who = f"rank {c.rank}" if c.rank is not None else "a rank"
+    where = f" on {c.host}" if c.host else ""
+    return ActionResult("culprit", True, f"{who}{where}: {c.reason}")
+
+
 @dataclass(slots=True)
 class Actions:
-    """The actions chosen on the command line; each incident triggers them once."""
+    """The actions chosen on the command line; each incident triggers them once. With
+    `hang_collect`, a hang's evidence is collected first, and the culprit named after acting."""
 
     command: str | None = None
     kill_switch_path: Path | None = None
     metrics_path: Path | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
+    hang_collect: HangCollect | None = None
+    warn: Callable[[str], None] | None = None
+    """Where collection warnings go (one line each)."""
 
     def on_alert(self, alert: Alert) -> list[ActionResult]:
         out = []
+        evidence: Evidence | None = None
+        extra: dict[str, str] = {}
+        if alert.kind == "hang" and self.hang_collect is not None:
+            evidence, result = gather(self.hang_collect, alert)
+            out.append(result)
+            if evidence is not None:
+                extra["LOGSCOPE_EVIDENCE"] = str(evidence.folder)
+                for w in evidence.warnings:
+                    if self.warn is not None:
+                        self.warn(w)
         if self.kill_switch_path is not None:
             out.append(kill_switch(self.kill_switch_path))
         if self.command:
-            out.append(run_command(self.command, alert, self.environ))
+            out.append(run_command(self.command, alert, self.environ, extra))
+        if evidence is not None and self.hang_collect is not None:
+            named = name_culprit(self.hang_collect.logs, evidence)
+            out.extend(() if named is None else (named,))
         return out
 
     def metrics(self, watcher: Watcher, now: float) -> ActionResult | None:
