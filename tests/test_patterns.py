@@ -147,9 +147,17 @@ def test_builtin_regexes_compile_and_their_columns_name_a_field() -> None:
         (92, "gpu_hardware", "warning"),
     ],
 )
-def test_xid_code_decides_category(code: int, category: str, severity: str) -> None:
+@pytest.mark.parametrize(
+    "form",
+    [
+        # the kernel driver's line (kernel_rc.c) and DCGM's health report (DCGM_FR_XID_ERROR_MSG)
+        "[ 9911.120334] NVRM: Xid (PCI:0000:b3:00): {code}, pid=40211, name=python, Ch 00000008",
+        "GPU ID: 4 | Failure | Detected XID {code} for GPU 4",
+    ],
+)
+def test_xid_code_decides_category(form: str, code: int, category: str, severity: str) -> None:
     """The per-code table overrides the generic Xid signature's category and severity."""
-    sample = f"[ 9911.120334] NVRM: Xid (PCI:0000:b3:00): {code}, pid=40211, name=python, Ch 00000008"
+    sample = form.format(code=code)
     extractor = Extractor(LIBRARY)
     events = [
         event
