@@ -8,6 +8,7 @@ import pytest
 
 from logscope.errors import PatternError
 from logscope.lines.decode import parse_line
+from logscope.match.events import Extractor
 from logscope.match.loader import builtin_dirs, load_library
 from logscope.match.samples import check_samples
 from logscope.match.signatures import Signature
@@ -130,3 +131,40 @@ def test_builtin_regexes_compile_and_their_columns_name_a_field() -> None:
         assert sig.regex.compiled.pattern == sig.regex.pattern
         for column in sig.columns:
             assert column.groupindex, f"{sig.id}: column {column.pattern!r} names no field"
+
+
+@pytest.mark.parametrize(
+    ("code", "category", "severity"),
+    [
+        # NVIDIA's catalog: restart the application (a copy-engine exception, corrupted push data)
+        (41, "cuda_error", "error"),
+        (80, "cuda_error", "error"),
+        # reset the GPU / reboot the node
+        (140, "gpu_hardware", "fatal"),
+        (158, "gpu_hardware", "fatal"),
+        # nothing to do by itself
+        (63, "gpu_hardware", "warning"),
+        (92, "gpu_hardware", "warning"),
+    ],
+)
+@pytest.mark.parametrize(
+    "form",
+    [
+        # the kernel driver's line (kernel_rc.c) and DCGM's health report (DCGM_FR_XID_ERROR_MSG)
+        "[ 9911.120334] NVRM: Xid (PCI:0000:b3:00): {code}, pid=40211, name=python, Ch 00000008",
+        "GPU ID: 4 | Failure | Detected XID {code} for GPU 4",
+    ],
+)
+def test_xid_code_decides_category(form: str, code: int, category: str, severity: str) -> None:
+    """The per-code table overrides the generic Xid signature's category and severity."""
+    sample = form.format(code=code)
+    extractor = Extractor(LIBRARY)
+    events = [
+        event
+        for line in parse_line(sample)
+        if (hit := LIBRARY.match(sample, line.text)) is not None
+        for event in extractor.feed(line, hit)
+    ]
+    assert [(e.fields.get("xid"), e.category, e.severity) for e in events] == [
+        (str(code), category, severity)
+    ]
