@@ -76,7 +76,7 @@ def test_the_hung_jobs_out_is_its_evidence_however_it_reads(tmp_path: Path, hang
 def test_the_context_says_where_the_attempt_ends(tmp_path: Path) -> None:
     """The hang's last progress line is followed, in the merged log, by the next job's
     restart: the context stops at the attempt's last line and a mark says so."""
-    a, truth = _story(tmp_path, 0)
+    a, _ = _story(tmp_path, 0)
     hang = a.incidents[1]
     starts = _attempt_starts(tmp_path / "main_log.txt")
     ((after, text),) = a.context_marks[hang.id]
@@ -107,17 +107,23 @@ def test_hang_exposure_from_the_hang_itself(tmp_path: Path) -> None:
     assert any(f" iteration {last:8d}/" in t for _, _, t in f.detail.lines)
 
 
-def test_no_hang_exposure_from_a_hang_within_the_timeout(tmp_path: Path) -> None:
-    """A stall shorter than torch's default timeout is no evidence against the watchdog."""
+@pytest.mark.parametrize(("cancelled_at", "exposed"), [("10:20:00", False), ("10:50:00", True)])
+def test_hang_exposure_only_past_torchs_default_timeout(
+    tmp_path: Path, cancelled_at: str, exposed: bool
+) -> None:
+    """A stall shorter than torch's default 30 min timeout is no evidence against the
+    watchdog; one longer is (no line states a timeout or the process-group options)."""
     lines = [
-        f" iteration {i:8d}/   10000 | elapsed time per iteration (s): 1.00 | lm loss: 2.0E+00 |"
+        f"[2024-01-01 10:00:{i:02d}]  iteration {i:8d}/   10000 | elapsed time per iteration "
+        "(s): 1.00 | lm loss: 2.0E+00 |"
         for i in range(1, 40)
     ]
-    path = tmp_path / "job.log"
-    stamped = [f"[2024-01-01 10:{i // 60:02d}:{i % 60:02d}] {line}" for i, line in enumerate(lines)]
-    stamped.append(
-        "[2024-01-01 10:20:00] slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2024-01-01T10:20:00 ***"
+    lines.append(
+        f"[2024-01-01 {cancelled_at}] slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT "
+        f"2024-01-01T{cancelled_at} ***"
     )
-    path.write_text("\n".join(stamped) + "\n")
+    path = tmp_path / "job.log"
+    path.write_text("\n".join(lines) + "\n")
     a = analyze([str(path)])
-    assert not [f for f in a.findings if f.kind == "hang_exposure"]
+    assert [i.category for i in a.incidents] == ["hang"]
+    assert bool([f for f in a.findings if f.kind == "hang_exposure"]) is exposed

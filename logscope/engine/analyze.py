@@ -15,11 +15,11 @@ from datetime import datetime
 from pathlib import Path
 
 from ..analysis.context import (
-    attempt_spans,
-    context_marks,
     CONTEXT_WINDOW,
     TAIL_BUDGET,
     TAIL_BYTES,
+    attempt_spans,
+    context_marks,
     last_lines,
     last_seen,
     root_context,
