@@ -73,6 +73,18 @@ def test_the_hung_jobs_out_is_its_evidence_however_it_reads(tmp_path: Path, hang
     _check_story(a, truth, tmp_path / "main_log.txt")
 
 
+@pytest.mark.parametrize(("hours", "pulse"), [(-1, True), (1, True), (2, True), (2, False)])
+def test_whatever_the_outs_clock(tmp_path: Path, hours: int, pulse: bool) -> None:
+    """The batch host's clock (its zone) is not the training log's: a `.out` an hour behind
+    (UTC against CET) or ahead still tells its own job's story, its banners its hang's end;
+    without the monitor's PULSE lines too (then the `.out` alone says the job hung)."""
+    a, truth = _story(tmp_path, 0, hang_out="end_time", out_clock_h=hours, pulse=pulse)
+    _check_story(a, truth, tmp_path / "main_log.txt")
+    assert a.ledger is not None
+    hang = a.ledger.incidents[1]
+    assert abs(hang.hang_s - truth.incidents[1].hang_s) <= 0.02 * truth.incidents[1].hang_s
+
+
 def test_the_context_says_where_the_attempt_ends(tmp_path: Path) -> None:
     """The hang's last progress line is followed, in the merged log, by the next job's
     restart: the context stops at the attempt's last line and a mark says so."""

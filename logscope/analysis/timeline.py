@@ -84,6 +84,11 @@ def timestamp(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
 
 
+COMPANION_OFFSETS = tuple(sign * q * 900.0 for q in range(1, 14 * 4 + 1) for sign in (-1, 1))
+"""Offsets tried between a job's own files' clock and the training log's: time zones, in
+quarter hours up to 14 h (UTC-12 to UTC+14), smallest first."""
+
+
 def from_timestamp(v: float | None) -> datetime | None:
     if v is None or math.isinf(v) or math.isnan(v):
         return None
@@ -454,6 +459,11 @@ class Timeline:
         for kind, v, seq in self.companions:
             if kind != "waiting":
                 by_input.setdefault(input_of(seq), []).append((kind, v))
+        shift = self._companion_clock(by_input, starts, lasts)
+        if shift:
+            by_input = {
+                inp: [(kind, v + shift) for kind, v in stamps] for inp, stamps in by_input.items()
+            }
         for inp, stamps in sorted(by_input.items()):
             opening = [v for kind, v in stamps if kind == "start"]
             first = self._owner("start", min(opening), starts, lasts) if opening else None
@@ -468,6 +478,52 @@ class Timeline:
             if owner is not None:
                 a = self.attempts[owner]
                 self.attempts[owner] = replace(a, companions=(*a.companions, inp))
+
+    def _companion_clock(
+        self,
+        by_input: dict[int, list[tuple[str, float]]],
+        starts: list[float | None],
+        lasts: list[float | None],
+    ) -> float:
+        """Seconds to add to the jobs' own files' stamps to read them on the training log's
+        clock: 0 unless another offset places more of them (COMPANION_OFFSETS).
+
+        A job's `.out` stamps (`date`'s START/END TIME, the scheduler's banners) come from the
+        batch host, in its time zone; the training log's from the ranks (or from `tee`d lines
+        with no zone at all). The two can differ by a zone's offset. On the right clock each
+        file's START precedes its first attempt's loop, after the attempt before it ended, and
+        its last stamp falls after that attempt's last progress and before the next file's
+        attempt begins; the offset that makes the most of that true is the clocks' difference
+        (the smallest such, 0 first)."""
+        files = [
+            (min(v for k, v in stamps if k == "start"), [v for k, v in stamps if k != "start"])
+            for stamps in by_input.values()
+            if any(k == "start" for k, _ in stamps)
+        ]
+        if not files:
+            return 0.0
+
+        def score(d: float) -> int:
+            owners = [self._owner("start", start + d, starts, lasts) for start, _ in files]
+            placed = {o for o in owners if o is not None}
+            good = len(placed)
+            for owner, (_, ends) in zip(owners, files, strict=True):
+                if owner is None or not ends:
+                    continue
+                end = max(ends) + d
+                nxt = min((o for o in placed if o > owner), default=None)
+                after = lasts[owner]
+                before = starts[nxt] if nxt is not None else None
+                if (after is None or end >= after) and (before is None or end < before):
+                    good += 1
+            return good
+
+        best, best_score = 0.0, score(0.0)
+        for d in COMPANION_OFFSETS:
+            got = score(d)
+            if got > best_score:
+                best, best_score = d, got
+        return best
 
     def _widen(self, i: int, kind: str, v: float) -> None:
         """Attempt `i` began (a `start` stamp) or still ran (any other) at `v`."""

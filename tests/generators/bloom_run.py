@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -141,6 +142,27 @@ def _date_cmd(t: int) -> str:
     """`date` default output (C locale): `Mon Mar 21 08:00:00 CET 2022` (day space-padded)."""
     d = _dt(t)
     return f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} CET {d.year}"
+
+
+_DATE = re.compile(r"(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d) CET (\d{4})")
+_BANNER = re.compile(r"(?<=CANCELLED AT )(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+
+
+def _reclock(line: str, hours: int) -> str:
+    """A `.out` line with its stamps on a clock `hours` ahead (and `date`'s zone name to match)."""
+    if not hours:
+        return line
+    shift = timedelta(hours=hours)
+    zone = {-1: "UTC", 1: "EET", 2: "MSK"}.get(hours, f"{hours + 1:+03d}")
+
+    def date(m: re.Match[str]) -> str:
+        d = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%a %b %d %H:%M:%S %Y") + shift
+        return f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} {zone} {d.year}"
+
+    line = _DATE.sub(date, line)
+    return _BANNER.sub(
+        lambda m: f"{datetime.fromisoformat(m.group(1)) + shift:%Y-%m-%dT%H:%M:%S}", line
+    )
 
 
 def _squeue_time(seconds: int) -> str:
@@ -369,6 +391,8 @@ def generate(
     slowdown: tuple[int, int, float] | None = None,
     hang_out: str = "trace",
     print_config: bool = True,
+    out_clock_h: int = 0,
+    pulse: bool = True,
 ) -> Truth:
     """Write main_log.txt and the .out files into out_dir; return the truth. The GPU that dies
     is on a random node, or on `dead_host`. `slowdown` = (attempt, iteration, fraction): every
@@ -379,7 +403,10 @@ def generate(
     the JOB and STEP banners), `end_time` (as `trace`, then `END TIME:` when the script goes on
     after srun returns), `no_trace` (no `set -x`: START TIME, the abort, the JOB banner, END
     TIME), `job_banner` (the JOB banner alone). `print_config`: whether rank 0 prints
-    ProcessGroupNCCL's options (torch does only at some log levels)."""
+    ProcessGroupNCCL's options (torch does only at some log levels). `out_clock_h`: hours the
+    batch host's clock (the `.out` stamps: `date`, the scheduler's banners) is ahead of the
+    training log's (its zone: -1 prints UTC); the truth stays on the training log's clock.
+    `pulse`: whether the monitor's hourly PULSE lines are in the log."""
     if hang_out not in HANG_OUTS:
         raise ValueError(f"hang_out: one of {', '.join(HANG_OUTS)}")
     rng = random.Random(seed)
@@ -670,7 +697,7 @@ def generate(
     # PULSE lines at every whole hour up to (not including) the last line
     run_end = windows[-1][1]
     h = 3600
-    while _whole(h) < run_end:
+    while pulse and _whole(h) < run_end:
         ht = _whole(h)
         for i, (ws, we, job) in enumerate(windows):
             if ws <= ht < we or (i == len(windows) - 1 and ws <= ht):
@@ -697,6 +724,7 @@ def generate(
     assert log.last_time() <= run_end
     (out_dir / "main_log.txt").write_text(log.text(), encoding="utf-8")
     for name, lines in outs.items():
+        lines = [_reclock(line, out_clock_h) for line in lines]
         (out_dir / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
     # totals
