@@ -6,12 +6,15 @@ configuration."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
 from logscope.engine.analyze import analyze
 from logscope.model import Analysis, EvidenceDetail, gpu_hours
+from logscope.render import markdown, terminal
+from logscope.render.document import document
 
 from .generators.bloom_run import Truth, generate
 
@@ -96,6 +99,13 @@ def test_the_context_says_where_the_attempt_ends(tmp_path: Path) -> None:
     # (the logger's `WARNING:torch.distributed.run:` header and a ruler): no rank's line
     assert starts[2] - 1 <= after <= starts[2] + 1
     assert not [n for n, _ in a.context[hang.id] if n > after]
+    # and the terminal and Markdown say so, under the root cause and in the context
+    out = io.StringIO()
+    terminal.render(a, out, width=200)
+    assert "attempt 2 (job 1528874) ends here" in out.getvalue()
+    md = markdown.render(document(a))
+    block = md[md.index("## I2") :]
+    assert block.index(" iteration     1037/") < block.index("attempt 2 (job 1528874) ends here")
     assert "attempt 2" in text and "ends here" in text
 
 

@@ -72,13 +72,13 @@ def render(doc: dict[str, Any]) -> str:
         out.append("")
         lines = inc.get("context") or [{"line": rc["line"], "text": rc["text"]}]
         marks = sorted(inc.get("context_marks") or [], key=lambda m: m["after_line"])
-        shown: list[str] = []
+        rows: list[str] = []
         for c in lines:
             while marks and marks[0]["after_line"] < c["line"]:
-                shown.append(f"{'':>7}  {marks.pop(0)['text']}")
-            shown.append(f"{c['line']:>7}  {c['text']}")
-        shown += [f"{'':>7}  {m['text']}" for m in marks]
-        out.append(_fence("\n".join(shown)))
+                rows.append(f"{'':>7}  {marks.pop(0)['text']}")
+            rows.append(f"{c['line']:>7}  {c['text']}")
+        rows += [f"{'':>7}  {m['text']}" for m in marks]
+        out.append(_fence("\n".join(rows)))
         c = inc["culprit"]
         if c:
             who = culprit_name(c["rank"], c["local_rank"], c["host"])

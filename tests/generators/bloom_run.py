@@ -769,12 +769,24 @@ def main() -> None:
         metavar=("ATTEMPT", "ITERATION", "FRACTION"),
         help="e.g. 3 1100 0.05: attempt 3 is 5%% slower from iteration 1100",
     )
+    ap.add_argument(
+        "--no-config", action="store_true", help="rank 0 does not print the process-group options"
+    )
+    ap.add_argument("--hang-out", choices=HANG_OUTS, default="trace", help="the hung job's .out")
+    ap.add_argument(
+        "--out-clock", type=int, default=0, metavar="HOURS", help="the .out clock's offset"
+    )
+    ap.add_argument("--no-pulse", action="store_true", help="no hourly PULSE status lines")
     args = ap.parse_args()
     slow = args.slowdown
     truth = generate(
         args.out_dir,
         args.seed,
         slowdown=(int(slow[0]), int(slow[1]), float(slow[2])) if slow else None,
+        hang_out=args.hang_out,
+        print_config=not args.no_config,
+        out_clock_h=args.out_clock,
+        pulse=not args.no_pulse,
     )
     for k, v in truth.__dict__.items():
         if isinstance(v, list):
