@@ -88,6 +88,20 @@ def test_whatever_the_outs_clock(tmp_path: Path, hours: int, pulse: bool) -> Non
     assert abs(hang.hang_s - truth.incidents[1].hang_s) <= 0.02 * truth.incidents[1].hang_s
 
 
+def test_a_lone_banner_on_another_clock_ends_its_hang(tmp_path: Path) -> None:
+    """The training log and the hung job's `.out` alone, which holds nothing but the JOB banner,
+    two hours ahead, no PULSE lines: the banner cannot be the end of the attempt still
+    progressing at its time on the log's clock, so it ends the hang before; no incident or note
+    of its own."""
+    truth = generate(tmp_path, seed=1, hang_out="job_banner", out_clock_h=2, pulse=False)
+    hung = tmp_path / truth.attempts[1].out_file
+    a = analyze([str(tmp_path / "main_log.txt"), str(hung)])
+    assert [i.category for i in a.incidents] == ["gpu_hardware", "hang"]
+    assert a.ledger is not None
+    assert [(r.kind, r.attempt) for r in a.ledger.incidents] == [("crash", 0), ("hang", 1)]
+    assert not a.survived
+
+
 def test_the_context_says_where_the_attempt_ends(tmp_path: Path) -> None:
     """The hang's last progress line is followed, in the merged log, by the next job's
     restart: the context stops at the attempt's last line and a mark says so."""

@@ -492,25 +492,47 @@ class Timeline:
         batch host, in its time zone; the training log's from the ranks (or from `tee`d lines
         with no zone at all). The two can differ by a zone's offset. On the right clock each
         file's START precedes its first attempt's loop, after the attempt before it ended, and
-        its last stamp falls after that attempt's last progress and before the next file's
-        attempt begins; the offset that makes the most of that true is the clocks' difference
-        (the smallest such, 0 first)."""
+        its last end (END TIME, a banner) falls after that attempt's last progress and before
+        the next file's attempt begins (a file of end banners alone: after some attempt's last
+        progress, before the next one's loop); the offset that makes the most of that true is
+        the clocks' difference (the smallest such, 0 first)."""
         files = [
-            (min(v for k, v in stamps if k == "start"), [v for k, v in stamps if k != "start"])
+            (
+                min((v for k, v in stamps if k == "start"), default=None),
+                [v for k, v in stamps if k == "end"],
+            )
             for stamps in by_input.values()
-            if any(k == "start" for k, _ in stamps)
         ]
+        files = [(start, ends) for start, ends in files if start is not None or ends]
         if not files:
             return 0.0
+        n = len(starts)
+
+        def ended_in(end: float) -> int | None:
+            """The attempt a job's end at `end` can be the end of: after its last progress,
+            before the next attempt's loop (a job that ended cannot progress after)."""
+            for i in range(n):
+                after, nxt = lasts[i], starts[i + 1] if i + 1 < n else None
+                if (after is None or end >= after) and (nxt is None or end < nxt):
+                    return i
+            return None
 
         def score(d: float) -> int:
-            owners = [self._owner("start", start + d, starts, lasts) for start, _ in files]
+            owners = [
+                self._owner("start", start + d, starts, lasts) if start is not None else None
+                for start, _ in files
+            ]
             placed = {o for o in owners if o is not None}
             good = len(placed)
-            for owner, (_, ends) in zip(owners, files, strict=True):
-                if owner is None or not ends:
+            for owner, (start, ends) in zip(owners, files, strict=True):
+                if not ends:
                     continue
                 end = max(ends) + d
+                if start is None:
+                    good += ended_in(end) is not None  # a file of end banners alone
+                    continue
+                if owner is None:
+                    continue
                 nxt = min((o for o in placed if o > owner), default=None)
                 after = lasts[owner]
                 before = starts[nxt] if nxt is not None else None
