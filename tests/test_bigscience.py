@@ -27,6 +27,8 @@ def test_chronicle_excerpt(case: dict[str, Any]) -> None:
     )
     assert spikes == sorted(case["spikes"])
     assert [i.category for i in a.incidents] == case["incidents"]
+    if "outcome" in case:
+        assert a.job.outcome.value == case["outcome"]
     if "loss_recovered_after" in case:
         (loss,) = [f for f in a.findings if f.kind == "loss_spike"]
         assert isinstance(loss.detail, SpikeDetail)
