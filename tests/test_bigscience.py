@@ -6,6 +6,7 @@ lines: an order of magnitude against the first lines, not less, and not at train
 from __future__ import annotations
 
 import tomllib
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ def test_chronicle_excerpt(case: dict[str, Any]) -> None:
     assert [i.category for i in a.incidents] == case["incidents"]
     if "outcome" in case:
         assert a.job.outcome.value == case["outcome"]
+    if "hang_iteration" in case:
+        (hang,) = a.incidents
+        assert hang.iteration == case["hang_iteration"]
     if "loss_recovered_after" in case:
         (loss,) = [f for f in a.findings if f.kind == "loss_spike"]
         assert isinstance(loss.detail, SpikeDetail)
@@ -85,3 +89,26 @@ def test_a_loss_that_is_no_cross_entropy(tmp_path: Path) -> None:
     loss = [190.0, 191.0, 190.0, 192.0, 190.0, 195.0, 194.0, 192.0, 190.0]
     found = _excerpt(tmp_path, 70001, loss, [0.3] * len(loss))
     assert found == []
+
+
+@pytest.mark.parametrize(("minutes", "outcome"), [(2, "truncated"), (90, "hung")])
+def test_untimed_progress_then_stamped_lines(tmp_path: Path, minutes: int, outcome: str) -> None:
+    """Iteration lines with no time, then stamped lines of a monitor that says the job still
+    runs: the last iteration line was written before the first of them, so the log shows at
+    least their span without progress: a hang past five 30 s intervals, a log cut within them."""
+    lines = [
+        f" iteration {i:8d}/  200000 | elapsed time per iteration (s): 30.00 | lm loss: "
+        "2.1E+00 | grad norm: 0.2 |"
+        for i in range(52001, 52011)
+    ]
+    start = datetime(2024, 5, 1, 10, 0, 0)
+    for m in range(minutes + 1):
+        t = start + timedelta(minutes=m)
+        lines.append(
+            f"[{t:%Y-%m-%d %H:%M:%S}] PULSE: gpt-xl is running for 1:{m % 60:02d}:00 since "
+            "2024-05-01T09:00:00 (4711 on 'gpu' partition (node[01-02])"
+        )
+    path = tmp_path / "untimed.log"
+    path.write_text("\n".join(lines) + "\n")
+    a = analyze([str(path)])
+    assert a.job.outcome.value == outcome

@@ -36,6 +36,8 @@ class _Open:
     """The stamp of the line that says the training loop starts now (Megatron's `[before the
     start of training step]`), until the first progress line."""
     pending_save_s: float = 0.0
+    stamped_after: float | None = None
+    """The first stamp since the previous progress line: that line was written before it."""
     unknown: array[int] = field(default_factory=lambda: array("q"))
     """Progress indexes of the lines before the first known time, for the backward fill."""
     unknown_s: array[float] = field(default_factory=lambda: array("d"))
@@ -148,6 +150,8 @@ class Timeline:
         cur.end = max(cur.end, v)
         cur.start = min(cur.start, v)
         cur.last_seq = max(cur.last_seq, seq)
+        if cur.stamped_after is None:
+            cur.stamped_after = v
         if kind == "loop":
             cur.loop_anchor = v
         if kind in ("anchor", "start", "loop"):
@@ -200,7 +204,7 @@ class Timeline:
             cur.end = max(cur.end, t)
             cur.start = min(cur.start, cur.loop_start)
         cur.t_prev = t if t is not None else cur.t_prev
-        cur.anchor = cur.loop_anchor = None
+        cur.anchor = cur.loop_anchor = cur.stamped_after = None
         cur.pending_save_s = 0.0
         if cur.first_idx < 0:
             cur.first_idx = idx
@@ -287,6 +291,7 @@ class Timeline:
         m: int,
     ) -> None:
         """Lines k..m-1 are the open attempt's latest."""
+        cur.stamped_after = None  # as add_progress: a stamp before them is no bound of theirs
         cur.last_idx = first_idx + m - 1
         valid = its[k:m][its[k:m] >= 0]
         if len(valid):
@@ -396,6 +401,10 @@ class Timeline:
     # -- closing ------------------------------------------------------------------------------
 
     def _close(self, cur: _Open) -> None:
+        if cur.unknown and cur.stamped_after is not None and cur.unknown[-1] == cur.last_idx:
+            # progress lines with no time, then stamped lines: the last was written before the
+            # first of these (its time a bound, so the silence after it is one too)
+            self._backfill(cur, cur.stamped_after, 0.0)
         ended_saving = cur.open_save is not None
         if cur.open_save is not None:
             cur.unfinished.append(cur.open_save[0])
