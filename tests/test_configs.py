@@ -114,10 +114,12 @@ def test_bloom_like_run_hang_exposure_in_its_own_numbers(tmp_path: Path) -> None
     assert abs(f.lost_s - saved) <= 0.02 * saved
     assert abs(f.lost_gpu_hours - saved * truth.gpus / 3600) <= 0.02 * f.lost_gpu_hours
     assert "NCCL_ASYNC_ERROR_HANDLING: 0" in f.title and "30.0 min" in f.title
-    assert [t for _, _, t in _evidence(f)] == [
+    assert [t for _, _, t in _evidence(f)][:2] == [
         "[default0]:NCCL_ASYNC_ERROR_HANDLING: 0",
         "[default0]:TIMEOUT(ms): 1800000",
     ]
+    # and the hang that outlasted that timeout, by its last progress line
+    assert f" iteration {truth.attempts[1].last_iteration:8d}/" in _evidence(f)[2][2]
 
 
 def test_cuda_visible_devices_counting_otherwise_than_nvidia_smi(tmp_path: Path) -> None:

@@ -163,6 +163,8 @@ def test_bloom_report_content(bloom_report: Path, bloom_run: tuple[Path, Truth])
     assert "<svg" in html and "crash I1" in text and "hang I2" in text
     # relative inputs stay relative: no tmp path of the test machine in the page
     assert "main_log.txt:1669" in text and str(bloom_report.parent.parent) not in html
+    # the hang's context stops where its attempt ends, and says so
+    assert "attempt 2 (job 1528874) ends here" in text
     assert bloom_report.stat().st_size < 1_000_000
 
 

@@ -3,13 +3,14 @@ line each rank printed (from the end of each input)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..lines.decode import ROUTING_PREFIX, decode, parse_line, prefix_lines
-from ..model import Analysis, Incident, order_key
+from ..model import Analysis, Attempt, Incident, input_of, lineno_of, order_key
 from ..read.sources import read_lines, rereadable
 from ..read.spool import Kept, read_kept
+from .ledger import owner
 
 TAIL_BYTES = 8 << 20
 """The end of an input scanned for the last line of every rank (the hang heat strip); less
@@ -89,17 +90,58 @@ CONTEXT_WINDOW = 400
 culprit's."""
 
 
+def attempt_spans(
+    incidents: Sequence[Incident], attempts: Sequence[Attempt]
+) -> dict[str, tuple[int, int, tuple[tuple[int, str], ...]]]:
+    """Per incident whose root cause is in an input that holds several attempts: the line range
+    [first, last] of its own attempt there, and marks (line, text) saying where it begins or ends.
+
+    Attempts appended to one log follow each other: an attempt's lines run from its first line
+    (its launch, its checkpoint load) to the line before the next attempt's first, and a line
+    of the next one is no context of this one's failure (a hang's last progress line is
+    followed, hours later, by the restart's). A job's own `.out` holds one attempt's lines only.
+    """
+    out: dict[str, tuple[int, int, tuple[tuple[int, str], ...]]] = {}
+    for inc in incidents:
+        index = owner(inc, attempts)
+        if index is None:
+            continue
+        mine = next((a for a in attempts if a.index == index), None)
+        if mine is None:
+            continue
+        root_input = input_of(inc.root_cause.seq)
+        same = sorted((a for a in attempts if a.input == root_input), key=lambda a: a.first_seq)
+        if mine not in same:
+            continue  # the root cause is in another input (the attempt's `.out`)
+        at = same.index(mine)
+        lo = 1 if at == 0 else lineno_of(mine.first_seq)
+        hi = lineno_of(same[at + 1].first_seq) - 1 if at + 1 < len(same) else 1 << 62
+        name = f"attempt {mine.index + 1}" + (f" (job {mine.job_id})" if mine.job_id else "")
+        marks: list[tuple[int, str]] = []
+        if at > 0:
+            marks.append((lo - 1, f"— {name} begins here (line {lo}) —"))
+        if at + 1 < len(same):
+            marks.append(
+                (hi, f"— {name} ends here (line {hi}); the lines after are the next attempt's —")
+            )
+        out[inc.id] = (lo, hi, tuple(marks))
+    return out
+
+
 def root_context(
     incidents: Sequence[Incident],
     marks: dict[str, list[tuple[int, int]]] | None = None,
     kept: dict[str, list[Kept]] | None = None,
     radius: int = CONTEXT_LINES,
+    spans: Mapping[str, tuple[int, int, tuple[tuple[int, str], ...]]] | None = None,
 ) -> dict[str, list[tuple[int, str]]]:
     """For each incident, its root-cause line with the lines of the same rank around it.
     `marks`: per input read in ranges, (line number, byte offset) of each range's start, to
     read the lines without reading the file from its start; `kept`: chunks of compressed
     inputs kept after their scan (spool.Spool), read instead of the input when they hold the
-    lines."""
+    lines; `spans`: per incident, the line range of its own attempt (attempt_spans), outside
+    which no line is its context."""
+    spans = spans or {}
     wanted: dict[str, set[int]] = {}
     for inc in incidents:
         n = inc.root_cause.line.lineno
@@ -114,11 +156,12 @@ def root_context(
     for inc in incidents:
         root = inc.root_cause.line
         mine = root.stream
+        first, last, _ = spans.get(inc.id, (1, 1 << 62, ()))
         got = lines.get(root.path, {})
         before: list[tuple[int, str]] = []
         after: list[tuple[int, str]] = []
         for n in sorted(got):
-            if n == root.lineno:
+            if n == root.lineno or not first <= n <= last:
                 continue
             text = decode(got[n]).rstrip("\r")
             decoded = parse_line(text, root.path, n)
@@ -126,4 +169,26 @@ def root_context(
                 continue
             (before if n < root.lineno else after).append((n, text))
         out[inc.id] = [*before[-radius:], (root.lineno, root.raw), *after[:radius]]
+    return out
+
+
+def context_marks(
+    context: Mapping[str, Sequence[tuple[int, str]]],
+    spans: Mapping[str, tuple[int, int, tuple[tuple[int, str], ...]]],
+) -> dict[str, tuple[tuple[int, str], ...]]:
+    """The attempt marks worth showing with each incident's context: those within the lines
+    the context window searched (CONTEXT_WINDOW each side of the root cause)."""
+    out: dict[str, tuple[tuple[int, str], ...]] = {}
+    for inc_id, (_lo, _hi, marks) in spans.items():
+        shown = context.get(inc_id) or ()
+        if not shown:
+            continue
+        top, bottom = shown[0][0], shown[-1][0]
+        near = tuple(
+            (at, text)
+            for at, text in marks
+            if top - CONTEXT_WINDOW <= at <= bottom + CONTEXT_WINDOW
+        )
+        if near:
+            out[inc_id] = near
     return out

@@ -36,6 +36,8 @@ class _Open:
     """The stamp of the line that says the training loop starts now (Megatron's `[before the
     start of training step]`), until the first progress line."""
     pending_save_s: float = 0.0
+    stamped_after: float | None = None
+    """The first stamp since the previous progress line: that line was written before it."""
     unknown: array[int] = field(default_factory=lambda: array("q"))
     """Progress indexes of the lines before the first known time, for the backward fill."""
     unknown_s: array[float] = field(default_factory=lambda: array("d"))
@@ -82,6 +84,11 @@ def _first_stated(exact: npt.NDArray[np.float64], k: int) -> int:
 
 def timestamp(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
+
+
+COMPANION_OFFSETS = tuple(sign * q * 900.0 for q in range(1, 14 * 4 + 1) for sign in (-1, 1))
+"""Offsets tried between a job's own files' clock and the training log's: time zones, in
+quarter hours up to 14 h (UTC-12 to UTC+14), smallest first."""
 
 
 def from_timestamp(v: float | None) -> datetime | None:
@@ -143,6 +150,8 @@ class Timeline:
         cur.end = max(cur.end, v)
         cur.start = min(cur.start, v)
         cur.last_seq = max(cur.last_seq, seq)
+        if cur.stamped_after is None:
+            cur.stamped_after = v
         if kind == "loop":
             cur.loop_anchor = v
         if kind in ("anchor", "start", "loop"):
@@ -195,7 +204,7 @@ class Timeline:
             cur.end = max(cur.end, t)
             cur.start = min(cur.start, cur.loop_start)
         cur.t_prev = t if t is not None else cur.t_prev
-        cur.anchor = cur.loop_anchor = None
+        cur.anchor = cur.loop_anchor = cur.stamped_after = None
         cur.pending_save_s = 0.0
         if cur.first_idx < 0:
             cur.first_idx = idx
@@ -282,6 +291,7 @@ class Timeline:
         m: int,
     ) -> None:
         """Lines k..m-1 are the open attempt's latest."""
+        cur.stamped_after = None  # as add_progress: a stamp before them is no bound of theirs
         cur.last_idx = first_idx + m - 1
         valid = its[k:m][its[k:m] >= 0]
         if len(valid):
@@ -391,6 +401,10 @@ class Timeline:
     # -- closing ------------------------------------------------------------------------------
 
     def _close(self, cur: _Open) -> None:
+        if cur.unknown and cur.stamped_after is not None and cur.unknown[-1] == cur.last_idx:
+            # progress lines with no time, then stamped lines: the last was written before the
+            # first of these (its time a bound, so the silence after it is one too)
+            self._backfill(cur, cur.stamped_after, 0.0)
         ended_saving = cur.open_save is not None
         if cur.open_save is not None:
             cur.unfinished.append(cur.open_save[0])
@@ -454,6 +468,11 @@ class Timeline:
         for kind, v, seq in self.companions:
             if kind != "waiting":
                 by_input.setdefault(input_of(seq), []).append((kind, v))
+        shift = self._companion_clock(by_input, starts, lasts)
+        if shift:
+            by_input = {
+                inp: [(kind, v + shift) for kind, v in stamps] for inp, stamps in by_input.items()
+            }
         for inp, stamps in sorted(by_input.items()):
             opening = [v for kind, v in stamps if kind == "start"]
             first = self._owner("start", min(opening), starts, lasts) if opening else None
@@ -468,6 +487,74 @@ class Timeline:
             if owner is not None:
                 a = self.attempts[owner]
                 self.attempts[owner] = replace(a, companions=(*a.companions, inp))
+
+    def _companion_clock(
+        self,
+        by_input: dict[int, list[tuple[str, float]]],
+        starts: list[float | None],
+        lasts: list[float | None],
+    ) -> float:
+        """Seconds to add to the jobs' own files' stamps to read them on the training log's
+        clock: 0 unless another offset places more of them (COMPANION_OFFSETS).
+
+        A job's `.out` stamps (`date`'s START/END TIME, the scheduler's banners) come from the
+        batch host, in its time zone; the training log's from the ranks (or from `tee`d lines
+        with no zone at all). The two can differ by a zone's offset. On the right clock each
+        file's START precedes its first attempt's loop, after the attempt before it ended, and
+        its last end (END TIME, a banner) falls after that attempt's last progress and before
+        the next file's attempt begins (a file of end banners alone: after some attempt's last
+        progress, before the next one's loop); the offset that makes the most of that true is
+        the clocks' difference (the smallest such, 0 first)."""
+        files = [
+            (
+                min((v for k, v in stamps if k == "start"), default=None),
+                [v for k, v in stamps if k == "end"],
+            )
+            for stamps in by_input.values()
+        ]
+        files = [(start, ends) for start, ends in files if start is not None or ends]
+        if not files:
+            return 0.0
+        n = len(starts)
+
+        def ended_in(end: float) -> int | None:
+            """The attempt a job's end at `end` can be the end of: after its last progress,
+            before the next attempt's loop (a job that ended cannot progress after)."""
+            for i in range(n):
+                after, nxt = lasts[i], starts[i + 1] if i + 1 < n else None
+                if (after is None or end >= after) and (nxt is None or end < nxt):
+                    return i
+            return None
+
+        def score(d: float) -> int:
+            owners = [
+                self._owner("start", start + d, starts, lasts) if start is not None else None
+                for start, _ in files
+            ]
+            placed = {o for o in owners if o is not None}
+            good = len(placed)
+            for owner, (start, ends) in zip(owners, files, strict=True):
+                if not ends:
+                    continue
+                end = max(ends) + d
+                if start is None:
+                    good += ended_in(end) is not None  # a file of end banners alone
+                    continue
+                if owner is None:
+                    continue
+                nxt = min((o for o in placed if o > owner), default=None)
+                after = lasts[owner]
+                before = starts[nxt] if nxt is not None else None
+                if (after is None or end >= after) and (before is None or end < before):
+                    good += 1
+            return good
+
+        best, best_score = 0.0, score(0.0)
+        for d in COMPANION_OFFSETS:
+            got = score(d)
+            if got > best_score:
+                best, best_score = d, got
+        return best
 
     def _widen(self, i: int, kind: str, v: float) -> None:
         """Attempt `i` began (a `start` stamp) or still ran (any other) at `v`."""

@@ -18,6 +18,8 @@ from ..analysis.context import (
     CONTEXT_WINDOW,
     TAIL_BUDGET,
     TAIL_BYTES,
+    attempt_spans,
+    context_marks,
     last_lines,
     last_seen,
     root_context,
@@ -335,9 +337,15 @@ def analyze(
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (memory.py)
         analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
-        context = root_context(analysis.incidents, line_marks, kept)
+        spans = attempt_spans(analysis.incidents, analysis.attempts)
+        context = root_context(analysis.incidents, line_marks, kept, spans=spans)
     seen_last = tuple(last_seen(analysis, tail_bytes, seen))
-    return replace(analysis, context=context, last_seen=seen_last)
+    return replace(
+        analysis,
+        context=context,
+        context_marks=context_marks(context, spans),
+        last_seen=seen_last,
+    )
 
 
 EMPTY_INPUT = "empty input: no line to analyze (the job never started, or wrote its log elsewhere)"

@@ -108,7 +108,7 @@ def conclude(
         engine.locate,
     )
     ledger = build_ledger(attempts, endings, gpus or world.size, cadence, findings)
-    findings += tuple(find_configs(engine.configs, failures, ledger, engine.library))
+    findings += tuple(find_configs(engine.configs, failures, ledger, engine.library, incidents))
     ended_by = None
     if job.outcome not in (Outcome.completed, Outcome.truncated, Outcome.unknown):
         last_ending = endings.get(attempts[-1].index) if attempts else None

@@ -14,6 +14,7 @@ from ..model import (
     EvidenceDetail,
     Finding,
     FindingKind,
+    Incident,
     Ledger,
     Severity,
     duration,
@@ -23,6 +24,10 @@ from ..model import (
 DETECT_S = 600.0
 """How soon a job set up against hangs ends after a failure: a 10-minute process-group timeout
 (the watchdog then aborts, srun ends the step at once with --kill-on-bad-exit)."""
+TORCH_TIMEOUT_S = 1800.0
+"""torch's default process-group timeout (`default_pg_timeout`, 30 min; NCCL's own default is
+10 min since torch 2.2): a hang longer than it, and than every timeout the log states, is one
+no watchdog ended."""
 LONG_TIMEOUT_MS = 3_600_000
 """A process-group timeout this long or longer lets a stuck collective sit for hours."""
 CUDA_CATEGORIES = frozenset({"gpu_hardware", "cuda_error", "oom_gpu"})
@@ -39,10 +44,11 @@ def find_configs(
     failures: Sequence[Event],
     ledger: Ledger | None,
     library: Library,
+    incidents: Sequence[Incident] = (),
 ) -> list[Finding]:
     """The configuration findings of a run."""
     out = [
-        *_hang_exposure(configs, failures, ledger, library),
+        *_hang_exposure(configs, failures, ledger, library, incidents),
         *_gloo_on_gpu(configs, failures, library),
         *_duplicate_gpu(failures, library),
         *_mixed_gpu_memory(configs, failures, library),
@@ -93,6 +99,7 @@ def _hang_exposure(
     failures: Sequence[Event],
     ledger: Ledger | None,
     library: Library,
+    incidents: Sequence[Incident] = (),
 ) -> list[Finding | None]:
     async_off = _first(configs, lambda e: e.fields.get("async_error_handling") == "0")
     timeouts = [e for e in (*configs, *failures) if e.fields.get("timeout_ms", "").isdigit()]
@@ -111,9 +118,13 @@ def _hang_exposure(
         )
     if no_kill is not None:
         reasons.append("srun runs without --kill-on-bad-exit")
-    if async_off is None and long_timeout is None and no_kill is None:
+    unended = _unended_hang(timeouts, ledger, incidents)
+    if async_off is None and long_timeout is None and no_kill is None and unended is None:
         return []
     evidence = [e for e in (async_off, timeout, no_kill) if e is not None]
+    if unended is not None:
+        evidence.append(unended[0])
+        reasons.append(unended[1])
     detail = "; ".join(reasons)
     rows = [r for r in (ledger.incidents if ledger else ()) if r.kind in ("hang", "crash")]
     waited = [r.hang_s for r in rows if r.hang_s > DETECT_S]
@@ -140,6 +151,38 @@ def _hang_exposure(
             gpu_h if saved else None,
         )
     ]
+
+
+def _unended_hang(
+    timeouts: Sequence[Event], ledger: Ledger | None, incidents: Sequence[Incident]
+) -> tuple[Event, str] | None:
+    """The longest hang that outlasted every timeout the log states (torch's default when it
+    states none): nothing ended it, so no watchdog was set to. Its root cause (the last
+    progress line) and what it cost against what it would have with one."""
+    limit = max((int(e.fields["timeout_ms"]) / 1000 for e in timeouts), default=TORCH_TIMEOUT_S)
+    by_id = {i.id: i for i in incidents}
+    hangs = [
+        (r, by_id[r.incident])
+        for r in (ledger.incidents if ledger else ())
+        if r.kind == "hang" and r.incident in by_id and r.hang_s > max(limit, DETECT_S)
+    ]
+    if not hangs:
+        return None
+    row, inc = max(hangs, key=lambda p: p[0].hang_s)
+    said = (
+        f"{duration(limit)} timeout the log states"
+        if timeouts
+        else f"torch's default {duration(TORCH_TIMEOUT_S)} timeout"
+    )
+    text = f"hang {inc.id} ran {duration(row.hang_s)}, longer than the {said}: nothing ended it"
+    if ledger is not None and ledger.gpus and row.lost_gpu_hours is not None:
+        would = row.lost_gpu_hours - (row.hang_s - DETECT_S) * ledger.gpus / 3600
+        text += (
+            f"; with a watchdog that ends it (async error handling, a shorter timeout, srun "
+            f"--kill-on-bad-exit=1), or `logscope tail --stall-after 10m`, it would have cost "
+            f"~{gpu_hours(would)} GPU-h instead of {gpu_hours(row.lost_gpu_hours)}"
+        )
+    return inc.root_cause, text
 
 
 def _gloo_on_gpu(

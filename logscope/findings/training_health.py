@@ -27,6 +27,7 @@ from ..model import (
     SpikeDetail,
 )
 from .changepoints import Floats, trailing_score_chunks
+from .excerpt_spikes import ExcerptSpike, excerpt_spikes
 from .slowdowns import Locate, StepTimes
 
 WINDOW = 100
@@ -76,8 +77,8 @@ def find_health(
     out: list[Finding] = []
     for a, s in series:
         rows = _Rows(s, progress, locate, gpus)
-        out += _loss_spikes(rows)
-        out += _grad_spikes(rows)
+        out += _with_excerpt_spikes(rows, a, _loss_spikes(rows), loss=True)
+        out += _with_excerpt_spikes(rows, a, _grad_spikes(rows), loss=False)
         out += _nans(rows)
         out += _skips(rows, a, seqs)
         out += _scale_collapse(rows, scales)
@@ -289,6 +290,69 @@ def _grad_spikes(rows: _Rows) -> list[Finding]:
             )
         )
     return out
+
+
+def _with_excerpt_spikes(
+    rows: _Rows, attempt: Attempt, found: list[Finding], loss: bool
+) -> list[Finding]:
+    """The spikes the trailing rule found, and those of the attempt's first lines, where it has
+    too little history (excerpt_spikes): an order of magnitude against the first lines. A
+    trailing-rule spike within one of these is the same spike."""
+    y, pos = _finite(rows.loss if loss else rows.grad_norm, positive=not loss)
+    first_it = rows.iteration(0) if len(rows.s.iteration) else None
+    if attempt.first_iteration is not None:
+        first_it = attempt.first_iteration
+    spikes = excerpt_spikes(y, MIN_HISTORY, first_it, loss)
+    out = [_excerpt_finding(rows, sp, pos, loss) for sp in spikes]
+    spans = [
+        (f.start_iteration, rows.iteration(_at(pos, sp.back)) if sp.back is not None else None)
+        for f, sp in zip(out, spikes, strict=True)
+    ]
+    for f in found:
+        it = f.start_iteration
+        if it is not None and any(
+            a is not None and a <= it and (b is None or it <= b) for a, b in spans
+        ):
+            continue
+        out.append(f)
+    return out
+
+
+def _excerpt_finding(
+    rows: _Rows, sp: ExcerptSpike, pos: NDArray[np.int64] | None, loss: bool
+) -> Finding:
+    y = rows.loss if loss else rows.grad_norm
+    first, top = _at(pos, sp.first), _at(pos, sp.peak)
+    peak = float(y[top])
+    after = _iterations_between(rows, first, _at(pos, sp.back)) if sp.back is not None else None
+    if loss:
+        recovered = (
+            f"back to {sp.baseline:.4g} after {after} iterations"
+            if after is not None
+            else "not back to its first lines' level in these lines"
+        )
+        title = (
+            f"Loss spike at {rows.at(first)}: {sp.baseline:.4g} to {peak:.4g} "
+            f"({peak / sp.baseline:.2f}x, +{peak - sp.baseline:.2f} nats against the first "
+            f"lines), {recovered}"
+        )
+        return rows.finding(
+            "loss_spike",
+            "warning",
+            title,
+            first,
+            top,
+            SpikeDetail(peak / sp.baseline, sp.baseline, after),
+        )
+    return rows.finding(
+        "grad_norm_spike",
+        "info",
+        f"Gradient norm spike at {rows.at(first)}: {sp.baseline:.3g} to {peak:.4g} "
+        f"({peak / sp.baseline:.0f}x the first lines)",
+        first,
+        top,
+        SpikeDetail(peak / sp.baseline, sp.baseline),
+    )
 
 
 def _nans(rows: _Rows) -> list[Finding]:

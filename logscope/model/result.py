@@ -179,6 +179,9 @@ class Analysis:
     context: Mapping[str, Sequence[tuple[int, str]]] = field(default_factory=dict)
     """Per incident id: its root-cause line with the lines of the same rank around it, as
     (line number, text) (context.root_context); empty until the inputs are read again."""
+    context_marks: Mapping[str, Sequence[tuple[int, str]]] = field(default_factory=dict)
+    """Per incident id: (line, text) of where its attempt begins or ends near its context, shown
+    after the context's lines up to `line` (context.context_marks)."""
     last_seen: tuple[tuple[int, str, int], ...] = ()
     """(rank, file, line) of the last line each rank printed (context.last_seen)."""
     survived: tuple[Survived, ...] = ()

@@ -86,7 +86,10 @@ def _root(e: Event, world: World) -> dict[str, Any]:
 
 
 def incident_doc(
-    inc: Incident, world: World, context: Sequence[tuple[int, str]] | None = None
+    inc: Incident,
+    world: World,
+    context: Sequence[tuple[int, str]] | None = None,
+    marks: Sequence[tuple[int, str]] | None = None,
 ) -> dict[str, Any]:
     c = inc.culprit
     return {
@@ -113,6 +116,7 @@ def incident_doc(
         "end": _iso(inc.end),
         "evidence": [_line_ref(e) for e in _evidence(inc)],
         "context": [{"line": n, "text": t} for n, t in (context or [])],
+        "context_marks": [{"after_line": n, "text": t} for n, t in (marks or [])],
     }
 
 
@@ -322,7 +326,8 @@ def document(analysis: Analysis) -> dict[str, Any]:
             "failures": failure_lines(analysis),
         },
         "incidents": [
-            incident_doc(i, world, analysis.context.get(i.id)) for i in analysis.incidents
+            incident_doc(i, world, analysis.context.get(i.id), analysis.context_marks.get(i.id))
+            for i in analysis.incidents
         ],
         "attempts": attempts_doc(analysis.attempts),
         "progress": progress_doc(analysis.progress),

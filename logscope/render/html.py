@@ -275,9 +275,12 @@ def context_rows(inc: dict[str, Any]) -> dict[str, Any]:
     """The root cause's neighbourhood, flagging the root line and where other lines were skipped."""
     rc = inc["root_cause"]
     lines = inc["context"] or [{"line": rc["line"], "text": rc["text"]}]
-    rows = []
+    marks = sorted(inc.get("context_marks") or [], key=lambda m: m["after_line"])
+    rows: list[dict[str, Any]] = []
     prev = None
     for c in lines:
+        while marks and marks[0]["after_line"] < c["line"]:
+            rows.append({"mark": marks.pop(0)["text"]})
         rows.append(
             {
                 "line": c["line"],
@@ -287,7 +290,8 @@ def context_rows(inc: dict[str, Any]) -> dict[str, Any]:
             }
         )
         prev = c["line"]
-    return {"rows": rows, "gaps": any(r["gap"] for r in rows)}
+    rows += [{"mark": m["text"]} for m in marks]
+    return {"rows": rows, "gaps": any(r.get("gap") for r in rows)}
 
 
 def what_if(advice: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -71,7 +71,14 @@ def render(doc: dict[str, Any]) -> str:
         out.append(f"Root cause at {where}:")
         out.append("")
         lines = inc.get("context") or [{"line": rc["line"], "text": rc["text"]}]
-        out.append(_fence("\n".join(f"{c['line']:>7}  {c['text']}" for c in lines)))
+        marks = sorted(inc.get("context_marks") or [], key=lambda m: m["after_line"])
+        rows: list[str] = []
+        for c in lines:
+            while marks and marks[0]["after_line"] < c["line"]:
+                rows.append(f"{'':>7}  {marks.pop(0)['text']}")
+            rows.append(f"{c['line']:>7}  {c['text']}")
+        rows += [f"{'':>7}  {m['text']}" for m in marks]
+        out.append(_fence("\n".join(rows)))
         c = inc["culprit"]
         if c:
             who = culprit_name(c["rank"], c["local_rank"], c["host"])

@@ -77,7 +77,7 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     console.print(facts)
     for inc in analysis.incidents:
         console.print()
-        _incident(console, inc, world)
+        _incident(console, inc, world, analysis.context_marks.get(inc.id, ()))
     if analysis.survived:
         console.print()
         _survived(console, analysis.survived)
@@ -204,7 +204,9 @@ def _t(value: object) -> str:
     return value.isoformat(sep=" ") if value is not None else "?"  # type: ignore[attr-defined]
 
 
-def _incident(console: Console, inc: Incident, world: World) -> None:
+def _incident(
+    console: Console, inc: Incident, world: World, marks: Sequence[tuple[int, str]] = ()
+) -> None:
     console.print(
         f"[bold]Incident {inc.id}[/]  [magenta]{inc.category}[/]  {inc.severity}  "
         f"[bold]{escape(inc.title)}[/]"
@@ -223,6 +225,8 @@ def _incident(console: Console, inc: Incident, world: World) -> None:
         who.append(rc.time.isoformat(sep=" ") + ("" if rc.time_exact else " (derived)"))
     grid.add_row("root cause", escape(f"{rc.line.path}:{rc.line.lineno}  {'  '.join(who)}"))
     grid.add_row("", f"[red]{escape(rc.line.raw.strip()[:400])}[/]")
+    for _line, text in marks:
+        grid.add_row("attempt", escape(text.strip("— ")))
     if inc.culprit:
         c = inc.culprit
         name = culprit_name(c.rank, c.local_rank, c.host)

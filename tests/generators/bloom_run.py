@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -57,6 +58,7 @@ CONDA = "/gpfswork/rech/six/commun/conda/tr11-176B-ml"
 SITE = f"{CONDA}/lib/python3.8/site-packages"
 REPO = "/gpfswork/rech/six/commun/code/tr11-176B-ml/Megatron-DeepSpeed-tr11-176B-ml"
 RULER = "*****************************************"
+HANG_OUTS = ("trace", "end_time", "no_trace", "job_banner")
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,6 +142,27 @@ def _date_cmd(t: int) -> str:
     """`date` default output (C locale): `Mon Mar 21 08:00:00 CET 2022` (day space-padded)."""
     d = _dt(t)
     return f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} CET {d.year}"
+
+
+_DATE = re.compile(r"(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d) CET (\d{4})")
+_BANNER = re.compile(r"(?<=CANCELLED AT )(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+
+
+def _reclock(line: str, hours: int) -> str:
+    """A `.out` line with its stamps on a clock `hours` ahead (and `date`'s zone name to match)."""
+    if not hours:
+        return line
+    shift = timedelta(hours=hours)
+    zone = {-1: "UTC", 1: "EET", 2: "MSK"}.get(hours, f"{hours + 1:+03d}")
+
+    def date(m: re.Match[str]) -> str:
+        d = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%a %b %d %H:%M:%S %Y") + shift
+        return f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} {zone} {d.year}"
+
+    line = _DATE.sub(date, line)
+    return _BANNER.sub(
+        lambda m: f"{datetime.fromisoformat(m.group(1)) + shift:%Y-%m-%dT%H:%M:%S}", line
+    )
 
 
 def _squeue_time(seconds: int) -> str:
@@ -254,7 +277,9 @@ class _AttemptPlan:
     end: str  # "crash" | "hang" | "kill_switch"
 
 
-def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
+def _startup(
+    log: _Log, rng: random.Random, s: int, plan: _AttemptPlan, print_config: bool = True
+) -> int:
     """Write the start-up lines of an attempt that started at S=s; return L."""
     d = rng.randint(720, 900)  # 12-15 min
 
@@ -287,8 +312,7 @@ def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
     log.add(nccl_t, f"[default0]:{host0}:{pid0}:{pid0} [0] NCCL INFO NCCL version 2.10.3+cuda11.3")
     # torch 1.11's ProcessGroupNCCL logs its options, one per line; async error handling was
     # off by default then (FORMATS-style: BLOOM's first jobs ran so, and hung for hours)
-    log.add(
-        nccl_t,
+    options = (
         "[default0]:[I ProcessGroupNCCL.cpp:587] [Rank 0] ProcessGroupNCCL initialized with following options:",
         "[default0]:NCCL_ASYNC_ERROR_HANDLING: 0",
         "[default0]:NCCL_DESYNC_DEBUG: 0",
@@ -296,6 +320,7 @@ def _startup(log: _Log, rng: random.Random, s: int, plan: _AttemptPlan) -> int:
         "[default0]:TIMEOUT(ms): 1800000",
         "[default0]:USE_HIGH_PRIORITY_STREAM: 0",
     )
+    log.add(nccl_t, *(options if print_config else ()))
     for line in _nccl_startup(rng, 240):
         log.add(nccl_t + rng.randrange(_whole(d * 0.1)), line)
     for _ in range(16):
@@ -364,12 +389,26 @@ def generate(
     seed: int = 0,
     dead_host: str | None = None,
     slowdown: tuple[int, int, float] | None = None,
+    hang_out: str = "trace",
+    print_config: bool = True,
+    out_clock_h: int = 0,
+    pulse: bool = True,
 ) -> Truth:
     """Write main_log.txt and the .out files into out_dir; return the truth. The GPU that dies
     is on a random node, or on `dead_host`. `slowdown` = (attempt, iteration, fraction): every
     step of that attempt (1-based) from that iteration on takes `fraction` longer (BLOOM's
     chronicles record a sudden 5% drop in throughput); its extra seconds are `Truth.slowdown_s`
-    (the ledger truth does not take them out of productive time: leave it None to check that)."""
+    (the ledger truth does not take them out of productive time: leave it None to check that).
+    `hang_out`: what the hung job's `.out` holds: `trace` (the `set -x` trace, srun's abort and
+    the JOB and STEP banners), `end_time` (as `trace`, then `END TIME:` when the script goes on
+    after srun returns), `no_trace` (no `set -x`: START TIME, the abort, the JOB banner, END
+    TIME), `job_banner` (the JOB banner alone). `print_config`: whether rank 0 prints
+    ProcessGroupNCCL's options (torch does only at some log levels). `out_clock_h`: hours the
+    batch host's clock (the `.out` stamps: `date`, the scheduler's banners) is ahead of the
+    training log's (its zone: -1 prints UTC); the truth stays on the training log's clock.
+    `pulse`: whether the monitor's hourly PULSE lines are in the log."""
+    if hang_out not in HANG_OUTS:
+        raise ValueError(f"hang_out: one of {', '.join(HANG_OUTS)}")
     rng = random.Random(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     log = _Log()
@@ -413,7 +452,7 @@ def generate(
             f"+ srun --wait=60 --kill-on-bad-exit=1 --jobid {job.slurm_job_id} bash -c 'python -u -m torch.distributed.run --nproc_per_node 8 --nnodes 48 --rdzv_endpoint {HOSTS[0]}:6000 --rdzv_backend c10d --max_restarts 0 --tee 3  --node_rank $SLURM_PROCID {REPO}/pretrain_gpt.py ...'",
             f"+ tee -a /gpfsscratch/rech/six/commun/checkpoints/{JOB_NAME}/{JOB_NAME}-logs/logs/main/main_log.txt",
         ]
-        loop = _startup(log, rng, s, plan)
+        loop = _startup(log, rng, s, plan, print_config)
         first = 1 if plan.resume_from is None else plan.resume_from + 1
         last = plan.last_ckpt + plan.after_ckpt
         t = loop
@@ -557,11 +596,18 @@ def generate(
             useful = ckpt_end
             end = _whole(math.ceil(_s(fail)) + rng.randint(6 * 3600, 8 * 3600))
             banner_time = f"{_dt(end):%Y-%m-%dT%H:%M:%S}"
-            out += [
-                "srun: Job step aborted: Waiting up to 62 seconds for job step to finish.",
-                f"slurmstepd: error: *** JOB {job.slurm_job_id} ON {HOSTS[0]} CANCELLED AT {banner_time} ***",
-                f"slurmstepd: error: *** STEP {job.slurm_job_id}.0 ON {HOSTS[0]} CANCELLED AT {banner_time} ***",
-            ]
+            aborted = "srun: Job step aborted: Waiting up to 62 seconds for job step to finish."
+            job_banner = f"slurmstepd: error: *** JOB {job.slurm_job_id} ON {HOSTS[0]} CANCELLED AT {banner_time} ***"
+            step_banner = f"slurmstepd: error: *** STEP {job.slurm_job_id}.0 ON {HOSTS[0]} CANCELLED AT {banner_time} ***"
+            end_time = f"END TIME: {_date_cmd(end)}"
+            if hang_out == "no_trace":
+                out = [line for line in out if not line.startswith("+")]
+                out += [aborted, job_banner, end_time]
+            elif hang_out == "job_banner":
+                out = [job_banner]
+            else:
+                out += [aborted, job_banner, step_banner]
+                out += [end_time] if hang_out == "end_time" else []
             kind = "hang"
         else:
             # the kill switch is found at the top of the next iteration: save, say so, exit 0
@@ -651,7 +697,7 @@ def generate(
     # PULSE lines at every whole hour up to (not including) the last line
     run_end = windows[-1][1]
     h = 3600
-    while _whole(h) < run_end:
+    while pulse and _whole(h) < run_end:
         ht = _whole(h)
         for i, (ws, we, job) in enumerate(windows):
             if ws <= ht < we or (i == len(windows) - 1 and ws <= ht):
@@ -678,6 +724,7 @@ def generate(
     assert log.last_time() <= run_end
     (out_dir / "main_log.txt").write_text(log.text(), encoding="utf-8")
     for name, lines in outs.items():
+        lines = [_reclock(line, out_clock_h) for line in lines]
         (out_dir / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
     # totals
@@ -722,12 +769,24 @@ def main() -> None:
         metavar=("ATTEMPT", "ITERATION", "FRACTION"),
         help="e.g. 3 1100 0.05: attempt 3 is 5%% slower from iteration 1100",
     )
+    ap.add_argument(
+        "--no-config", action="store_true", help="rank 0 does not print the process-group options"
+    )
+    ap.add_argument("--hang-out", choices=HANG_OUTS, default="trace", help="the hung job's .out")
+    ap.add_argument(
+        "--out-clock", type=int, default=0, metavar="HOURS", help="the .out clock's offset"
+    )
+    ap.add_argument("--no-pulse", action="store_true", help="no hourly PULSE status lines")
     args = ap.parse_args()
     slow = args.slowdown
     truth = generate(
         args.out_dir,
         args.seed,
         slowdown=(int(slow[0]), int(slow[1]), float(slow[2])) if slow else None,
+        hang_out=args.hang_out,
+        print_config=not args.no_config,
+        out_clock_h=args.out_clock,
+        pulse=not args.no_pulse,
     )
     for k, v in truth.__dict__.items():
         if isinstance(v, list):
