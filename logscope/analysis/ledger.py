@@ -23,7 +23,7 @@ from ..model import (
     duration,
     input_of,
 )
-from .timeline import timestamp
+from .clock import timestamp
 
 
 def owner(incident: Incident, attempts: Sequence[Attempt]) -> int | None:

@@ -22,9 +22,9 @@ from ..model import (
     field_int,
     input_of,
 )
+from .clock import timestamp
 from .incidents import SPLIT_AFTER_PROGRESS, fill_title
 from .ledger import attempt_of, owner
-from .timeline import timestamp
 
 _SERIOUS = ("fatal", "error")
 

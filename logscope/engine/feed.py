@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from ..analysis.clock import from_timestamp
 from ..analysis.culprits import build_world
-from ..analysis.timeline import Timeline, from_timestamp
+from ..analysis.timeline import Timeline
 from ..lines.decode import (
     DISCOVERY_BYTES,
     prefix_lines,
