@@ -18,6 +18,7 @@ from ..analysis.culprits import build_world
 from ..analysis.timeline import Timeline, from_timestamp
 from ..lines.decode import (
     DISCOVERY_BYTES,
+    learn_layers,
     prefix_lines,
 )
 from ..lines.hostlist import expand_hostlist
@@ -94,7 +95,8 @@ class Engine:
     def learn_input(self, path: str, head: bytes | bytearray, year: int | None) -> InputPlan:
         """What the scans of input `path` share, learned from its first bytes (whole lines):
         the width its lines were wrapped at, the prefilter, `year` for its stamps that lack
-        one. Every reader of an input learns it here, once, before its first scan."""
+        one, the prefix layers its lines start with (lines.layers). Every reader of an input
+        learns it here, once, before its first scan."""
         prefilter = self.extractor.prefilter
         plan = InputPlan(
             path,
@@ -103,6 +105,7 @@ class Engine:
             year,
             wrap_width(head[:WRAP_SAMPLE]),
             discovery=self.discovery,
+            layers=learn_layers(head),
         )
         self._plans[path] = plan
         return plan

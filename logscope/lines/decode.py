@@ -11,6 +11,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import Line
+from .layers import LAYER_SAMPLE, MAX_SAMPLE_LINES, Layers, Peeled, learn, panes, peel
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
@@ -161,9 +162,48 @@ def parse_ctime(text: str) -> datetime | None:
         return None
 
 
-def _strip(text: str, p: _Prefix, year: int | None) -> str:
-    """Strip every prefix from the left of text, filling p."""
+def _stamped(text: str, pos: int) -> bool:
+    """A logger header at `pos` that this module reads whole, its time with its level (a time
+    layer is not peeled off it: see layers.Stop)."""
+    if _PYLOG_NAMED.match(text, pos) or _DEEPSPEED.match(text, pos) or _HF.match(text, pos):
+        return True
+    if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _SYSLOG.match(text, pos):
+        return True
+    m = _ISO_START.match(text, pos)
+    return m is not None and m["lvl"] is not None
+
+
+def learn_layers(data: bytes | bytearray | str) -> Layers | None:
+    """The prefix layers of an input (lines.layers), from its first lines."""
+    text = decode(bytes(data[:LAYER_SAMPLE])) if not isinstance(data, str) else data
+    lines = text.split("\n")
+    if len(text) >= LAYER_SAMPLE:
+        lines = lines[:-1]  # the last is cut
+    return learn((clean(t) for t in lines[: MAX_SAMPLE_LINES * 2]), _stamped)
+
+
+def _peel(text: str, p: _Prefix, year: int | None, layers: Layers) -> str:
+    found = Peeled()
+    rest = peel(text, layers, found, year, _stamped)
+    p.host = found.host or p.host
+    p.rank = found.rank if found.rank is not None else p.rank
+    p.task = found.task if found.task is not None else p.task
+    p.time = found.time or p.time
+    return rest
+
+
+def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None) -> str:
+    """Strip every prefix from the left of text, filling p. `layers`: the input's learned
+    layers, peeled first; then the srun label and pdsh host are taken at the line's start only
+    if they were learned (None: no input's plan, they are taken wherever a line starts so)."""
     first = True
+    if layers is not None:
+        if layers:
+            rest = _peel(text, p, year, layers)
+            first = len(rest) == len(text)
+            text = rest
+        if first and not ("srun" in layers.order or "pdsh" in layers.order):
+            first = False
     m = _QUOTE.match(text) or _INDENT.match(text)
     if m:
         text = text[m.end() :]
@@ -279,23 +319,35 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
     return text
 
 
-def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = None) -> list[Line]:
+def parse_line(
+    raw: str,
+    path: str = "-",
+    lineno: int = 1,
+    year: int | None = None,
+    layers: Layers | None = None,
+) -> list[Line]:
     """Decode one physical line into records: one per `\\r` state and per glued-in piece.
 
-    `year` completes timestamps that carry none (c10 `E1129 ...`, glog, syslog).
+    `year` completes timestamps that carry none (c10 `E1129 ...`, glog, syslog). `layers`: the
+    prefix layers learned from the line's input (learn_layers), peeled from its start.
     """
     raw = raw.rstrip("\r\n")
     text = clean(raw)
     out: list[Line] = []
     inherit: _Prefix | None = None
-    for segment in text.split("\r") if "\r" in text else (text,):
+    segments: list[str] = []
+    for pane in panes(text, layers) if layers is not None and layers.edge is not None else (text,):
+        segments.extend(pane.split("\r") if "\r" in pane else (pane,))
+    outer = layers
+    for segment in segments:
         if not segment.strip():
             continue
         piece: str | None = segment
         first_piece = True
         while piece is not None:
             p = _Prefix()
-            msg = _strip(piece, p, year)
+            # the layers start a physical line (or a pane of it), not a `\r` state or a piece
+            msg = _strip(piece, p, year, outer if first_piece else None)
             glued = GLUED_HEADER.search(msg)
             piece = None
             if glued:
@@ -325,6 +377,7 @@ def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = No
             if inherit is None or first_piece:
                 inherit = p
             first_piece = False
+        outer = None
     if not out:
         out.append(Line(path=path, lineno=lineno, raw=raw, text=""))
     return out
