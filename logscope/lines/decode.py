@@ -59,7 +59,8 @@ _ISO_START = re.compile(
 _DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
 _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
-    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
+    # the host a name or an address: a `host: ` or `[host] ` tag after the time is a layer's
+    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>[\w.-]+) [\w./-]+(?:\[\d+\])?: "
 )
 # Decorations a line picks up on its way to the reader: a Markdown or e-mail quote
 # `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry

@@ -55,6 +55,8 @@ _ZONE = r"(?:Z|[+-]\d\d:?\d\d| ?UTC)?"
 _MONTH = r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 # separators a time column ends with in the exports above
 _SEP = r"(?:\t| ?\| | - |: | )"
+# what follows a tag: text, or an srun label padded to its width
+_NEXT = r"(?=\S| +\d+: )"
 
 PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
     {
@@ -69,18 +71,18 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
             r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
             r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:"
         ),
-        "hydra": re.compile(r"\[(?P<rank>\d+)\] (?=\S)"),
+        "hydra": re.compile(r"\[(?P<rank>\d+)\] " + _NEXT),
         # a host as pdsh prints it: an IP, or a name with a digit in it (`RuntimeError: ` and
         # `srun: ` have none)
         "pdsh": re.compile(
             r"(?!(?:python|rank|default|local_rank|worker)\d+: )"
-            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): (?=\S)"
+            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): " + _NEXT
         ),
         "bracket_host": re.compile(
             r"\[(?!(?:rank|default|local_rank|worker)\d+\])"
-            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*)\] (?=\S)"
+            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*)\] " + _NEXT
         ),
-        "compose": re.compile(r"(?P<host>[A-Za-z][\w.-]*) +\| (?=\S)"),
+        "compose": re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*) +\| " + _NEXT),
     }
 )
 """Every layer a line may start with, tried in this order where several match."""
