@@ -232,3 +232,29 @@ def test_analyze_names_the_rank_behind_a_timestamp(tmp_path: Path) -> None:
     assert inc["root_cause"]["line"] == len(lines), inc["root_cause"]
     assert inc["root_cause"]["rank"] == 2, inc["root_cause"]
     assert inc["culprit"]["rank"] == 2, inc["culprit"]
+
+
+@pytest.mark.parametrize("tag", ["[1,{r}]<stdout>:", "[{r}] "], ids=["ompi", "hydra"])
+def test_a_silent_rank_behind_timestamps_is_found(tmp_path: Path, tag: str) -> None:
+    # every rank says it started (only the discovery of rank prefixes sees those lines); ranks
+    # 0, 1 and 2 then time out in a collective: rank 3, which says nothing more, is the culprit
+    # (only its start-up line says the world holds a rank 3)
+    stamp = "2024-05-06T07:08:{:02d}.5Z "
+    lines = [stamp.format(r) + tag.format(r=r) + f"rank {r} ready" for r in range(4)]
+    lines += [stamp.format(10 + i) + tag.format(r=i % 3) + f"loading shard {i}" for i in range(9)]
+    lines += [
+        stamp.format(30 + r)
+        + tag.format(r=r)
+        + f"[rank{r}]:[E506 07:08:30.832146912 ProcessGroupNCCL.cpp:607] "
+        f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 "
+        "milliseconds before timing out."
+        for r in (0, 1, 2)
+    ]
+    f = tmp_path / "job.log"
+    f.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["analyze", str(f), "--format", "json"])
+    doc = json.loads(result.stdout)
+    culprit = doc["incidents"][0]["culprit"]
+    assert culprit["rank"] == 3, culprit
+    assert "rank 3 reported nothing" in culprit["reason"], culprit

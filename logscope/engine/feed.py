@@ -131,9 +131,10 @@ class Engine:
         """The engine's one input: the scan of a range, a chunk or a block of input `path`,
         its lines numbered from `base`, fed after those before it. Returns its events (see
         `_feed_sorted`)."""
+        plan = self._plans.get(path)
         for prefix in set(scan.prefixes) - self._prefixes:
             self._prefixes.add(prefix)
-            for line in prefix_lines(prefix, path):
+            for line in prefix_lines(prefix, path, None if plan is None else plan.layers):
                 self._note_stream(line)
         lines = scan.matched(path, base, self.library)
         return self._feed_sorted(lines, scan.progress, path, base, events)

@@ -273,7 +273,9 @@ def lines_by_windows(
 ) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
-        tally.prefixes |= routing_prefixes(w.data, w.offset + task.shift, w.size, task.discovery)
+        tally.prefixes |= routing_prefixes(
+            w.data, w.offset + task.shift, w.size, task.discovery, task.layers
+        )
         yield from window_lines(
             prefilter, collector, w.data, w.size, w.newlines, w.first_lineno, task.wrap
         )
@@ -305,7 +307,9 @@ def _one_block(
     """The candidate lines of one block of whole lines (its `newlines` given), at `offset` in
     its input (None: its routing prefixes are not collected); its cut lines noted."""
     if offset is not None:
-        tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
+        tally.prefixes |= routing_prefixes(
+            block.data, offset, window=task.discovery, layers=task.layers
+        )
     yield from window_lines(
         Prefilter(task.pattern, task.literals),
         collector,
