@@ -58,11 +58,13 @@ TAG_LAYERS = (
     Layer("srun-unpadded", lambda r, h: f"{r}: ", frozenset({"task"})),
     Layer("ompi", lambda r, h: f"[1,{r}]<stderr>:", frozenset({"rank"}), glued=True),
     Layer("hydra", lambda r, h: f"[{r}] ", frozenset({"rank"})),
+    # SageMaker's mpirun (aws/sagemaker-training-toolkit): the rank, then the host
+    Layer("sagemaker", lambda r, h: f"[1,mpirank:{r},{h}]<stderr>:", frozenset({"rank", "host"})),
 )
 HOST_LAYERS = (
     Layer("pdsh", lambda r, h: f"{h}: ", frozenset({"host"})),
     Layer("bracket-host", lambda r, h: f"[{h}] ", frozenset({"host"})),
-    Layer("compose", lambda r, h: f"{h.replace('.', '-'):<12} | ", frozenset({"host"})),
+    Layer("compose", lambda r, h: f"{h:<12} | ", frozenset({"host"})),
 )
 DECOR = (
     ("indent", lambda t: "    " + t),
@@ -93,8 +95,6 @@ def _check(stack: tuple[Layer, ...], got: list[Line]) -> None:
     for r, line in enumerate(got):
         assert line.text == f"RuntimeError: rank {r} failed at step 7", (stack, line.raw)
         host = _host(r)
-        if any(layer.name == "compose" for layer in stack):
-            host = host.replace(".", "-")
         want = {
             "rank": r if "rank" in says else None,
             "task": r if "task" in says else None,

@@ -31,7 +31,10 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 _OMPI = re.compile(
     r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
-    r"\[(?P<job>\d+),(?P<vpid>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:"
+    # SageMaker's mpirun tags `[1,mpirank:3,algo-2]<stderr>:` (aws/sagemaker-training-toolkit's
+    # test_process.py): the rank, then the host
+    r"\[(?P<job>\d+),(?:mpirank:)?(?P<vpid>\d+)(?:,(?P<host>[\w.-]+))?\]"
+    r"<(?P<stream>stdout|stderr|stddiag)>:"
 )
 _SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
 # pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
@@ -77,7 +80,7 @@ _SYSLOG = re.compile(
 # `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry
 # nothing, and are stripped once, before the first routing prefix.
 _QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")
-_INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,\d+)\]<?[:\w])")
+_INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,(?:mpirank:)?\d+[\w.,-]*)\]<?[:\w])")
 # Ray prefixes every line of a worker with `(ActorName pid=N[, ip=A.B.C.D])` and the raylet's
 # lines with `(raylet[, ip=...])` (ray/_private/log_monitor.py): the ip names the node.
 _RAY = re.compile(
@@ -116,7 +119,7 @@ DISCOVERY_BUDGET = 64 << 20
 
 # Routing prefixes at the start of a line, for finding every rank in a log's first bytes.
 ROUTING_PREFIX = re.compile(
-    rb"(?m)^(?:\[\d+,\d+\]<\w+>:"
+    rb"(?m)^(?:\[\d+,(?:mpirank:)?\d+(?:,[\w.-]+)?\]<\w+>:"
     rb"|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
     # the character after the prefix tells a c10 `[rank3]:[E` from a torchtitan `[rank3]:text`
     rb"[ \[]?"
@@ -257,6 +260,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
         m = _OMPI.match(text)
         if m:
             p.rank = int(m["vpid"])
+            p.host = p.host or m["host"]
             if m["ctime"]:
                 p.time = parse_ctime(m["ctime"]) or p.time
             text = text[m.end() :]

@@ -14,7 +14,8 @@ The formats, from their emitters:
   `P%u %*d: ` for a heterogeneous job's component (FORMATS.md §1.4).
 - OpenMPI `--tag-output` (orte/mca/iof/base/iof_base_output.c, PRRTE in v5): `[%s,%s]<%s>:`,
   jobid, vpid (the rank) and stdout/stderr/stddiag, glued to the text; with
-  `--timestamp-output` a ctime string glued in front of it (FORMATS.md §1.5).
+  `--timestamp-output` a ctime string glued in front of it (FORMATS.md §1.5). SageMaker's
+  mpirun tags `[1,mpirank:3,algo-2]<stderr>:` (aws/sagemaker-training-toolkit), with the host.
 - MPICH / Intel MPI Hydra `mpiexec -prepend-rank` (`-l`): `[%d] ` before each line.
 - pdsh (src/pdsh/dsh.c): `"%S: %s"`, the host as in the host list (FORMATS.md §1.6).
 - docker compose `up` / `logs`: the service name padded to the longest and ` | `.
@@ -69,7 +70,8 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         "srun": re.compile(r"(?:P\d+ +)? *(?P<task>\d+): (?=\S)"),
         "ompi": re.compile(
             r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
-            r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:"
+            r"\[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d+)(?:,(?P<host>[\w.-]+))?\]"
+            r"<(?:stdout|stderr|stddiag)>:"
         ),
         "hydra": re.compile(r"\[(?P<rank>\d+)\] " + _NEXT),
         # a host as pdsh prints it: an IP, or a name with a digit in it (`RuntimeError: ` and
@@ -160,6 +162,7 @@ def _take(name: str, m: re.Match[str], out: Peeled, year: int | None) -> None:
         out.task = int(m["task"])
     elif name in ("ompi", "hydra"):
         out.rank = int(m["rank"])
+        out.host = out.host or g.get("host")
         if g.get("ctime"):
             with contextlib.suppress(ValueError):
                 out.time = datetime.strptime(str(g["ctime"]), "%a %b %d %H:%M:%S %Y")
