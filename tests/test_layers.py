@@ -32,6 +32,7 @@ class Layer:
     says: frozenset[str]  # the fields of a Line it sets: rank, task, host, time
     glued: bool = False  # the emitter puts no space after it (OpenMPI's tag)
     time: datetime | None = None  # the time it states
+    after_time: bool = False  # its emitter prints it right after a time only
 
 
 def _task(r: int) -> str:
@@ -52,6 +53,13 @@ TIME_LAYERS = (
         time=MS,
     ),
     Layer("clock", lambda r, h: "[07:08:09] ", frozenset()),  # no date: no time
+    # a CloudWatch CSV export: `timestamp,message`, the time in epoch milliseconds
+    Layer(
+        "epoch-ms-csv",
+        lambda r, h: f"{int(WHEN.replace(tzinfo=UTC).timestamp() * 1000)},",
+        frozenset({"time"}),
+        time=MS,
+    ),
 )
 TAG_LAYERS = (
     Layer("srun", lambda r, h: _task(r), frozenset({"task"})),
@@ -65,6 +73,14 @@ HOST_LAYERS = (
     Layer("pdsh", lambda r, h: f"{h}: ", frozenset({"host"})),
     Layer("bracket-host", lambda r, h: f"[{h}] ", frozenset({"host"})),
     Layer("compose", lambda r, h: f"{h:<12} | ", frozenset({"host"})),
+    Layer("kubectl", lambda r, h: f"[pod/{h}/trainer] ", frozenset({"host"})),
+    # syslog's HOSTNAME and TAG, after its TIMESTAMP
+    Layer(
+        "syslog-tag",
+        lambda r, h: f"{h} python3[{4242 + r}]: ",
+        frozenset({"host"}),
+        after_time=True,
+    ),
 )
 DECOR = (
     ("indent", lambda t: "    " + t),
@@ -113,7 +129,11 @@ def _stacks() -> list[tuple[Layer, ...]]:
     for t, g, h in itertools.product(TIME_LAYERS, TAG_LAYERS, HOST_LAYERS):
         for n in (2, 3):
             for stack in itertools.permutations((t, g, h), n):
-                out.append(stack)
+                if all(
+                    not layer.after_time or (i > 0 and stack[i - 1] in TIME_LAYERS)
+                    for i, layer in enumerate(stack)
+                ):
+                    out.append(stack)
     return out
 
 
@@ -258,3 +278,26 @@ def test_a_silent_rank_behind_timestamps_is_found(tmp_path: Path, tag: str) -> N
     culprit = doc["incidents"][0]["culprit"]
     assert culprit["rank"] == 3, culprit
     assert "rank 3 reported nothing" in culprit["reason"], culprit
+
+
+def test_a_syslog_record_keeps_its_host() -> None:
+    # a kernel log: the host and program follow the time (the program has no pid here)
+    lines = [
+        f"May  6 07:08:{s:02d} gpu-a0{s % 3} kernel: NVRM: Xid (PCI:0000:0{s}:00): 79, GPU has "
+        "fallen off the bus."
+        for s in range(10)
+    ]
+    got = _decoded(lines)
+    assert [(g.host, g.text[:5]) for g in got[:3]] == [
+        ("gpu-a00", "NVRM:"),
+        ("gpu-a01", "NVRM:"),
+        ("gpu-a02", "NVRM:"),
+    ]
+    # a host and program with no time before them are no layer: neither learned so ...
+    lines = [f"Train loss: {i / 10}" for i in range(20)]
+    layers = learn_layers("\n".join(lines))
+    assert layers is not None and layers.order == ()
+    # ... nor peeled where the layer was learned but a line has no time
+    kernel = [f"May  6 07:08:{s:02d} gpu-a01 kernel: NVRM: Xid 79" for s in range(10)]
+    got = _decoded([*kernel, "Train loss: 0.5"])
+    assert (got[-1].host, got[-1].text) == (None, "Train loss: 0.5")

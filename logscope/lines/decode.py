@@ -213,10 +213,11 @@ def parse_ctime(text: str) -> datetime | None:
 
 def _stamped(text: str, pos: int) -> bool:
     """A logger header at `pos` that this module reads whole, its time with its level (a time
-    layer is not peeled off it: see layers.Stop)."""
+    layer is not peeled off it: see layers.Stop). A syslog record's time, host and program are
+    layers (syslog, syslog_tag)."""
     if _PYLOG_NAMED.match(text, pos) or _DEEPSPEED.match(text, pos) or _HF.match(text, pos):
         return True
-    if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _SYSLOG.match(text, pos):
+    if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
     return m is not None and m["lvl"] is not None

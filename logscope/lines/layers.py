@@ -19,9 +19,13 @@ The formats, from their emitters:
 - MPICH / Intel MPI Hydra `mpiexec -prepend-rank` (`-l`): `[%d] ` before each line.
 - pdsh (src/pdsh/dsh.c): `"%S: %s"`, the host as in the host list (FORMATS.md §1.6).
 - docker compose `up` / `logs`: the service name padded to the longest and ` | `.
+- `kubectl logs --prefix` (kubectl pkg/cmd/logs): `[pod/<pod>/<container>] `; the pod is the host.
+- A syslog / journal record after its time (RFC 3164 HOSTNAME and TAG, `journalctl -o
+  short-iso`): `<host> <program>[<pid>]: `.
 - CRI container log files (kubelet, kubernetes/cri-api logs format): `<RFC 3339 nano time>
   <stdout|stderr> <F|P> <text>`; `kubectl logs --timestamps` and `docker logs -t`: an RFC 3339
-  (nano) time and a space; GCP and CloudWatch exports: an ISO 8601 time and a tab or space.
+  (nano) time and a space; GCP and CloudWatch exports: an ISO 8601 or epoch-milliseconds time
+  and a tab, a space or a CSV comma.
 - moreutils `ts` (default `%b %d %H:%M:%S`) and syslog: a month name, day and clock.
 - Epoch seconds or milliseconds, bracketed or not (many `date +%s.%N`-style wrappers).
 """
@@ -55,7 +59,7 @@ _CLOCK = r"(?P<h>[01]\d|2[0-3]):(?P<m>[0-5]\d):(?P<s>[0-5]\d|60)(?:[.,](?P<frac>
 _ZONE = r"(?:Z|[+-]\d\d:?\d\d| ?UTC)?"
 _MONTH = r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 # separators a time column ends with in the exports above
-_SEP = r"(?:\t| ?\| | - |: | )"
+_SEP = r"(?:\t| ?\| | - |: |,| )"
 # what follows a tag: text, or an srun label padded to its width
 _NEXT = r"(?=\S| +\d+: )"
 
@@ -85,11 +89,18 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
             r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*)\] " + _NEXT
         ),
         "compose": re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*) +\| " + _NEXT),
+        "kubectl": re.compile(r"\[pod/(?P<host>[\w.-]+)/[\w.-]+\] " + _NEXT),
+        "syslog_tag": re.compile(
+            r"(?P<host>[A-Za-z0-9][\w.-]*) [A-Za-z][\w./-]*(?:\[\d+\])?: " + _NEXT
+        ),
     }
 )
 """Every layer a line may start with, tried in this order where several match."""
 
 TIME_LAYERS = frozenset({"cri", "iso", "syslog", "epoch", "clock"})
+AFTER: Mapping[str, frozenset[str]] = MappingProxyType({"syslog_tag": TIME_LAYERS})
+"""Layers that only ever follow one of these: a syslog record's host and program follow its
+time (`node1 kernel: ` alone is too like `Train loss: `)."""
 _GUTTER = re.compile(r"(?:> ?|[│┃║] ?|\| )")
 # tmux and screen draw pane borders with box-drawing bars; a `|` is not taken for one (Megatron
 # lines end in ` |` at one column)
@@ -202,13 +213,17 @@ def peel(
     """`text` without the learned layers it starts with (each optional, in the learned order),
     what they said filled into `out`."""
     pos = _decor(text, layers.decor) if layers.decor else 0
+    prev = ""
     for name in layers.order:
         if name in TIME_LAYERS and stop(text, pos):
             break
+        if name in AFTER and prev not in AFTER[name]:
+            continue
         m = PATTERNS[name].match(text, pos)
         if m is not None and m.end() < len(text):
             _take(name, m, out, year)
             pos = m.end()
+            prev = name
     return text[pos:]
 
 
@@ -219,6 +234,8 @@ def _first_layers(text: str, stop: Stop) -> list[str]:
     while len(names) < len(PATTERNS):
         for name, pattern in PATTERNS.items():
             if name in names or (name in TIME_LAYERS and stop(text, pos)):
+                continue
+            if name in AFTER and (names[-1] if names else "") not in AFTER[name]:
                 continue
             m = pattern.match(text, pos)
             if m is not None and m.end() < len(text):
