@@ -187,13 +187,13 @@ def test_the_first_exit_that_is_no_sigterm_is_the_culprit() -> None:
         root=0,
     )
     events = events_of(lines)
-    culprit = first_exit(events)
+    culprit = first_exit(events, build_world([]))
     assert culprit is not None and (culprit.rank, culprit.host) == (5, "gpu-a17")
     assert (
         "first reported exit that is not its own SIGTERM (1 peers it sent SIGTERM)"
         in culprit.reason
     )
-    named = launcher_culprit(FIRST_ERROR, events)
+    named = launcher_culprit(FIRST_ERROR, events, build_world([]))
     assert named.rank == 5 and "the error carries no rank" in named.reason
     # two non-SIGTERM exits in the same second: either may be first
     lines = failure_block(
@@ -204,4 +204,26 @@ def test_the_first_exit_that_is_no_sigterm_is_the_culprit() -> None:
         ],
         root=0,
     )
-    assert first_exit(events_of(lines)) is None
+    assert first_exit(events_of(lines), build_world([])) is None
+
+
+def test_srun_s_first_task_end_that_is_no_sigterm_is_the_culprit() -> None:
+    # slurm step_io / srun: `srun: error: %s: task %s: %s`, printed as each task ends
+    world = build_world([], declared_size=8, tasks=range(8))  # srun started every rank
+    lines = [
+        "srun: error: gpu-a17: task 6: Terminated",
+        "srun: error: gpu-a18: task 5: Exited with exit code 1",
+        "srun: error: gpu-a17: tasks 0-4,7: Killed",
+    ]
+    culprit = first_exit(events_of(lines), world)
+    assert culprit is not None and (culprit.rank, culprit.host) == (5, "gpu-a18")
+    assert "srun task 5's (exit code 1), rank 5" in culprit.reason
+    # the first end names two tasks: either may have been first
+    lines = ["srun: error: gpu-a17: tasks 4-5: Exited with exit code 1", *lines[2:]]
+    assert first_exit(events_of(lines), world) is None
+    # a task killed first is first
+    lines = ["srun: error: gpu-a17: task 2: Killed", *lines]
+    culprit = first_exit(events_of(lines), world)
+    assert culprit is not None and culprit.rank == 2
+    # a task the log does not tie to a rank (one torchrun agent a node) names no rank
+    assert first_exit(events_of(lines), build_world([])) is None

@@ -11,14 +11,14 @@ rank, and says so in `culprit.reason`:
   failed to pass monitoredBarrier`), or a store-based barrier counted all ranks but one and one
   rank of the world never showed itself;
 - the launcher's first exit that is not a SIGTERM it sent (torchrun's failure block lists its
-  peers' `exitcode: -15` beside the real failure).
+  peers' `exitcode: -15` beside the real failure; srun reports each task's end as it happens,
+  `task 5: Exited with exit code 1` before its peers' `Terminated`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
 
 from ..match.events import FAILURE_ENTRY
 from ..model import Culprit, Event, Stream, World, field_int
@@ -165,13 +165,45 @@ def store_barrier_culprit(events: Sequence[Event], world: World) -> Culprit | No
     )
 
 
-def _when(e: Event) -> tuple[int, datetime | None]:
-    return (0, e.time) if e.time_exact and e.time is not None else (1, None)
+SRUN_EXITS = frozenset(
+    {"slurm.srun_exit_code", "slurm.srun_task_signaled", "slurm.srun_task_segfault"}
+)
+"""srun's `srun: error: <host>: task[s] <list>: <how it ended>` lines (patterns/slurm.toml)."""
 
 
-def first_exit(events: Sequence[Event]) -> Culprit | None:
+def first_exit(events: Sequence[Event], world: World) -> Culprit | None:
     """The launcher's first reported exit that is not a SIGTERM (its own shutdown of the
-    others): the earliest by the times its failure block states, when it states them."""
+    others): the earliest by the times torchrun's failure block states, when it states them;
+    else srun's first report of a task's end (srun prints each as the task ends) that is not a
+    `Terminated`, when it names one task that the log ties to a rank."""
+    return _torchrun_first(events) or _srun_first(events, world)
+
+
+def _srun_first(events: Sequence[Event], world: World) -> Culprit | None:
+    ends = [e for e in events if e.signature in SRUN_EXITS and e.fields.get("tasks")]
+    ends.sort(key=lambda e: (e.line.path, e.line.lineno))
+    first = next((e for e in ends if e.fields.get("signal_name") != "Terminated"), None)
+    if first is None:
+        return None
+    tasks = _tasks(first.fields["tasks"])
+    if len(tasks) != 1:
+        return None
+    rank = world.rank_of_stream(Stream(tasks[0], None, None, None))
+    if rank is None:
+        return None
+    how = first.fields.get("signal_name") or f"exit code {first.fields.get('exit_code')}"
+    return Culprit(
+        rank=rank,
+        local_rank=None,
+        host=first.fields.get("host"),
+        task=tasks[0],
+        confidence=0.6,
+        reason=f"the launcher's first reported end of a task that is not its own SIGTERM is srun "
+        f"task {tasks[0]}'s ({how}), rank {rank}",
+    )
+
+
+def _torchrun_first(events: Sequence[Event]) -> Culprit | None:
     exits = [
         e
         for e in events
@@ -204,10 +236,11 @@ def first_exit(events: Sequence[Event]) -> Culprit | None:
     )
 
 
-def launcher_culprit(culprit: Culprit, events: Sequence[Event]) -> Culprit:
+def launcher_culprit(culprit: Culprit, events: Sequence[Event], world: World) -> Culprit:
     """A culprit with no rank yet named by the launcher's first exit that is not a SIGTERM."""
-    found = first_exit(events)
+    found = first_exit(events, world)
     if found is None or found.rank is None:
         return culprit
     why = found.reason.replace("the launcher's", "the error carries no rank, and the launcher's")
-    return replace(_named(culprit, found.rank, None, why, 0.6), host=culprit.host or found.host)
+    named = _named(culprit, found.rank, None, why, 0.6)
+    return replace(named, host=culprit.host or found.host, task=culprit.task or found.task)

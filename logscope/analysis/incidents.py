@@ -137,7 +137,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         if culprit.rank is None and culprit.local_rank is None:
             culprit = same_error_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
-            culprit = launcher_culprit(culprit, events)
+            culprit = launcher_culprit(culprit, events, world)
         category = root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
@@ -185,7 +185,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             or store_barrier_culprit(events, world)
             or silent_culprit(events, world)
             or reported_culprit(events)
-            or first_exit(events)
+            or first_exit(events, world)
         )
         return _Pick(root, named, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
