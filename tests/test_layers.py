@@ -301,3 +301,11 @@ def test_a_syslog_record_keeps_its_host() -> None:
     kernel = [f"May  6 07:08:{s:02d} gpu-a01 kernel: NVRM: Xid 79" for s in range(10)]
     got = _decoded([*kernel, "Train loss: 0.5"])
     assert (got[-1].host, got[-1].text) == (None, "Train loss: 0.5")
+
+
+def test_labels_after_a_long_preamble_are_learned() -> None:
+    # a batch script's own 600 lines (module loads, `set -x` echoes) before srun's labelled ones
+    preamble = [f"+ export VAR_{i}=value" for i in range(600)]
+    labelled = [f"{_task(i % RANKS)}step {i} loss 2.5" for i in range(2400)]
+    got = _decoded([*preamble, *labelled])
+    assert [g.task for g in got[600 : 600 + RANKS]] == list(range(RANKS))

@@ -224,12 +224,15 @@ def _stamped(text: str, pos: int) -> bool:
 
 
 def learn_layers(data: bytes | bytearray | str) -> Layers | None:
-    """The prefix layers of an input (lines.layers), from its first lines."""
-    text = decode(bytes(data[:LAYER_SAMPLE])) if not isinstance(data, str) else data
+    """The prefix layers of an input (lines.layers), from lines spread over its first bytes: a
+    job's script may print hundreds of lines of its own before the launcher's labelled ones."""
+    text = decode(bytes(data[:LAYER_SAMPLE])) if not isinstance(data, str) else data[:LAYER_SAMPLE]
     lines = text.split("\n")
-    if len(text) >= LAYER_SAMPLE:
+    if len(data) > LAYER_SAMPLE:
         lines = lines[:-1]  # the last is cut
-    return learn((clean(t) for t in lines[: MAX_SAMPLE_LINES * 2]), _stamped)
+    lines = [t for t in lines if t.strip()]
+    step = max(1, len(lines) // MAX_SAMPLE_LINES)
+    return learn((clean(t) for t in lines[::step]), _stamped)
 
 
 def _peel(text: str, p: _Prefix, year: int | None, layers: Layers) -> str:

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import MappingProxyType
 
-LAYER_SAMPLE = 256 << 10
+LAYER_SAMPLE = 1 << 20
 """Bytes at an input's start whose lines teach its layers."""
 MAX_SAMPLE_LINES = 400
-"""Non-blank lines the layers are learned from, at most."""
+"""Non-blank lines the layers are learned from, at most (spread over LAYER_SAMPLE)."""
 MIN_SHARE = 0.2
 """A layer is learned when it starts at least this share of the sampled lines ..."""
 MIN_LINES = 3
