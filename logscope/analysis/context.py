@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..lines.decode import ROUTING_PREFIX, decode, parse_line, prefix_lines
+from ..lines.decode import decode, parse_line
+from ..lines.discovery import ROUTING_PREFIX, prefix_lines
 from ..model import Analysis, Incident, order_key
 from ..read.sources import read_lines, rereadable
 from ..read.spool import Kept, read_kept
 
 TAIL_BYTES = 8 << 20
 """The end of an input scanned for the last line of every rank (the hang heat strip); less
-of each when there are many inputs (lines.decode.window_per_input)."""
+of each when there are many inputs (lines.discovery.window_per_input)."""
 TAIL_BUDGET = 32 << 20
 
 

@@ -24,7 +24,7 @@ from ..analysis.context import (
     tail_lines,
 )
 from ..errors import InputError, WorkerError
-from ..lines.decode import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
+from ..lines.discovery import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
 from ..lines.wrap import WRAP_SAMPLE
 from ..match.signatures import Library
 from ..memory import release_freed_memory

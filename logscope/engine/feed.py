@@ -16,11 +16,8 @@ import numpy.typing as npt
 
 from ..analysis.culprits import build_world
 from ..analysis.timeline import Timeline, from_timestamp
-from ..lines.decode import (
-    DISCOVERY_BYTES,
-    learn_layers,
-    prefix_lines,
-)
+from ..lines.decode import learn_layers
+from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
 from ..lines.hostlist import expand_hostlist
 from ..lines.wrap import WRAP_SAMPLE, wrap_width
 from ..match.events import Extractor
@@ -84,7 +81,7 @@ class Engine:
     """Lines naming a node list unlike the one named before: which nodes each attempt ran on."""
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
-    """Bytes at each input's start scanned for rank prefixes (lines.decode.window_per_input)."""
+    """Bytes at each input's start scanned for rank prefixes (lines.discovery.window_per_input)."""
     _plans: dict[str, InputPlan] = field(default_factory=dict)
     """Per input, what its scans share (learn_input)."""
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..lines.decode import DISCOVERY_BYTES, routing_prefixes
+from ..lines.discovery import DISCOVERY_BYTES, routing_prefixes
 from ..lines.layers import Layers
 from ..match.prefilter import Hit, Prefilter, matched
 from ..match.signatures import Library
@@ -190,7 +190,7 @@ class RangeScan:
     """Line numbers (from the range's first line) cut at MAX_LINE."""
     prefixes: tuple[bytes, ...]
     """Routing prefixes of its lines in the input's discovery window
-    (lines.decode.routing_prefixes)."""
+    (lines.discovery.routing_prefixes)."""
     progress: ProgressColumns = field(default_factory=ProgressColumns)
     """Its plain progress lines, parsed in bulk (numbered like `matches`)."""
     error: str | None = None
