@@ -53,6 +53,13 @@ TIME_LAYERS = (
         time=MS,
     ),
     Layer("clock", lambda r, h: "[07:08:09] ", frozenset()),  # no date: no time
+    # a Cloud Logging copy: the entry's severity, then its time
+    Layer(
+        "gcp",
+        lambda r, h: f"{('INFO', 'ERROR')[r % 2]} 2024-05-06T07:08:09.123456789Z ",
+        frozenset({"time"}),
+        time=WHEN,
+    ),
     # a CloudWatch CSV export: `timestamp,message`, the time in epoch milliseconds
     Layer(
         "epoch-ms-csv",

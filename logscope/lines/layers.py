@@ -25,7 +25,8 @@ The formats, from their emitters:
 - CRI container log files (kubelet, kubernetes/cri-api logs format): `<RFC 3339 nano time>
   <stdout|stderr> <F|P> <text>`; `kubectl logs --timestamps` and `docker logs -t`: an RFC 3339
   (nano) time and a space; GCP and CloudWatch exports: an ISO 8601 or epoch-milliseconds time
-  and a tab, a space or a CSV comma.
+  and a tab, a space or a CSV comma; a Cloud Logging copy puts the entry's severity (LogSeverity:
+  DEFAULT, DEBUG, INFO, NOTICE, WARNING, ERROR, CRITICAL, ALERT, EMERGENCY) before its time.
 - moreutils `ts` (default `%b %d %H:%M:%S`) and syslog: a month name, day and clock.
 - Epoch seconds or milliseconds, bracketed or not (many `date +%s.%N`-style wrappers).
 """
@@ -67,6 +68,12 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
     {
         # the CRI file format first: its time is also an ISO one
         "cri": re.compile(_DATE + "T" + _CLOCK + _ZONE + r" (?:stdout|stderr) [FP] "),
+        # Google Cloud Logging's severity column before the entry's time (LogSeverity names);
+        # the export's word, not the program's level: peeled, not kept
+        "gcp_severity": re.compile(
+            r"(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) "
+            r"(?=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
+        ),
         "iso": re.compile(r"\[?" + _DATE + "[T ]" + _CLOCK + _ZONE + r"\]?" + _SEP),
         "syslog": re.compile(_MONTH + r" +(?P<day>\d\d?) " + _CLOCK + r"\]?" + _SEP),
         "epoch": re.compile(r"\[?(?P<epoch>1\d{9}(?:\.\d{1,9})?|1\d{12})\]?" + _SEP),
@@ -177,7 +184,7 @@ def _take(name: str, m: re.Match[str], out: Peeled, year: int | None) -> None:
         if g.get("ctime"):
             with contextlib.suppress(ValueError):
                 out.time = datetime.strptime(str(g["ctime"]), "%a %b %d %H:%M:%S %Y")
-    else:
+    elif "host" in g:
         out.host = out.host or m["host"]
 
 
