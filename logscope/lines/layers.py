@@ -280,6 +280,18 @@ def _learn_decor(lines: list[str]) -> tuple[tuple[str, ...], list[str]]:
     return tuple(decor), lines
 
 
+def _borders(text: str) -> set[int]:
+    """The columns right of MIN_EDGE that hold a pane border (str.find: a long line costs its
+    borders, not its length in Python steps)."""
+    out: set[int] = set()
+    for ch in _BORDERS:
+        i = text.find(ch, MIN_EDGE + 1)
+        while i >= 0:
+            out.add(i)
+            i = text.find(ch, i + 1)
+    return out
+
+
 def _learn_edge(lines: list[str]) -> int | None:
     """The column a pane border stands at in most of the long lines, if one does."""
     counts: dict[int, int] = {}
@@ -288,9 +300,8 @@ def _learn_edge(lines: list[str]) -> int | None:
         if len(t) <= MIN_EDGE:
             continue
         long += 1
-        for c in {len(t) - 1, *(i for i, ch in enumerate(t) if ch in _BORDERS and i > MIN_EDGE)}:
-            if t[c] in _BORDERS:
-                counts[c] = counts.get(c, 0) + 1
+        for c in _borders(t):
+            counts[c] = counts.get(c, 0) + 1
     if not counts or long < MIN_LINES:
         return None
     col = max(counts, key=lambda k: counts[k])
