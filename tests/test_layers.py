@@ -316,3 +316,22 @@ def test_labels_after_a_long_preamble_are_learned() -> None:
     labelled = [f"{_task(i % RANKS)}step {i} loss 2.5" for i in range(2400)]
     got = _decoded([*preamble, *labelled])
     assert [g.task for g in got[600 : 600 + RANKS]] == list(range(RANKS))
+
+
+def test_context_and_last_lines_read_ranks_behind_layers(tmp_path: Path) -> None:
+    # MPICH Hydra's `-prepend-rank` tag behind a timestamp: only the layers name the ranks
+    stamp = "2024-05-06T07:08:{:02d}.5Z "
+    lines = [stamp.format(i % 60) + f"[{i % 4}] step {i // 4} loss 2.5" for i in range(40)]
+    lines.append(stamp.format(50) + "[2] RuntimeError: CUDA error: an illegal memory access")
+    lines += [stamp.format(51) + f"[{r}] waiting" for r in (0, 1, 3)]
+    f = tmp_path / "job.log"
+    f.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["analyze", str(f), "--format", "json"])
+    doc = json.loads(result.stdout)
+    inc = doc["incidents"][0]
+    assert inc["root_cause"]["rank"] == 2, inc["root_cause"]
+    # the root's context: rank 2's own lines around it, no other rank's
+    context = [c["line"] for c in inc["context"]]
+    assert context == [23, 27, 31, 35, 39, 41], context
+    last = {s["rank"]: s["line"] for s in doc["last_seen"]}
+    assert last == {0: 42, 1: 43, 2: 41, 3: 44}, last

@@ -280,7 +280,8 @@ def analyze(
             # while the workers are busy anyway, not in this process after them
             for src, ranges in plans:
                 if ranges:
-                    ends[src.path] = pool.submit(tail_lines, src.path, ranges[-1].end, tail_bytes)
+                    end, mine = ranges[-1].end, engine.layers_of(src.path)
+                    ends[src.path] = pool.submit(tail_lines, src.path, end, tail_bytes, mine)
             scans = _in_order(pool, tasks, 2 * jobs)  # two per worker
         else:
             scans = map(scan_range, tasks)
@@ -316,7 +317,8 @@ def analyze(
             if stats.bytes == 0 and not stats.warnings:
                 stats.warnings.append(f"{src.path}: {EMPTY_INPUT}")
             if tail is not None:
-                seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines)
+                mine = engine.layers_of(src.path)
+                seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines, mine)
             elif src.path in ends:
                 with contextlib.suppress(OSError, BrokenProcessPool):  # last_seen reads it then
                     back = ends[src.path].result()
@@ -335,8 +337,9 @@ def analyze(
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (memory.py)
         analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
-        context = root_context(analysis.incidents, line_marks, kept)
-    seen_last = tuple(last_seen(analysis, tail_bytes, seen))
+        layers = {info.path: engine.layers_of(info.path) for info in inputs}
+        context = root_context(analysis.incidents, line_marks, kept, layers=layers)
+    seen_last = tuple(last_seen(analysis, tail_bytes, seen, layers))
     return replace(analysis, context=context, last_seen=seen_last)
 
 

@@ -19,6 +19,7 @@ from ..analysis.timeline import Timeline, from_timestamp
 from ..lines.decode import learn_layers
 from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
 from ..lines.hostlist import expand_hostlist
+from ..lines.layers import Layers
 from ..lines.wrap import WRAP_SAMPLE, wrap_width
 from ..match.events import Extractor
 from ..match.loader import builtin_dirs, load_library
@@ -106,6 +107,11 @@ class Engine:
         )
         self._plans[path] = plan
         return plan
+
+    def layers_of(self, path: str) -> Layers | None:
+        """The prefix layers learned from input `path` (None: none learned, or not seen)."""
+        plan = self._plans.get(path)
+        return None if plan is None else plan.layers
 
     def feed_block(
         self,

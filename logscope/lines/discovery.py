@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 from ..model import Line
 from .decode import decode, parse_line
@@ -48,14 +49,24 @@ def _decor_pattern(decor: str) -> bytes:
     return b"(?:%s)?" % re.escape(decor.encode())
 
 
-def _layered_prefixes(data: bytes | bytearray, end: int, layers: Layers) -> set[bytes]:
-    found: set[bytes] = set()
+def routing_matches(
+    data: bytes | bytearray, end: int, layers: Layers | None = None
+) -> Iterator[tuple[bytes, int]]:
+    """(routing prefix, where its line starts) of each line of `data[:end]` that has one,
+    behind the input's `layers` if it has any (layered_routing)."""
+    if layers is None or not (layers.order or layers.decor):
+        for m in ROUTING_PREFIX.finditer(data, 0, end):
+            yield m.group(0), m.start()
+        return
     rank_tags = [n for n in layers.order if n in _RANK_TAGS]
     for m in layered_routing(layers).finditer(data, 0, end):
         if m.end() == m.start() or not (m["route"] or any(m[n] for n in rank_tags)):
             continue
-        found.add(b"".join(g for g in m.groupdict().values() if g))
-    return found
+        yield b"".join(g for g in m.groupdict().values() if g), m.start()
+
+
+def _layered_prefixes(data: bytes | bytearray, end: int, layers: Layers) -> set[bytes]:
+    return {prefix for prefix, _ in routing_matches(data, end, layers)}
 
 
 def routing_prefixes(
