@@ -135,6 +135,13 @@ ROWS = [
         rank=3,
         time=datetime(2022, 3, 21, 13, 34, 34),
     ),
+    # SageMaker's mpirun (aws/sagemaker-training-toolkit test_process.py): rank, then host
+    row(
+        "[1,mpirank:10,algo-2]<stderr>:FileNotFoundError: [Errno 2] No such file or directory",
+        "FileNotFoundError: [Errno 2] No such file or directory",
+        rank=10,
+        host="algo-2",
+    ),
     # §1.6 pdsh: the hostfile's IP or name
     row(
         "104.171.201.172: [2023-04-16 02:38:19,113] [INFO] [launch.py:247:main] dist_world_size=16",

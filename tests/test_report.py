@@ -462,6 +462,20 @@ def test_report_loads_in_chromium_offline_without_errors(bloom_report: Path) -> 
     assert requested == []
 
 
+@pytest.mark.parametrize("end", ["\n", ""], ids=["newline", "no-newline"])
+def test_last_line_seen_is_numbered_as_less_n_numbers_it(
+    tmp_path: Path, analyze_json, end: str
+) -> None:
+    f = tmp_path / "job.log"
+    f.write_text(
+        "[rank0]: a\n[rank1]: b\n"
+        "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "[rank1]: c" + end
+    )
+    _, doc = analyze_json(f)
+    assert [(s["rank"], s["line"]) for s in doc["last_seen"]] == [(0, 3), (1, 4)]
+
+
 def test_last_line_seen_strip_points_at_the_silent_rank(tmp_path: Path, analyze_json) -> None:
     """lab/hang_rank1.log: rank 1 slept; its last line is the earliest of the four ranks."""
     _, doc = analyze_json(FIXTURES / "lab" / "hang_rank1.log")

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..lines.decode import ROUTING_PREFIX, decode, parse_line, prefix_lines
+from ..lines.decode import decode, parse_line
+from ..lines.discovery import prefix_lines, routing_matches
+from ..lines.layers import Layers
 from ..model import Analysis, Attempt, Incident, input_of, lineno_of, order_key
 from ..read.sources import read_lines, rereadable
 from ..read.spool import Kept, read_kept
@@ -14,7 +16,7 @@ from .ledger import owner
 
 TAIL_BYTES = 8 << 20
 """The end of an input scanned for the last line of every rank (the hang heat strip); less
-of each when there are many inputs (lines.decode.window_per_input)."""
+of each when there are many inputs (lines.discovery.window_per_input)."""
 TAIL_BUDGET = 32 << 20
 
 
@@ -22,6 +24,7 @@ def last_seen(
     analysis: Analysis,
     tail_bytes: int = TAIL_BYTES,
     seen: dict[str, dict[bytes, int]] | None = None,
+    layers: dict[str, Layers | None] | None = None,
 ) -> list[tuple[int, str, int]]:
     """(rank, file, line) of the last line each rank printed, from the end of each input.
 
@@ -29,39 +32,42 @@ def last_seen(
     the last `tail_bytes` of each input are read: the ending is what matters, and reading every
     line of a large log for it would cost more than the analysis. An uncompressed file is read
     again here; for the others (compressed, stdin, a pipe) `seen` holds what `last_lines` found
-    in their tail as it went by.
+    in their tail as it went by. `layers`: each input's prefix layers (lines.layers).
     """
     world = analysis.world
-    seen = seen or {}
+    seen, layers = seen or {}, layers or {}
     best: dict[int, tuple[int, str, int]] = {}
     for index, info in enumerate(analysis.inputs):
         last = seen.get(info.path)
+        mine = layers.get(info.path)
         if last is None:
             if info.compression is not None or not rereadable(info.path):
                 continue
             try:
-                back = tail_lines(info.path, Path(info.path).stat().st_size, tail_bytes)
+                end = Path(info.path).stat().st_size
+                back = tail_lines(info.path, end, tail_bytes, mine)
             except OSError:
                 continue
             last = {prefix: n + info.lines for prefix, n in back.items()}
         for prefix, lineno in last.items():
             key = order_key(index, lineno)
-            for line in prefix_lines(prefix, info.path):
+            for line in prefix_lines(prefix, info.path, mine):
                 rank = world.rank_of(line)
                 if rank is not None and (rank not in best or best[rank][0] <= key):
                     best[rank] = (key, info.path, lineno)
     return sorted((rank, path, line) for rank, (_key, path, line) in best.items())
 
 
-def last_lines(tail: bytes, cut: bool, lines: int) -> dict[bytes, int]:
+def last_lines(
+    tail: bytes, cut: bool, lines: int, layers: Layers | None = None
+) -> dict[bytes, int]:
     """The line number of the last line of each routing prefix in the tail of an input of
-    `lines` lines; `cut`: bytes came before the tail (its first line may be a part)."""
+    `lines` lines; `cut`: bytes came before the tail (its first line may be a part).
+    `layers`: the input's prefix layers, which a routing prefix may stand behind."""
     if cut:
         tail = tail[tail.find(b"\n") + 1 :]
-    first = lines - tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
-    last: dict[bytes, int] = {}
-    for m in ROUTING_PREFIX.finditer(tail):
-        last[m.group(0)] = m.start()
+    first = lines - tail.count(b"\n") + (1 if tail.endswith(b"\n") else 0)
+    last = dict(routing_matches(tail, len(tail), layers))
     # one pass over the tail: thousands of distinct prefixes (NCCL's host:pid:tid) each
     # counting newlines from the start would be quadratic
     out: dict[bytes, int] = {}
@@ -73,14 +79,16 @@ def last_lines(tail: bytes, cut: bool, lines: int) -> dict[bytes, int]:
     return out
 
 
-def tail_lines(path: str, end: int, tail_bytes: int) -> dict[bytes, int]:
+def tail_lines(
+    path: str, end: int, tail_bytes: int, layers: Layers | None = None
+) -> dict[bytes, int]:
     """last_lines of the `tail_bytes` of a file before byte `end`, numbered from its last line
     back (0, -1, ...: add the file's line count)."""
     start = max(0, end - tail_bytes)
     with Path(path).open("rb") as f:
         f.seek(start)
         tail = f.read(end - start)
-    return last_lines(tail, start > 0, 0)
+    return last_lines(tail, start > 0, 0, layers)
 
 
 CONTEXT_LINES = 5
@@ -134,13 +142,15 @@ def root_context(
     kept: dict[str, list[Kept]] | None = None,
     radius: int = CONTEXT_LINES,
     spans: Mapping[str, tuple[int, int, tuple[tuple[int, str], ...]]] | None = None,
+    layers: dict[str, Layers | None] | None = None,
 ) -> dict[str, list[tuple[int, str]]]:
     """For each incident, its root-cause line with the lines of the same rank around it.
     `marks`: per input read in ranges, (line number, byte offset) of each range's start, to
     read the lines without reading the file from its start; `kept`: chunks of compressed
     inputs kept after their scan (spool.Spool), read instead of the input when they hold the
     lines; `spans`: per incident, the line range of its own attempt (attempt_spans), outside
-    which no line is its context."""
+    which no line is its context; `layers`: each input's prefix layers, to decode the lines as
+    the scan did."""
     spans = spans or {}
     wanted: dict[str, set[int]] = {}
     for inc in incidents:
@@ -164,7 +174,7 @@ def root_context(
             if n == root.lineno or not first <= n <= last:
                 continue
             text = decode(got[n]).rstrip("\r")
-            decoded = parse_line(text, root.path, n)
+            decoded = parse_line(text, root.path, n, layers=(layers or {}).get(root.path))
             if not any(x.stream == mine for x in decoded):
                 continue
             (before if n < root.lineno else after).append((n, text))

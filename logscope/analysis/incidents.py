@@ -20,6 +20,14 @@ from ..model import (
     World,
     field_int,
 )
+from .clues import (
+    barrier_culprit,
+    first_exit,
+    launcher_culprit,
+    oom_culprit,
+    same_error_culprit,
+    store_barrier_culprit,
+)
 from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
 
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
@@ -123,6 +131,13 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             # no prefix at all: a process-group rank is the only name the log gives the rank
             # (with a tee header, `[Rank N]` is a rank of some group of that local rank)
             culprit = pg_culprit(culprit, root, events, _BURST_LINES)
+        # what other lines say of the process that failed (analysis.clues)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = oom_culprit(culprit, root, events, world)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = same_error_culprit(culprit, root, events, world)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = launcher_culprit(culprit, events, world)
         category = root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
@@ -164,7 +179,14 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
         # what the ranks say beats the launcher's first failure: torchrun's Root Cause names the
         # first rank its watchdog took down, a victim when another rank hung
-        named = silent_culprit(events, world) or reported_culprit(events)
+        # (a barrier's report of who did not arrive first: it names them outright)
+        named = (
+            barrier_culprit(events)
+            or store_barrier_culprit(events, world)
+            or silent_culprit(events, world)
+            or reported_culprit(events)
+            or first_exit(events, world)
+        )
         return _Pick(root, named, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]

@@ -26,7 +26,7 @@ from ..analysis.context import (
     tail_lines,
 )
 from ..errors import InputError, WorkerError
-from ..lines.decode import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
+from ..lines.discovery import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
 from ..lines.wrap import WRAP_SAMPLE
 from ..match.signatures import Library
 from ..memory import release_freed_memory
@@ -282,7 +282,8 @@ def analyze(
             # while the workers are busy anyway, not in this process after them
             for src, ranges in plans:
                 if ranges:
-                    ends[src.path] = pool.submit(tail_lines, src.path, ranges[-1].end, tail_bytes)
+                    end, mine = ranges[-1].end, engine.layers_of(src.path)
+                    ends[src.path] = pool.submit(tail_lines, src.path, end, tail_bytes, mine)
             scans = _in_order(pool, tasks, 2 * jobs)  # two per worker
         else:
             scans = map(scan_range, tasks)
@@ -318,7 +319,8 @@ def analyze(
             if stats.bytes == 0 and not stats.warnings:
                 stats.warnings.append(f"{src.path}: {EMPTY_INPUT}")
             if tail is not None:
-                seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines)
+                mine = engine.layers_of(src.path)
+                seen[src.path] = last_lines(bytes(tail.data), tail.cut, stats.lines, mine)
             elif src.path in ends:
                 with contextlib.suppress(OSError, BrokenProcessPool):  # last_seen reads it then
                     back = ends[src.path].result()
@@ -338,8 +340,9 @@ def analyze(
         release_freed_memory()  # the scans' buffers, before the findings' arrays (memory.py)
         analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
         spans = attempt_spans(analysis.incidents, analysis.attempts)
-        context = root_context(analysis.incidents, line_marks, kept, spans=spans)
-    seen_last = tuple(last_seen(analysis, tail_bytes, seen))
+        layers = {info.path: engine.layers_of(info.path) for info in inputs}
+        context = root_context(analysis.incidents, line_marks, kept, spans=spans, layers=layers)
+    seen_last = tuple(last_seen(analysis, tail_bytes, seen, layers))
     return replace(
         analysis,
         context=context,

@@ -17,11 +17,10 @@ import numpy.typing as npt
 from ..analysis.clock import from_timestamp
 from ..analysis.culprits import build_world
 from ..analysis.timeline import Timeline
-from ..lines.decode import (
-    DISCOVERY_BYTES,
-    prefix_lines,
-)
+from ..lines.decode import learn_layers
+from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
 from ..lines.hostlist import expand_hostlist
+from ..lines.layers import Layers
 from ..lines.wrap import WRAP_SAMPLE, wrap_width
 from ..match.events import Extractor
 from ..match.loader import builtin_dirs, load_library
@@ -84,7 +83,7 @@ class Engine:
     """Lines naming a node list unlike the one named before: which nodes each attempt ran on."""
     _prefixes: set[bytes] = field(default_factory=set)
     discovery: int = DISCOVERY_BYTES
-    """Bytes at each input's start scanned for rank prefixes (lines.decode.window_per_input)."""
+    """Bytes at each input's start scanned for rank prefixes (lines.discovery.window_per_input)."""
     _plans: dict[str, InputPlan] = field(default_factory=dict)
     """Per input, what its scans share (learn_input)."""
 
@@ -95,7 +94,8 @@ class Engine:
     def learn_input(self, path: str, head: bytes | bytearray, year: int | None) -> InputPlan:
         """What the scans of input `path` share, learned from its first bytes (whole lines):
         the width its lines were wrapped at, the prefilter, `year` for its stamps that lack
-        one. Every reader of an input learns it here, once, before its first scan."""
+        one, the prefix layers its lines start with (lines.layers). Every reader of an input
+        learns it here, once, before its first scan."""
         prefilter = self.extractor.prefilter
         plan = InputPlan(
             path,
@@ -104,9 +104,15 @@ class Engine:
             year,
             wrap_width(head[:WRAP_SAMPLE]),
             discovery=self.discovery,
+            layers=learn_layers(head),
         )
         self._plans[path] = plan
         return plan
+
+    def layers_of(self, path: str) -> Layers | None:
+        """The prefix layers learned from input `path` (None: none learned, or not seen)."""
+        plan = self._plans.get(path)
+        return None if plan is None else plan.layers
 
     def feed_block(
         self,
@@ -129,9 +135,10 @@ class Engine:
         """The engine's one input: the scan of a range, a chunk or a block of input `path`,
         its lines numbered from `base`, fed after those before it. Returns its events (see
         `_feed_sorted`)."""
+        plan = self._plans.get(path)
         for prefix in set(scan.prefixes) - self._prefixes:
             self._prefixes.add(prefix)
-            for line in prefix_lines(prefix, path):
+            for line in prefix_lines(prefix, path, None if plan is None else plan.layers):
                 self._note_stream(line)
         lines = scan.matched(path, base, self.library)
         return self._feed_sorted(lines, scan.progress, path, base, events)

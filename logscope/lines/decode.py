@@ -11,6 +11,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import Line
+from .layers import LAYER_SAMPLE, MAX_SAMPLE_LINES, Layers, Peeled, learn, panes, peel
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
@@ -19,7 +20,10 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 _OMPI = re.compile(
     r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
-    r"\[(?P<job>\d+),(?P<vpid>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:"
+    # SageMaker's mpirun tags `[1,mpirank:3,algo-2]<stderr>:` (aws/sagemaker-training-toolkit's
+    # test_process.py): the rank, then the host
+    r"\[(?P<job>\d+),(?:mpirank:)?(?P<vpid>\d+)(?:,(?P<host>[\w.-]+))?\]"
+    r"<(?P<stream>stdout|stderr|stddiag)>:"
 )
 _SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
 # pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
@@ -58,13 +62,14 @@ _ISO_START = re.compile(
 _DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
 _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
-    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>\S+) [\w./-]+(?:\[\d+\])?: "
+    # the host a name or an address: a `host: ` or `[host] ` tag after the time is a layer's
+    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?P<host>[\w.-]+) [\w./-]+(?:\[\d+\])?: "
 )
 # Decorations a line picks up on its way to the reader: a Markdown or e-mail quote
 # `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry
 # nothing, and are stripped once, before the first routing prefix.
 _QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")
-_INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,\d+)\]<?[:\w])")
+_INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,(?:mpirank:)?\d+[\w.,-]*)\]<?[:\w])")
 # Ray prefixes every line of a worker with `(ActorName pid=N[, ip=A.B.C.D])` and the raylet's
 # lines with `(raylet[, ip=...])` (ray/_private/log_monitor.py): the ip names the node.
 _RAY = re.compile(
@@ -95,19 +100,6 @@ GLUED_HEADER = re.compile(
 )
 """Another rank's header glued inside a line (the bulk parse leaves such lines to the decoder)."""
 _MAX_PREFIXES = 10
-
-DISCOVERY_BYTES = 8 << 20
-"""Bytes at the start of an input scanned for the routing prefix of every line (at most; less
-each when there are many inputs, see window_per_input)."""
-DISCOVERY_BUDGET = 64 << 20
-
-# Routing prefixes at the start of a line, for finding every rank in a log's first bytes.
-ROUTING_PREFIX = re.compile(
-    rb"(?m)^(?:\[\d+,\d+\]<\w+>:"
-    rb"|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
-    # the character after the prefix tells a c10 `[rank3]:[E` from a torchtitan `[rank3]:text`
-    rb"[ \[]?"
-)
 
 
 @dataclass(slots=True)
@@ -161,9 +153,52 @@ def parse_ctime(text: str) -> datetime | None:
         return None
 
 
-def _strip(text: str, p: _Prefix, year: int | None) -> str:
-    """Strip every prefix from the left of text, filling p."""
+def _stamped(text: str, pos: int) -> bool:
+    """A logger header at `pos` that this module reads whole, its time with its level (a time
+    layer is not peeled off it: see layers.Stop). A syslog record's time, host and program are
+    layers (syslog, syslog_tag)."""
+    if _PYLOG_NAMED.match(text, pos) or _DEEPSPEED.match(text, pos) or _HF.match(text, pos):
+        return True
+    if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos):
+        return True
+    m = _ISO_START.match(text, pos)
+    return m is not None and m["lvl"] is not None
+
+
+def learn_layers(data: bytes | bytearray | str) -> Layers | None:
+    """The prefix layers of an input (lines.layers), from lines spread over its first bytes: a
+    job's script may print hundreds of lines of its own before the launcher's labelled ones."""
+    text = decode(bytes(data[:LAYER_SAMPLE])) if not isinstance(data, str) else data[:LAYER_SAMPLE]
+    lines = text.split("\n")
+    if len(data) > LAYER_SAMPLE:
+        lines = lines[:-1]  # the last is cut
+    lines = [t for t in lines if t.strip()]
+    step = max(1, len(lines) // MAX_SAMPLE_LINES)
+    return learn((clean(t) for t in lines[::step]), _stamped)
+
+
+def _peel(text: str, p: _Prefix, year: int | None, layers: Layers) -> str:
+    found = Peeled()
+    rest = peel(text, layers, found, year, _stamped)
+    p.host = found.host or p.host
+    p.rank = found.rank if found.rank is not None else p.rank
+    p.task = found.task if found.task is not None else p.task
+    p.time = found.time or p.time
+    return rest
+
+
+def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None) -> str:
+    """Strip every prefix from the left of text, filling p. `layers`: the input's learned
+    layers, peeled first; then the srun label and pdsh host are taken at the line's start only
+    if they were learned (None: no input's plan, they are taken wherever a line starts so)."""
     first = True
+    if layers is not None:
+        if layers:
+            rest = _peel(text, p, year, layers)
+            first = len(rest) == len(text)
+            text = rest
+        if first and not ("srun" in layers.order or "pdsh" in layers.order):
+            first = False
     m = _QUOTE.match(text) or _INDENT.match(text)
     if m:
         text = text[m.end() :]
@@ -171,6 +206,7 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
         m = _OMPI.match(text)
         if m:
             p.rank = int(m["vpid"])
+            p.host = p.host or m["host"]
             if m["ctime"]:
                 p.time = parse_ctime(m["ctime"]) or p.time
             text = text[m.end() :]
@@ -279,23 +315,35 @@ def _strip(text: str, p: _Prefix, year: int | None) -> str:
     return text
 
 
-def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = None) -> list[Line]:
+def parse_line(
+    raw: str,
+    path: str = "-",
+    lineno: int = 1,
+    year: int | None = None,
+    layers: Layers | None = None,
+) -> list[Line]:
     """Decode one physical line into records: one per `\\r` state and per glued-in piece.
 
-    `year` completes timestamps that carry none (c10 `E1129 ...`, glog, syslog).
+    `year` completes timestamps that carry none (c10 `E1129 ...`, glog, syslog). `layers`: the
+    prefix layers learned from the line's input (learn_layers), peeled from its start.
     """
     raw = raw.rstrip("\r\n")
     text = clean(raw)
     out: list[Line] = []
     inherit: _Prefix | None = None
-    for segment in text.split("\r") if "\r" in text else (text,):
+    segments: list[str] = []
+    for pane in panes(text, layers) if layers is not None and layers.edge is not None else (text,):
+        segments.extend(pane.split("\r") if "\r" in pane else (pane,))
+    outer = layers
+    for segment in segments:
         if not segment.strip():
             continue
         piece: str | None = segment
         first_piece = True
         while piece is not None:
             p = _Prefix()
-            msg = _strip(piece, p, year)
+            # the layers start a physical line (or a pane of it), not a `\r` state or a piece
+            msg = _strip(piece, p, year, outer if first_piece else None)
             glued = GLUED_HEADER.search(msg)
             piece = None
             if glued:
@@ -325,6 +373,7 @@ def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = No
             if inherit is None or first_piece:
                 inherit = p
             first_piece = False
+        outer = None
     if not out:
         out.append(Line(path=path, lineno=lineno, raw=raw, text=""))
     return out
@@ -333,35 +382,3 @@ def parse_line(raw: str, path: str = "-", lineno: int = 1, year: int | None = No
 def decode(data: bytes) -> str:
     """Bytes to text: UTF-8 with invalid bytes replaced, never an error."""
     return data.decode("utf-8", errors="replace")
-
-
-def routing_prefixes(
-    data: bytes | bytearray, offset: int, size: int = -1, window: int = DISCOVERY_BYTES
-) -> set[bytes]:
-    """The distinct routing prefixes of the lines of `data[:size]` (at byte `offset` of its
-    input) that start in the input's first `window` bytes.
-
-    Every rank prints something at start-up, but a silent rank may print nothing after it:
-    this finds ranks that no candidate line shows. A fixed byte window, not "the first block",
-    keeps the result independent of how the input is cut; scanning every line of a whole log
-    would cost more than the rest of the analysis (80 MB/s, measured on bench/ logs).
-    """
-    if offset >= window:
-        return set()
-    end = len(data) if size < 0 else size
-    if offset + end > window:
-        cut = data.find(b"\n", window - offset)
-        end = end if cut < 0 else cut + 1
-    return set(ROUTING_PREFIX.findall(data, 0, end))
-
-
-def window_per_input(inputs: int, budget: int, floor: int, ceiling: int) -> int:
-    """Bytes of each input scanned line by line (rank discovery, last lines), out of a budget
-    for all: 8 MiB of one merged log, but not 8 MiB of each of 384 per-rank files."""
-    return max(floor, min(ceiling, budget // max(1, inputs)))
-
-
-def prefix_lines(prefix: bytes, path: str) -> list[Line]:
-    """Decode a routing prefix found by ROUTING_PREFIX. The scan kept the character after it
-    (c10 `[rank3]:[` vs torchtitan `[rank3]:x`): complete it into a line."""
-    return parse_line(decode(prefix) + ("x" if prefix.endswith(b" ") else "x]"), path)

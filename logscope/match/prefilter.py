@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..lines.decode import decode, parse_line
+from ..lines.layers import Layers
 from ..lines.wrap import rejoin
 from ..model import Line
 from ..read.newlines import Newlines
@@ -202,24 +203,33 @@ def matched(
     year: int | None,
     truncated: bool,
     width: int | None,
+    layers: Layers | None = None,
 ) -> Iterator[tuple[Line, Hit | None]]:
+    """A candidate line decoded (`layers`: its input's prefix layers) and matched."""
     if width is not None and b"\n" in raw:  # a record rejoined from a hard-wrapped input
-        yield from _matched_record(library, raw.split(b"\n"), path, lineno, year, truncated)
+        pieces = raw.split(b"\n")
+        yield from _matched_record(library, pieces, path, lineno, year, truncated, layers)
         return
-    for line in parse_line(decode(raw), path, lineno, year):
+    for line in parse_line(decode(raw), path, lineno, year, layers):
         if truncated:
             line = replace(line, truncated=True)
         yield line, library.match(line.raw, line.text)
 
 
 def _matched_record(
-    library: Library, pieces: list[bytes], path: str, lineno: int, year: int | None, cut: bool
+    library: Library,
+    pieces: list[bytes],
+    path: str,
+    lineno: int,
+    year: int | None,
+    cut: bool,
+    layers: Layers | None = None,
 ) -> Iterator[tuple[Line, Hit | None]]:
     """A hard-wrapped record: matched as one line, reported at the physical line that holds
     the words its signature was found by (a trigger), so that it reads as in the file."""
     texts = [decode(p).rstrip("\r") for p in pieces]
     whole = "".join(texts)
-    for line in parse_line(whole, path, lineno, year):
+    for line in parse_line(whole, path, lineno, year, layers):
         hit = library.match(line.raw, line.text)
         at = 0
         if hit is not None:

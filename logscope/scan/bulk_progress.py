@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ..compact_column import NUMPY_TYPES
 from ..lines.decode import GLUED_HEADER, parse_line
+from ..lines.layers import Layers
 from ..match.events import inert, parse_time
 from ..match.prefilter import BLOCK_TRIGGERS
 from ..match.signatures import Library, TriggerIndex
@@ -74,6 +75,8 @@ class Collector:
     library: Library
     path: str
     year: int | None
+    layers: Layers | None = None
+    """The input's prefix layers (lines.layers), for the prefixes of the lines taken."""
     _bulk: frozenset[int] = field(init=False)
     _index: TriggerIndex = field(init=False)
     _lineno: list[int] = field(default_factory=list)
@@ -163,7 +166,8 @@ class Collector:
         known = self._inert.get(key)
         if known is None:
             text = states.decode("utf-8", "replace")
-            known = all(inert(line) for line in parse_line(text, self.path, 1, self.year))
+            lines = parse_line(text, self.path, 1, self.year, self.layers)
+            known = all(inert(line) for line in lines)
             if len(self._inert) >= _MAX_CACHED:
                 self._inert.clear()
             self._inert[key] = known
@@ -361,7 +365,7 @@ class Collector:
         key = text[: len(prefix) + 2]
         known = self._parsed.get(key)
         if known is None:
-            line = parse_line(key, self.path, 1, self.year)[0]
+            line = parse_line(key, self.path, 1, self.year, self.layers)[0]
             fields = line.stream
             index = self._heads.get(fields)
             if index is None:

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..lines.decode import DISCOVERY_BYTES, routing_prefixes
+from ..lines.discovery import DISCOVERY_BYTES, routing_prefixes
+from ..lines.layers import Layers
 from ..match.prefilter import Hit, Prefilter, matched
 from ..match.signatures import Library
 from ..memory import release_freed_memory
@@ -45,14 +46,15 @@ def match_lines(
     both in line order. `edges_only`: the columns hold the text of their edge_lines only
     (parsed_progress.py)."""
     library, path, year = collector.library, collector.path, collector.year
+    layers = collector.layers
     out: list[Matched] = []
     for lineno, raw, truncated in lines:
-        out.extend(matched(library, raw, path, lineno, year, truncated, width))
+        out.extend(matched(library, raw, path, lineno, year, truncated, width, layers))
     others = np.fromiter((m[0].lineno for m in out), np.int64, len(out)) if edges_only else None
     columns, rejected = collector.finish(others)
     if rejected:
         for lineno, raw in rejected:
-            out.extend(matched(library, raw, path, lineno, year, False, width))
+            out.extend(matched(library, raw, path, lineno, year, False, width, layers))
         out.sort(key=lambda m: m[0].lineno)  # stable: a line's records stay in order
     return out, columns
 
@@ -106,6 +108,8 @@ class RangeTask:
     """The prefilter's triggers (Prefilter.literals), for Hyperscan."""
     origin: int | None = None
     """Where `start` is in the input, when the file holds a piece of it (spool.Chunk)."""
+    layers: Layers | None = None
+    """The input's prefix layers (lines.layers), learned from its first lines."""
 
     @property
     def shift(self) -> int:
@@ -132,6 +136,8 @@ class InputPlan:
     wrap: int | None
     """The width its lines were hard-wrapped at (wrap.wrap_width), if they were."""
     discovery: int = DISCOVERY_BYTES
+    layers: Layers | None = None
+    """Its prefix layers (lines.layers.learn)."""
 
     def task(
         self, start: int, end: int, path: str | None = None, origin: int | None = None
@@ -149,6 +155,7 @@ class InputPlan:
             wrap=self.wrap,
             literals=self.prefilter.literals,
             origin=origin,
+            layers=self.layers,
         )
 
 
@@ -183,7 +190,7 @@ class RangeScan:
     """Line numbers (from the range's first line) cut at MAX_LINE."""
     prefixes: tuple[bytes, ...]
     """Routing prefixes of its lines in the input's discovery window
-    (lines.decode.routing_prefixes)."""
+    (lines.discovery.routing_prefixes)."""
     progress: ProgressColumns = field(default_factory=ProgressColumns)
     """Its plain progress lines, parsed in bulk (numbered like `matches`)."""
     error: str | None = None
@@ -245,7 +252,7 @@ def scan_with(
     task: RangeTask, read: _RangeLines, edges_only: bool = True, packed: bool = True
 ) -> RangeScan:
     tally = Tally()
-    collector = Collector(task.library, task.path, task.year)
+    collector = Collector(task.library, task.path, task.year, task.layers)
     lines, progress = match_lines(
         collector, read(task, tally, collector), task.wrap, edges_only=edges_only
     )
@@ -266,7 +273,9 @@ def lines_by_windows(
 ) -> Iterator[tuple[int, bytes, bool]]:
     prefilter = Prefilter(task.pattern, task.literals)
     for w in read_windows(task.path, task.start, task.end, task.window, task.max_line):
-        tally.prefixes |= routing_prefixes(w.data, w.offset + task.shift, w.size, task.discovery)
+        tally.prefixes |= routing_prefixes(
+            w.data, w.offset + task.shift, w.size, task.discovery, task.layers
+        )
         yield from window_lines(
             prefilter, collector, w.data, w.size, w.newlines, w.first_lineno, task.wrap
         )
@@ -298,7 +307,9 @@ def _one_block(
     """The candidate lines of one block of whole lines (its `newlines` given), at `offset` in
     its input (None: its routing prefixes are not collected); its cut lines noted."""
     if offset is not None:
-        tally.prefixes |= routing_prefixes(block.data, offset, window=task.discovery)
+        tally.prefixes |= routing_prefixes(
+            block.data, offset, window=task.discovery, layers=task.layers
+        )
     yield from window_lines(
         Prefilter(task.pattern, task.literals),
         collector,

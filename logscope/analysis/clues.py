@@ -1,0 +1,246 @@
+"""Culprit clues beyond a rank prefix on the root cause's own line: what the other lines of the
+log say about which rank it was. Each clue names a culprit only when it points at exactly one
+rank, and says so in `culprit.reason`:
+
+- a kernel or cgroup OOM-kill report names the process killed: its pid, matched to the rank
+  torchrun's failure report gives that pid; or its Slurm task (`task_memcg=.../task_3`, srun's
+  `task 3: Out Of Memory`), a rank when the log ties tasks to ranks;
+- the root cause's error printed by one rank only (`[rank5]: torch.OutOfMemoryError` while the
+  root's copy carries no prefix);
+- a barrier's report names the rank absent from it (Gloo's monitored barrier: `[Rank 0]: Rank 3
+  failed to pass monitoredBarrier`), or a store-based barrier counted all ranks but one and one
+  rank of the world never showed itself;
+- the launcher's first exit that is not a SIGTERM it sent (torchrun's failure block lists its
+  peers' `exitcode: -15` beside the real failure; srun reports each task's end as it happens,
+  `task 5: Exited with exit code 1` before its peers' `Terminated`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..match.events import FAILURE_ENTRY
+from ..model import Culprit, Event, Stream, World, field_int
+
+OOM_KILLS = frozenset({"signals.kernel_oom_kill", "signals.kernel_oom_constraint"})
+"""Kernel reports that name the process the OOM killer killed (`pid`)."""
+SLURM_OOM = frozenset({"signals.slurm_oom_kill", "signals.srun_oom", *OOM_KILLS})
+MONITORED_BARRIER = "gloo.monitored_barrier"
+STORE_BARRIER = frozenset({"torchrun.store_barrier_timeout", "torchrun.store_barrier_waiting"})
+
+
+def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf: float) -> Culprit:
+    return replace(
+        culprit,
+        rank=rank,
+        local_rank=local if local is not None else culprit.local_rank,
+        confidence=max(conf, culprit.confidence if culprit.rank is not None else 0.0),
+        reason=f"{culprit.reason}; {why}" if culprit.reason else why,
+    )
+
+
+def _tasks(text: str) -> list[int]:
+    """srun's task list (`3`, `0-3,5`, `[0-3]`) as task ids."""
+    out: list[int] = []
+    for part in text.strip("[]").split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """An OOM kill with no rank on its line: the process it names, as the launcher's report
+    of that pid or the Slurm task's rank names it."""
+    if root.category != "oom_host":
+        return culprit
+    pids = {p for e in events if e.signature in OOM_KILLS if (p := field_int(e, "pid")) is not None}
+    if pids:
+        # torchrun reports each worker it lost with its pid: its failure block's `exitcode : -9
+        # (pid: 4712)` under a rank, its agent's `failed (exitcode: -9) local_rank: 2 (pid: 4712)`
+        fits = {
+            (field_int(e, "rank"), field_int(e, "local_rank"))
+            for e in events
+            if e.role == "summary"
+            and field_int(e, "pid") in pids
+            and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
+        }
+        if len(fits) == 1:
+            rank, local = fits.pop()
+            if rank is None and local is not None:
+                rank = world.rank_of_stream(Stream(None, None, local, None))
+            which = f"rank {rank}" if rank is not None else f"local rank {local}"
+            pid = ", ".join(map(str, sorted(pids)))
+            why = f"the OOM killer killed pid {pid}, which the launcher reports as {which}"
+            return _named(culprit, rank, local, why, 0.8)
+    tasks: set[int] = set()
+    for e in events:
+        if e.signature in SLURM_OOM:
+            if (t := field_int(e, "task")) is not None:
+                tasks.add(t)
+            elif e.fields.get("tasks"):
+                tasks.update(_tasks(e.fields["tasks"]))
+    if len(tasks) != 1:
+        return culprit
+    task = tasks.pop()
+    rank = world.rank_of_stream(Stream(task, None, None, None))
+    why = f"the OOM kill report names srun task {task} only" + (
+        f", which is rank {rank}" if rank is not None else ""
+    )
+    out = _named(culprit, rank, None, why, 0.75 if rank is not None else 0.5)
+    return replace(out, task=task)
+
+
+def same_error_culprit(
+    culprit: Culprit, root: Event, events: Sequence[Event], world: World
+) -> Culprit:
+    """The root cause's error printed with no rank, and the same error (its signature, or its
+    category of out-of-memory) printed by one rank only: that rank's."""
+    if root.category is None:
+        return culprit
+    oom = root.category in ("oom_gpu", "oom_host")
+    ranks = {
+        r
+        for e in events
+        if e.role == "cause"
+        and (e.signature == root.signature or (oom and e.category == root.category))
+        if (r := world.rank_of(e.line)) is not None
+    }
+    if len(ranks) != 1:
+        return culprit
+    r = ranks.pop()
+    what = "out-of-memory error" if oom else "error"
+    why = f"the same {what} is printed with a rank by rank {r} only"
+    return _named(culprit, r, None, why, 0.7)
+
+
+def barrier_culprit(events: Sequence[Event]) -> Culprit | None:
+    """The one rank a monitored barrier's report names as absent."""
+    missing: set[int] = set()
+    for e in events:
+        if e.signature == MONITORED_BARRIER and e.fields.get("missing"):
+            missing.update(int(x) for x in e.fields["missing"].split(",") if x.strip().isdigit())
+    if len(missing) != 1:
+        return None
+    r = missing.pop()
+    return Culprit(
+        rank=r,
+        local_rank=None,
+        host=None,
+        confidence=0.85,
+        reason=f"rank 0's monitored barrier reports rank {r} as the only rank that failed to "
+        "pass it",
+    )
+
+
+def store_barrier_culprit(events: Sequence[Event], world: World) -> Culprit | None:
+    """A store-based barrier joined by all ranks but one (`world_size=N, num_workers_joined=N-1`)
+    and one rank of N that no line shows at all (neither a report nor any other line)."""
+    counts = {
+        (n, j)
+        for e in events
+        if e.signature in STORE_BARRIER
+        if (n := field_int(e, "world_size")) is not None
+        and (j := field_int(e, "joined")) is not None
+    }
+    if not counts or any(j != n - 1 for n, j in counts) or len({n for n, _ in counts}) != 1:
+        return None
+    n = next(iter(counts))[0]
+    seen = set(world.ranks)
+    seen |= {
+        r for e in events if e.signature in STORE_BARRIER if (r := field_int(e, "rank")) is not None
+    }
+    absent = sorted(set(range(n)) - seen)
+    if len(absent) != 1:
+        return None
+    r = absent[0]
+    return Culprit(
+        rank=r,
+        local_rank=None,
+        host=None,
+        confidence=0.75,
+        reason=f"the store-based barrier counted {n - 1} of {n} ranks, and rank {r} is the only "
+        "rank that never shows in the log: the one that did not reach it",
+    )
+
+
+SRUN_EXITS = frozenset(
+    {"slurm.srun_exit_code", "slurm.srun_task_signaled", "slurm.srun_task_segfault"}
+)
+"""srun's `srun: error: <host>: task[s] <list>: <how it ended>` lines (patterns/slurm.toml)."""
+
+
+def first_exit(events: Sequence[Event], world: World) -> Culprit | None:
+    """The launcher's first reported exit that is not a SIGTERM (its own shutdown of the
+    others): the earliest by the times torchrun's failure block states, when it states them;
+    else srun's first report of a task's end (srun prints each as the task ends) that is not a
+    `Terminated`, when it names one task that the log ties to a rank."""
+    return _torchrun_first(events) or _srun_first(events, world)
+
+
+def _srun_first(events: Sequence[Event], world: World) -> Culprit | None:
+    ends = [e for e in events if e.signature in SRUN_EXITS and e.fields.get("tasks")]
+    ends.sort(key=lambda e: (e.line.path, e.line.lineno))
+    first = next((e for e in ends if e.fields.get("signal_name") != "Terminated"), None)
+    if first is None:
+        return None
+    tasks = _tasks(first.fields["tasks"])
+    if len(tasks) != 1:
+        return None
+    rank = world.rank_of_stream(Stream(tasks[0], None, None, None))
+    if rank is None:
+        return None
+    how = first.fields.get("signal_name") or f"exit code {first.fields.get('exit_code')}"
+    return Culprit(
+        rank=rank,
+        local_rank=None,
+        host=first.fields.get("host"),
+        task=tasks[0],
+        confidence=0.6,
+        reason=f"the launcher's first reported end of a task that is not its own SIGTERM is srun "
+        f"task {tasks[0]}'s ({how}), rank {rank}",
+    )
+
+
+def _torchrun_first(events: Sequence[Event]) -> Culprit | None:
+    exits = [
+        e
+        for e in events
+        if e.signature == FAILURE_ENTRY
+        and e.role == "summary"  # a SIGTERMed entry is a symptom (match.events)
+        and field_int(e, "rank") is not None
+    ]
+    timed = [e for e in exits if e.time_exact and e.time is not None]
+    if not timed:
+        return None
+    first = min(e.time for e in timed if e.time is not None)
+    ranks = {field_int(e, "rank") for e in timed if e.time == first}
+    terms = sum(
+        1
+        for e in events
+        if e.signature == FAILURE_ENTRY and e.fields.get("signal_name") == "SIGTERM"
+    )
+    r = ranks.pop() if len(ranks) == 1 else None
+    if r is None:
+        return None
+    hosts = {e.fields["host"] for e in timed if field_int(e, "rank") == r and e.fields.get("host")}
+    peers = f" ({terms} peers it sent SIGTERM)" if terms else ""
+    return Culprit(
+        rank=r,
+        local_rank=None,
+        host=hosts.pop() if len(hosts) == 1 else None,
+        confidence=0.65,
+        reason=f"the launcher's first reported exit that is not its own SIGTERM{peers} is "
+        f"rank {r}'s",
+    )
+
+
+def launcher_culprit(culprit: Culprit, events: Sequence[Event], world: World) -> Culprit:
+    """A culprit with no rank yet named by the launcher's first exit that is not a SIGTERM."""
+    found = first_exit(events, world)
+    if found is None or found.rank is None:
+        return culprit
+    why = found.reason.replace("the launcher's", "the error carries no rank, and the launcher's")
+    named = _named(culprit, found.rank, None, why, 0.6)
+    return replace(named, host=culprit.host or found.host, task=culprit.task or found.task)

@@ -1,0 +1,229 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""Culprit clues (logscope/analysis/clues.py), each on the events a real Engine makes of lines
+built from their emitters' format strings, with a counter-case that must name no one."""
+
+from __future__ import annotations
+
+from logscope.analysis.clues import (
+    barrier_culprit,
+    first_exit,
+    launcher_culprit,
+    oom_culprit,
+    same_error_culprit,
+    store_barrier_culprit,
+)
+from logscope.analysis.culprits import build_world
+from logscope.model import Culprit, Event, Stream, World
+
+from .helpers import fed, incidents_of
+
+FIRST_ERROR = Culprit(None, None, None, 0.6, "first error")
+# kernel mm/oom_kill.c: "%s: Killed process %d (%s) total-vm:%lukB, anon-rss:%lukB, ..."
+KILLED = "[ 9123.480121] Out of memory: Killed process {pid} (python) total-vm:81204400kB, anon-rss:51842000kB, file-rss:1240kB, shmem-rss:0kB, UID:1000 pgtables:10240kB oom_score_adj:0"
+# kernel dump_oom_summary: "oom-kill:constraint=%s,nodemask=%*pbl" ... ",task_memcg=%s,task=%s,pid=%d,uid=%d"
+CONSTRAINT = "[ 1171.795502] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,oom_memcg=/slurm/uid_1000/job_1528763,task_memcg=/slurm/uid_1000/job_1528763/step_0/task_{task},task=python,pid=40211,uid=1000"
+# slurm task_cgroup_memory.c >= 23.02, and srun's report
+SLURM_OOM = "slurmstepd: error: Detected 1 oom_kill event in StepId=1528763.0. Some of the step tasks have been OOM Killed."
+SRUN_OOM = "srun: error: nic5-w052: task {task}: Out Of Memory"
+# torch elastic multiprocessing/api.py (torch >= 2.4 logger)
+FAILED = "E0409 07:28:50.980000 1359 torch/distributed/elastic/multiprocessing/api.py:984] failed (exitcode: {code}) local_rank: {local} (pid: {pid}) of binary: /opt/venv/bin/python3"
+SIGTERM = "W0409 07:28:49.531000 1359 torch/distributed/elastic/multiprocessing/api.py:897] Sending process {pid} closing signal SIGTERM"
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.02 GiB is free."
+# ProcessGroupGloo.cpp (torch 2.13), as printed by a real 4-process gloo run
+BARRIER = "[rank0]:[E1202 15:54:22.032206043 ProcessGroupGloo.cpp:67] [Rank 0]: {which} failed to pass monitoredBarrier in 1000 ms"
+# distributed_c10d.py _store_based_barrier (torch 2.13)
+STORE = "[rank{r}]: torch.distributed.DistStoreError: Timed out initializing process group in store based barrier on rank {r}, for key: store_based_barrier_key:1 (world_size=4, num_workers_joined={joined}, timeout=0:30:00 error=Wait timeout)"
+
+
+def events_of(lines: list[str]) -> list[Event]:
+    return fed(lines).failures
+
+
+def the(events: list[Event], signature: str) -> Event:
+    return next(e for e in events if e.signature == signature)
+
+
+def one_node(n: int) -> World:
+    return build_world([Stream(None, None, r, None) for r in range(n)])
+
+
+def failure_block(entries: list[tuple[int, int, int, str]], root: int) -> list[str]:
+    """torchrun's ChildFailedError block (elastic/multiprocessing/errors/__init__.py templates):
+    entries of (rank, exitcode, pid, time); `root` the index of the Root Cause entry."""
+
+    def entry(i: int, rank: int, code: int, pid: int, time: str) -> list[str]:
+        sig = {-15: "Signal 15 (SIGTERM) received by PID", -6: "Signal 6 (SIGABRT) received by PID"}
+        tb = (
+            f"{sig[code]} {pid}"
+            if code in sig
+            else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+        )
+        return [
+            f"[{i}]:",
+            f"  time      : {time}",
+            "  host      : gpu-a17",
+            f"  rank      : {rank} (local_rank: {rank % 8})",
+            f"  exitcode  : {code} (pid: {pid})",
+            "  error_file: <N/A>",
+            f"  traceback : {tb}",
+        ]
+
+    others = [ln for i, e in enumerate(entries) if i != root for ln in entry(i, *e)]
+    return [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        *(others or ["  <NO_OTHER_FAILURES>"]),
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        *entry(root, *entries[root]),
+        "============================================================",
+        "srun: error: gpu-a17: task 0: Exited with exit code 1",
+    ]
+
+
+# -- an OOM kill names a process ----------------------------------------------------------------
+
+
+def test_the_oom_killed_pid_is_the_rank_the_launcher_reports_with_it() -> None:
+    lines = [
+        KILLED.format(pid=4714),
+        SIGTERM.format(pid=4712),
+        SIGTERM.format(pid=4713),
+        FAILED.format(code=-9, local=2, pid=4714),
+    ]
+    events = events_of(lines)
+    root = the(events, "signals.kernel_oom_kill")
+    culprit = oom_culprit(FIRST_ERROR, root, events, one_node(4))
+    assert (culprit.rank, culprit.local_rank) == (2, 2)
+    assert "killed pid 4714, which the launcher reports as rank 2" in culprit.reason
+    # a pid the launcher never reported names no one
+    events = events_of([KILLED.format(pid=999), *lines[1:]])
+    root = the(events, "signals.kernel_oom_kill")
+    assert oom_culprit(FIRST_ERROR, root, events, one_node(4)) == FIRST_ERROR
+
+
+def test_the_cgroup_of_the_killed_task_names_the_srun_task() -> None:
+    world = build_world([], declared_size=8, tasks=range(8))  # srun started every rank
+    events = events_of([CONSTRAINT.format(task=3), SLURM_OOM])
+    root = the(events, "signals.kernel_oom_constraint")
+    culprit = oom_culprit(FIRST_ERROR, root, events, world)
+    assert (culprit.rank, culprit.task) == (3, 3)
+    assert "names srun task 3 only, which is rank 3" in culprit.reason
+
+
+def test_srun_naming_one_oom_task_names_it() -> None:
+    world = build_world([], declared_size=16, tasks=range(16))
+    events = events_of([SLURM_OOM, SRUN_OOM.format(task=13)])
+    root = the(events, "signals.slurm_oom_kill")
+    assert oom_culprit(FIRST_ERROR, root, events, world).rank == 13
+    # two tasks out of memory: either may have been first
+    events = events_of([SLURM_OOM, SRUN_OOM.format(task="12-13")])
+    root = the(events, "signals.slurm_oom_kill")
+    assert oom_culprit(FIRST_ERROR, root, events, world) == FIRST_ERROR
+
+
+# -- the same error, printed by one rank --------------------------------------------------------
+
+
+def test_an_oom_printed_by_one_rank_only_is_that_ranks() -> None:
+    events = events_of([OOM, f"[rank5]: {OOM}", "[rank1]: step 7 done"])
+    root = events[0]
+    assert root.line.rank is None
+    culprit = same_error_culprit(FIRST_ERROR, root, events, build_world([]))
+    assert culprit.rank == 5
+    assert "printed with a rank by rank 5 only" in culprit.reason
+    # printed by two ranks: no one
+    events = events_of([OOM, f"[rank5]: {OOM}", f"[rank6]: {OOM}"])
+    assert same_error_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
+
+
+# -- barriers -----------------------------------------------------------------------------------
+
+
+def test_a_monitored_barrier_names_the_rank_that_did_not_arrive() -> None:
+    culprit = barrier_culprit(events_of([BARRIER.format(which="Rank 1")]))
+    assert culprit is not None and culprit.rank == 1  # not rank 0, which reports
+    assert "reports rank 1 as the only rank that failed to pass it" in culprit.reason
+    assert barrier_culprit(events_of([BARRIER.format(which="Ranks 1, 3")])) is None
+
+
+def test_a_monitored_barrier_report_beats_the_silent_ranks() -> None:
+    # rank 0 reports rank 2; ranks 1 and 3 say nothing: the barrier's word decides
+    engine = fed([BARRIER.format(which="Rank 2"), "[rank1]: waiting", "[rank3]: waiting"])
+    (inc,) = incidents_of(engine)
+    assert inc.culprit is not None and inc.culprit.rank == 2, inc.culprit
+
+
+def test_the_one_rank_never_seen_missed_the_store_barrier() -> None:
+    lines = [STORE.format(r=r, joined=3) for r in (0, 3)] + ["[rank1]: loading data"]
+    events = events_of(lines)
+    engine = fed(lines)
+    culprit = store_barrier_culprit(events, engine.world())
+    assert culprit is not None and culprit.rank == 2
+    assert "counted 3 of 4 ranks" in culprit.reason
+    # two ranks missing: the count does not say which
+    lines = [STORE.format(r=r, joined=2) for r in (0, 3)]
+    assert store_barrier_culprit(events_of(lines), fed(lines).world()) is None
+    # one missing, but two ranks never seen
+    lines = [STORE.format(r=0, joined=3)]
+    assert store_barrier_culprit(events_of(lines), fed(lines).world()) is None
+
+
+# -- the launcher's first exit that is not a SIGTERM ---------------------------------------------
+
+
+def test_the_first_exit_that_is_no_sigterm_is_the_culprit() -> None:
+    # the Root Cause is a peer the agent terminated (same second, lower rank); the real failure
+    # is among the others
+    lines = failure_block(
+        [
+            (4, -15, 4712, "2024-04-06_02:40:05"),
+            (5, 1, 4713, "2024-04-06_02:40:05"),
+            (6, -6, 4714, "2024-04-06_02:40:09"),
+        ],
+        root=0,
+    )
+    events = events_of(lines)
+    culprit = first_exit(events, build_world([]))
+    assert culprit is not None and (culprit.rank, culprit.host) == (5, "gpu-a17")
+    assert (
+        "first reported exit that is not its own SIGTERM (1 peers it sent SIGTERM)"
+        in culprit.reason
+    )
+    named = launcher_culprit(FIRST_ERROR, events, build_world([]))
+    assert named.rank == 5 and "the error carries no rank" in named.reason
+    # two non-SIGTERM exits in the same second: either may be first
+    lines = failure_block(
+        [
+            (4, -15, 4712, "2024-04-06_02:40:05"),
+            (5, 1, 4713, "2024-04-06_02:40:06"),
+            (6, 1, 4714, "2024-04-06_02:40:06"),
+        ],
+        root=0,
+    )
+    assert first_exit(events_of(lines), build_world([])) is None
+
+
+def test_srun_s_first_task_end_that_is_no_sigterm_is_the_culprit() -> None:
+    # slurm step_io / srun: `srun: error: %s: task %s: %s`, printed as each task ends
+    world = build_world([], declared_size=8, tasks=range(8))  # srun started every rank
+    lines = [
+        "srun: error: gpu-a17: task 6: Terminated",
+        "srun: error: gpu-a18: task 5: Exited with exit code 1",
+        "srun: error: gpu-a17: tasks 0-4,7: Killed",
+    ]
+    culprit = first_exit(events_of(lines), world)
+    assert culprit is not None and (culprit.rank, culprit.host) == (5, "gpu-a18")
+    assert "srun task 5's (exit code 1), rank 5" in culprit.reason
+    # the first end names two tasks: either may have been first
+    lines = ["srun: error: gpu-a17: tasks 4-5: Exited with exit code 1", *lines[2:]]
+    assert first_exit(events_of(lines), world) is None
+    # a task killed first is first
+    lines = ["srun: error: gpu-a17: task 2: Killed", *lines]
+    culprit = first_exit(events_of(lines), world)
+    assert culprit is not None and culprit.rank == 2
+    # a task the log does not tie to a rank (one torchrun agent a node) names no rank
+    assert first_exit(events_of(lines), build_world([])) is None

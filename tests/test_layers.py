@@ -1,0 +1,337 @@
+"""Prefix layers learned per input (lines.layers): constructed stacks of an emitter's prefixes in
+any order, each read back; lines that only look like a layer once are not taken for one."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from logscope.cli import app
+from logscope.lines.decode import learn_layers, parse_line
+from logscope.model import Line
+
+YEAR = 2024
+RANKS = 12  # two-digit task ids: srun pads the one-digit ones (` 3: `)
+HOSTS = ("gpu-a01", "gpu-a02", "10.0.4.17")
+WHEN = datetime(YEAR, 5, 6, 7, 8, 9, 123456)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One emitter's prefix: how it prints it for rank `r` on host `h`, and what it says."""
+
+    name: str
+    render: Callable[[int, str], str]
+    says: frozenset[str]  # the fields of a Line it sets: rank, task, host, time
+    glued: bool = False  # the emitter puts no space after it (OpenMPI's tag)
+    time: datetime | None = None  # the time it states
+    after_time: bool = False  # its emitter prints it right after a time only
+
+
+def _task(r: int) -> str:
+    # slurm write_labelled_message.c: "%*d: ", the width of the largest task id
+    return f"{r:>{len(str(RANKS - 1))}}: "
+
+
+MS = WHEN.replace(microsecond=123000)
+SECOND = WHEN.replace(microsecond=0)
+TIME_LAYERS = (
+    Layer("iso", lambda r, h: "2024-05-06T07:08:09.123456Z ", frozenset({"time"}), time=WHEN),
+    Layer("asctime", lambda r, h: "[2024-05-06 07:08:09,123] ", frozenset({"time"}), time=MS),
+    Layer("syslog", lambda r, h: "May  6 07:08:09 ", frozenset({"time"}), time=SECOND),
+    Layer(
+        "epoch",
+        lambda r, h: f"{WHEN.replace(tzinfo=UTC).timestamp():.3f} ",
+        frozenset({"time"}),
+        time=MS,
+    ),
+    Layer("clock", lambda r, h: "[07:08:09] ", frozenset()),  # no date: no time
+    # a Cloud Logging copy: the entry's severity, then its time
+    Layer(
+        "gcp",
+        lambda r, h: f"{('INFO', 'ERROR')[r % 2]} 2024-05-06T07:08:09.123456789Z ",
+        frozenset({"time"}),
+        time=WHEN,
+    ),
+    # a CloudWatch CSV export: `timestamp,message`, the time in epoch milliseconds
+    Layer(
+        "epoch-ms-csv",
+        lambda r, h: f"{int(WHEN.replace(tzinfo=UTC).timestamp() * 1000)},",
+        frozenset({"time"}),
+        time=MS,
+    ),
+)
+TAG_LAYERS = (
+    Layer("srun", lambda r, h: _task(r), frozenset({"task"})),
+    Layer("srun-unpadded", lambda r, h: f"{r}: ", frozenset({"task"})),
+    Layer("ompi", lambda r, h: f"[1,{r}]<stderr>:", frozenset({"rank"}), glued=True),
+    Layer("hydra", lambda r, h: f"[{r}] ", frozenset({"rank"})),
+    # SageMaker's mpirun (aws/sagemaker-training-toolkit): the rank, then the host
+    Layer("sagemaker", lambda r, h: f"[1,mpirank:{r},{h}]<stderr>:", frozenset({"rank", "host"})),
+)
+HOST_LAYERS = (
+    Layer("pdsh", lambda r, h: f"{h}: ", frozenset({"host"})),
+    Layer("bracket-host", lambda r, h: f"[{h}] ", frozenset({"host"})),
+    Layer("compose", lambda r, h: f"{h:<12} | ", frozenset({"host"})),
+    Layer("kubectl", lambda r, h: f"[pod/{h}/trainer] ", frozenset({"host"})),
+    # syslog's HOSTNAME and TAG, after its TIMESTAMP
+    Layer(
+        "syslog-tag",
+        lambda r, h: f"{h} python3[{4242 + r}]: ",
+        frozenset({"host"}),
+        after_time=True,
+    ),
+)
+DECOR = (
+    ("indent", lambda t: "    " + t),
+    ("quote", lambda t: "> " + t),
+    ("gutter", lambda t: "│ " + t),
+)
+
+
+def _host(r: int) -> str:
+    return HOSTS[r % len(HOSTS)]
+
+
+def _lines(stack: tuple[Layer, ...], decor: Callable[[str], str] = lambda t: t) -> list[str]:
+    out = []
+    for r in range(RANKS):
+        prefix = "".join(layer.render(r, _host(r)) for layer in stack)
+        out.append(decor(f"{prefix}RuntimeError: rank {r} failed at step 7"))
+    return out
+
+
+def _decoded(lines: list[str]) -> list[Line]:
+    layers = learn_layers("\n".join(lines) + "\n")
+    return [parse_line(t, "job.log", i, YEAR, layers)[0] for i, t in enumerate(lines, 1)]
+
+
+def _check(stack: tuple[Layer, ...], got: list[Line]) -> None:
+    says = frozenset().union(*(layer.says for layer in stack))
+    for r, line in enumerate(got):
+        assert line.text == f"RuntimeError: rank {r} failed at step 7", (stack, line.raw)
+        host = _host(r)
+        want = {
+            "rank": r if "rank" in says else None,
+            "task": r if "task" in says else None,
+            "host": host if "host" in says else None,
+            "time": next((layer.time for layer in stack if layer.time), None),
+        }
+        seen = {"rank": line.rank, "task": line.task, "host": line.host, "time": line.time}
+        if seen["time"] is not None:
+            seen["time"] = seen["time"].replace(microsecond=seen["time"].microsecond // 1000 * 1000)
+            want["time"] = want["time"].replace(microsecond=want["time"].microsecond // 1000 * 1000)
+        assert seen == want, (line.raw, [layer.name for layer in stack])
+
+
+def _stacks() -> list[tuple[Layer, ...]]:
+    out: list[tuple[Layer, ...]] = []
+    for t, g, h in itertools.product(TIME_LAYERS, TAG_LAYERS, HOST_LAYERS):
+        for n in (2, 3):
+            for stack in itertools.permutations((t, g, h), n):
+                if all(
+                    not layer.after_time or (i > 0 and stack[i - 1] in TIME_LAYERS)
+                    for i, layer in enumerate(stack)
+                ):
+                    out.append(stack)
+    return out
+
+
+@pytest.mark.parametrize("stack", _stacks(), ids=lambda s: "+".join(layer.name for layer in s))
+def test_stacked_layers_are_read_in_any_order(stack: tuple[Layer, ...]) -> None:
+    _check(stack, _decoded(_lines(stack)))
+
+
+@pytest.mark.parametrize("decor", DECOR, ids=lambda d: d[0])
+@pytest.mark.parametrize(
+    "stack",
+    [(TIME_LAYERS[0], TAG_LAYERS[2]), (TAG_LAYERS[0], TIME_LAYERS[2]), (HOST_LAYERS[0],)],
+    ids=lambda s: "+".join(layer.name for layer in s),
+)
+def test_a_decoration_on_every_line_is_peeled_first(
+    decor: tuple[str, Callable[[str], str]], stack: tuple[Layer, ...]
+) -> None:
+    _check(stack, _decoded(_lines(stack, decor[1])))
+
+
+def test_container_runtime_lines_keep_the_ranks_they_carry() -> None:
+    # CRI log file: `<RFC 3339 nano> <stream> <F|P> <text>`, then torchrun's tee header
+    lines = [
+        f"2024-05-06T07:08:09.123456789Z stderr F [default{r}]:RuntimeError: boom" for r in range(8)
+    ]
+    got = _decoded(lines)
+    assert [(g.local_rank, g.text) for g in got] == [(r, "RuntimeError: boom") for r in range(8)]
+    assert all(g.time == WHEN for g in got)
+
+
+def test_a_pane_border_at_one_column_cuts_the_line() -> None:
+    # a multiplexer's capture: the left pane padded to the border, the right pane after it
+    lines = [f"{f'[1,{r}]<stderr>:RuntimeError: rank {r}':<70}│ top - {r}%" for r in range(10)]
+    lines += [f"{'[1,0]<stdout>:step 5':<70}│" for _ in range(4)]
+    got = _decoded(lines)
+    want = [(r, f"RuntimeError: rank {r}") for r in range(10)]
+    assert [(g.rank, g.text) for g in got[:10]] == want
+    assert (got[-1].rank, got[-1].text) == (0, "step 5")
+    right = parse_line(lines[3], "job.log", 4, YEAR, learn_layers("\n".join(lines)))
+    assert [p.text for p in right] == ["RuntimeError: rank 3", " top - 3%"]
+
+
+def test_a_number_and_colon_once_is_no_label() -> None:
+    plain = [f"2024-05-06T07:08:0{i % 10}Z loading shard {i}" for i in range(20)]
+    lines = [*plain[:10], "2024-05-06T07:08:09Z 12: unexpected key in state dict", *plain[10:]]
+    got = _decoded(lines)
+    assert (got[10].task, got[10].rank, got[10].text) == (
+        None,
+        None,
+        "12: unexpected key in state dict",
+    )
+    # and at the line start, in a log none of whose other lines is labelled
+    lines = [f"loading shard {i}" for i in range(20)] + ["3: unexpected key", "[7] item seven"]
+    got = _decoded(lines)
+    assert (got[-2].task, got[-2].text) == (None, "3: unexpected key")
+    assert (got[-1].rank, got[-1].text) == (None, "[7] item seven")
+
+
+def test_labels_on_many_lines_are_learned_among_unlabelled_ones() -> None:
+    lines = [f"+ echo setting up {i}" for i in range(30)]
+    lines += [f"2024-05-06T07:08:09Z {_task(r)}rank {r} ready" for r in range(RANKS)]
+    lines.append(f"2024-05-06T07:08:09Z {_task(3)}12: unexpected key")
+    got = _decoded(lines)
+    assert [g.task for g in got[30:-1]] == list(range(RANKS))
+    # the label is peeled once: the text after it is the task's own
+    assert (got[-1].task, got[-1].text) == (3, "12: unexpected key")
+
+
+def test_a_column_of_bars_is_no_pane_border() -> None:
+    # Megatron's training_log pads its fields: `|` at the same columns of every line
+    lines = [
+        f" iteration {i:8d}/  100000 | consumed samples: {i * 512:12d} | lm loss: 2.5E+00 |"
+        for i in range(1, 30)
+    ]
+    layers = learn_layers("\n".join(lines))
+    assert layers is not None and layers.edge is None
+    assert parse_line(lines[0], layers=layers)[0].text == lines[0].lstrip()
+
+
+def test_a_logger_header_keeps_its_level_under_layers() -> None:
+    # DeepSpeed's `[asctime] [LEVEL] [file:line:func]` is read whole, not as a bare time
+    lines = [
+        f"10.0.0.{r}: [2023-04-16 02:38:19,113] [INFO] [launch.py:247:main] dist_world_size=16"
+        for r in range(10)
+    ]
+    got = _decoded(lines)
+    assert [(g.host, g.level, g.text) for g in got[:2]] == [
+        ("10.0.0.0", "I", "dist_world_size=16"),
+        ("10.0.0.1", "I", "dist_world_size=16"),
+    ]
+
+
+def test_too_few_lines_teach_nothing() -> None:
+    assert learn_layers("0: a\n1: b\n") is None
+
+
+def test_analyze_names_the_rank_behind_a_timestamp(tmp_path: Path) -> None:
+    lines = [f"2024-05-06T07:08:0{r}.5Z [1,{r}]<stdout>:rank {r} ready" for r in range(4)]
+    lines += [
+        f"2024-05-06T07:08:10.{i}Z [1,{r}]<stdout>:step {i} loss 2.{i}"
+        for i in range(5)
+        for r in range(4)
+    ]
+    lines += [
+        "2024-05-06T07:08:11.0Z [1,2]<stderr>:Traceback (most recent call last):",
+        '2024-05-06T07:08:11.0Z [1,2]<stderr>:  File "train.py", line 9, in <module>',
+        "2024-05-06T07:08:11.0Z [1,2]<stderr>:RuntimeError: CUDA error: an illegal memory "
+        "access was encountered",
+    ]
+    f = tmp_path / "job.log"
+    f.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["analyze", str(f), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    inc = doc["incidents"][0]
+    assert inc["root_cause"]["line"] == len(lines), inc["root_cause"]
+    assert inc["root_cause"]["rank"] == 2, inc["root_cause"]
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+
+
+@pytest.mark.parametrize("tag", ["[1,{r}]<stdout>:", "[{r}] "], ids=["ompi", "hydra"])
+def test_a_silent_rank_behind_timestamps_is_found(tmp_path: Path, tag: str) -> None:
+    # every rank says it started (only the discovery of rank prefixes sees those lines); ranks
+    # 0, 1 and 2 then time out in a collective: rank 3, which says nothing more, is the culprit
+    # (only its start-up line says the world holds a rank 3)
+    stamp = "2024-05-06T07:08:{:02d}.5Z "
+    lines = [stamp.format(r) + tag.format(r=r) + f"rank {r} ready" for r in range(4)]
+    lines += [stamp.format(10 + i) + tag.format(r=i % 3) + f"loading shard {i}" for i in range(9)]
+    lines += [
+        stamp.format(30 + r)
+        + tag.format(r=r)
+        + f"[rank{r}]:[E506 07:08:30.832146912 ProcessGroupNCCL.cpp:607] "
+        f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 "
+        "milliseconds before timing out."
+        for r in (0, 1, 2)
+    ]
+    f = tmp_path / "job.log"
+    f.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["analyze", str(f), "--format", "json"])
+    doc = json.loads(result.stdout)
+    culprit = doc["incidents"][0]["culprit"]
+    assert culprit["rank"] == 3, culprit
+    assert "rank 3 reported nothing" in culprit["reason"], culprit
+
+
+def test_a_syslog_record_keeps_its_host() -> None:
+    # a kernel log: the host and program follow the time (the program has no pid here)
+    lines = [
+        f"May  6 07:08:{s:02d} gpu-a0{s % 3} kernel: NVRM: Xid (PCI:0000:0{s}:00): 79, GPU has "
+        "fallen off the bus."
+        for s in range(10)
+    ]
+    got = _decoded(lines)
+    assert [(g.host, g.text[:5]) for g in got[:3]] == [
+        ("gpu-a00", "NVRM:"),
+        ("gpu-a01", "NVRM:"),
+        ("gpu-a02", "NVRM:"),
+    ]
+    # a host and program with no time before them are no layer: neither learned so ...
+    lines = [f"Train loss: {i / 10}" for i in range(20)]
+    layers = learn_layers("\n".join(lines))
+    assert layers is not None and layers.order == ()
+    # ... nor peeled where the layer was learned but a line has no time
+    kernel = [f"May  6 07:08:{s:02d} gpu-a01 kernel: NVRM: Xid 79" for s in range(10)]
+    got = _decoded([*kernel, "Train loss: 0.5"])
+    assert (got[-1].host, got[-1].text) == (None, "Train loss: 0.5")
+
+
+def test_labels_after_a_long_preamble_are_learned() -> None:
+    # a batch script's own 600 lines (module loads, `set -x` echoes) before srun's labelled ones
+    preamble = [f"+ export VAR_{i}=value" for i in range(600)]
+    labelled = [f"{_task(i % RANKS)}step {i} loss 2.5" for i in range(2400)]
+    got = _decoded([*preamble, *labelled])
+    assert [g.task for g in got[600 : 600 + RANKS]] == list(range(RANKS))
+
+
+def test_context_and_last_lines_read_ranks_behind_layers(tmp_path: Path) -> None:
+    # MPICH Hydra's `-prepend-rank` tag behind a timestamp: only the layers name the ranks
+    stamp = "2024-05-06T07:08:{:02d}.5Z "
+    lines = [stamp.format(i % 60) + f"[{i % 4}] step {i // 4} loss 2.5" for i in range(40)]
+    lines.append(stamp.format(50) + "[2] RuntimeError: CUDA error: an illegal memory access")
+    lines += [stamp.format(51) + f"[{r}] waiting" for r in (0, 1, 3)]
+    f = tmp_path / "job.log"
+    f.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["analyze", str(f), "--format", "json"])
+    doc = json.loads(result.stdout)
+    inc = doc["incidents"][0]
+    assert inc["root_cause"]["rank"] == 2, inc["root_cause"]
+    # the root's context: rank 2's own lines around it, no other rank's
+    context = [c["line"] for c in inc["context"]]
+    assert context == [23, 27, 31, 35, 39, 41], context
+    last = {s["rank"]: s["line"] for s in doc["last_seen"]}
+    assert last == {0: 42, 1: 43, 2: 41, 3: 44}, last
