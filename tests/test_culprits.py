@@ -15,7 +15,7 @@ from logscope.analysis.culprits import (
 )
 from logscope.model import Culprit, Event, Stream
 
-from .helpers import child_failed_block, fed
+from .helpers import child_failed_block, fed, incidents_of
 
 # c10 logger lines of torch 2.4 (FORMATS §2.2, §2.4): `[rankN]:` is the global rank
 WATCHDOG = "[rank{r}]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out."
@@ -248,3 +248,20 @@ def test_a_rank_of_an_unnamed_group_is_assumed_global_with_less_confidence() -> 
 
 def test_a_rank_of_another_process_group_is_no_global_rank() -> None:
     assert pg("[PG ID 2 PG GUID 9 Rank 5]") == FIRST_ERROR
+
+
+def test_the_deepspeed_launchers_failed_worker_is_its_local_rank() -> None:
+    # launch.py logs the worker's argv list, `--local_rank=N` appended, then its return code
+    line = (
+        "[2024-05-02 11:03:07,411] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
+        "'-u', 'train.py', '--local_rank={r}', '--deepspeed', 'ds.json'] exits with return "
+        "code = {code}"
+    )
+    for code, signature in ((-9, "deepspeed.worker_killed"), (1, "deepspeed.worker_failed")):
+        events = events_of([line.format(r=3, code=code)])
+        assert the(events, signature).fields.get("local_rank") == "3", code
+    (inc,) = incidents_of(fed([line.format(r=3, code=-9)]))
+    assert inc.culprit is not None and (inc.culprit.local_rank, inc.culprit.rank) == (3, 3)
+    # a command line hard-wrapped before its --local_rank names no one
+    (inc,) = incidents_of(fed(["'--log_path', './ckpt/'] exits with return code = -9"]))
+    assert inc.culprit is None or inc.culprit.local_rank is None
