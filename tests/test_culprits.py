@@ -265,3 +265,17 @@ def test_the_deepspeed_launchers_failed_worker_is_its_local_rank() -> None:
     # a command line hard-wrapped before its --local_rank names no one
     (inc,) = incidents_of(fed(["'--log_path', './ckpt/'] exits with return code = -9"]))
     assert inc.culprit is None or inc.culprit.local_rank is None
+
+
+def test_a_worker_the_launcher_reports_failed_is_the_culprit_when_it_said_nothing() -> None:
+    # torchrun's agent: its peers SIGTERMed, then the first worker that failed, exit code 1
+    lines = [SIGTERM.format(pid=p) for p in (33051, 33052, 33053)]
+    lines.append(FAILED.format(code=1, local=3, pid=33054))
+    (inc,) = incidents_of(fed(lines))
+    assert inc.root_cause.line.raw == lines[-1]
+    assert inc.culprit is not None and (inc.culprit.rank, inc.culprit.local_rank) == (3, 3)
+    assert "launcher reports this worker failed (exit code 1)" in inc.culprit.reason
+    # a worker's own error, when there is one, names the culprit instead
+    own = "[rank1]: ValueError: bad batch"
+    (inc,) = incidents_of(fed([own, *lines]))
+    assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit

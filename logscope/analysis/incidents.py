@@ -190,7 +190,30 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         return _Pick(root, named, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
-    return _Pick(root, None, root.category or "launcher_error")
+    return _Pick(root, _reported_worker(root, world), root.category or "launcher_error")
+
+
+def _reported_worker(summary: Event, world: World) -> Culprit | None:
+    """The worker a launcher's summary says failed (torchrun's `failed (exitcode: 1) local_rank:
+    3`, DeepSpeed's `--local_rank=3 ... exits with return code = 1`) when no line of the worker's
+    own says why: the first failure the launcher saw."""
+    rank = field_int(summary, "rank")
+    local = field_int(summary, "local_rank")
+    if summary.role != "summary" or (rank is None and local is None):
+        return None
+    code = summary.fields.get("exit_code")
+    said = f" (exit code {code})" if code is not None else ""
+    host = summary.fields.get("host") or summary.line.host
+    if rank is None:
+        rank = world.rank_of_stream(Stream(summary.line.task, host, local, None))
+    return Culprit(
+        rank=rank,
+        local_rank=local,
+        host=host,
+        task=summary.line.task,
+        confidence=0.7,
+        reason=f"the launcher reports this worker failed{said}; its own error is not in the log",
+    )
 
 
 def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
