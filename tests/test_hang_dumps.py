@@ -69,3 +69,20 @@ def test_a_truncated_and_a_missing_dump_are_warnings(tmp_path: Path) -> None:
     assert hang["culprit_rank"] == 2
     assert any(str(dump) in w and "truncated" in w for w in hang["warnings"])
     assert str(dump) in err
+
+
+def test_a_silent_log_with_dumps_is_a_hung_job(tmp_path: Path) -> None:
+    """`tail --on-hang collect`'s case: the job still runs, its log stops saying anything; the
+    dumps collected then are the only account of the hang."""
+    folder = tmp_path / "live"
+    shutil.copytree(HANGS / "skip", folder)
+    log = folder / "run.log"
+    lines = log.read_text().splitlines(keepends=True)
+    cut = next(n for n, line in enumerate(lines) if "hang fault" in line)
+    log.write_text("".join(lines[:cut]))
+    code, doc, _err = analyze_doc(str(folder))
+    assert code == 1
+    assert doc["job"]["outcome"] == "hung"
+    verdict = next(i for i in doc["incidents"] if i["id"] == doc["verdict"]["incident"])
+    assert verdict["category"] == "hang" and verdict["culprit"]["rank"] == 2
+    assert verdict["root_cause"]["file"].endswith("nccl_trace_rank_2")

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from ..analysis.hung_rank import name_hung_rank
 from ..dumps import DumpKind, read_dumps
 from ..dumps.recognize import sniff
-from ..model import Analysis, Culprit, Event, HangDumps, Incident, Line
+from ..model import Analysis, Culprit, Event, HangDumps, Incident, Line, Outcome
 from ..read.sources import Source
 
 HANG_CATEGORIES = frozenset(
@@ -46,6 +46,8 @@ def join_dumps(analysis: Analysis, files: Sequence[tuple[str, DumpKind]]) -> Ana
         return analysis
     analysis = replace(analysis, hang_dumps=hang)
     v = analysis.verdict
+    if hang.culprit_rank is not None and v is None:
+        return _hang_found(analysis, hang)
     if hang.culprit_rank is None or v is None:
         return analysis
     same = v.culprit is not None and v.culprit.rank == hang.culprit_rank
@@ -54,6 +56,51 @@ def join_dumps(analysis: Analysis, files: Sequence[tuple[str, DumpKind]]) -> Ana
     joined = _joined(v, hang)
     incidents = tuple(joined if i is v else i for i in analysis.incidents)
     return replace(analysis, verdict=joined, incidents=incidents)
+
+
+HANG_EXPLANATION = (
+    "Every rank of a process group calls its collectives in the same order. The dumps taken "
+    "while the job hung show one rank out of that order, or outside communication while the "
+    "others wait in a collective: they wait for it until their timeout, or forever."
+)
+HANG_REMEDIES = (
+    "Look at the named rank's frame: a collective on one rank only (behind a condition on the "
+    "rank, the data or a NaN), another collective or other sizes there, or a wait outside "
+    "communication (a lock, a sleep, I/O, a data loader)",
+    "Set TORCH_FR_BUFFER_SIZE (Flight Recorder) and a process-group timeout short enough that "
+    "a hang ends with dumps from every rank",
+)
+
+
+def _hang_found(analysis: Analysis, hang: HangDumps) -> Analysis:
+    """A log that says nothing of the hang (a silent, still running job): the dumps' rank is
+    the incident, and a job whose outcome the log could not tell is hung."""
+    evidence = tuple(_event(path, n, text) for path, n, text in hang.evidence)
+    rank = hang.culprit_rank
+    root = next((e for e in evidence if e.line.text.startswith(f"rank {rank}:")), None)
+    if root is None:
+        return analysis
+    host = next((r.host for r in hang.rows if r.rank == rank), None)
+    inc = Incident(
+        id=f"I{len(analysis.incidents) + 1}",
+        category="hang",
+        severity="error",
+        title=f"Hung job (rank {rank} {_WHAT.get(hang.kind or '', 'hung')})",
+        explanation=HANG_EXPLANATION,
+        remedies=HANG_REMEDIES,
+        references=(),
+        root_cause=root,
+        culprit=Culprit(rank, None, host, hang.confidence, hang.reason),
+        cascade=(),
+        evidence=evidence,
+        iteration=analysis.job.last_iteration,
+        start=None,
+        end=None,
+    )
+    job = analysis.job
+    if job.outcome in (Outcome.truncated, Outcome.unknown):
+        job = replace(job, outcome=Outcome.hung, outcome_reason=f"the hang dumps name rank {rank}")
+    return replace(analysis, job=job, incidents=(*analysis.incidents, inc), verdict=inc)
 
 
 def _joined(inc: Incident, hang: HangDumps) -> Incident:
