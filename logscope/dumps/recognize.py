@@ -6,6 +6,7 @@ or `Thread N (...)`), a copy of /proc/<pid>/status (`Name:`, `State:`, `Pid:` li
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,11 @@ class DumpSet:
 
 
 def sniff(path: str) -> DumpKind | None:
+    """The kind of a regular file's dump; None for anything else, and never a read of a pipe
+    or device (what it gives is gone for the log reader after)."""
     try:
+        if not stat.S_ISREG(Path(path).stat().st_mode):
+            return None
         with Path(path).open("rb") as f:
             return kind_of(f.read(HEAD_BYTES))
     except OSError:
