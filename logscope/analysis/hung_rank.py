@@ -71,8 +71,9 @@ def _collectives(trace: RankTrace) -> dict[str, dict[int, Collective]]:
 
 
 def _group_members(traces: Sequence[RankTrace], group: str, seen: Iterable[int]) -> set[int]:
-    """The group's ranks as `pg_config` lists them (its name or the default group's, `''`),
-    else the ranks seen in it."""
+    """The group's ranks as `pg_config` lists them, else the ranks seen in it. The default
+    group's entries say `0`; its `pg_config` key is `0` in NCCL's dumps and the empty name in
+    gloo's (torch 2.13)."""
     for t in traces:
         for name in (group, ""):
             if t.groups.get(name):
