@@ -98,7 +98,13 @@ def exit_code(analysis: Analysis) -> int:
 @app.command()
 def analyze(
     paths: Annotated[
-        list[str], typer.Argument(help="Log files, globs, directories, or - for stdin.")
+        list[str],
+        typer.Argument(
+            help=(
+                "Log files, globs, directories, or - for stdin; Flight Recorder dumps, py-spy "
+                "dumps and /proc status files among them are told apart by content."
+            )
+        ),
     ],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
     patterns: PatternDirs = None,

@@ -17,6 +17,7 @@ STAGES = [
     "compact_column",
     "model",
     "read",
+    "dumps",
     "lines",
     "match",
     "scan",

@@ -140,6 +140,10 @@ def _check_common(
         assert f"\nState:\t{r['state']} " in status, status
         # the hung rank's stack is where it hangs; its peers' are not
         assert (f"{hung_in} (" in text) == (r["rank"] == 1), text
+    # the folder read with the log (logscope.analyze) names the hung rank in the alert
+    culprit = actions.get("culprit")
+    assert culprit is not None and culprit["ok"], incident["actions"]
+    assert culprit["detail"].startswith("rank 1"), culprit
     return manifest
 
 

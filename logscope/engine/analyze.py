@@ -49,6 +49,7 @@ from ..read.windows import WINDOW, split_ranges
 from ..scan.range_scan import InputPlan, RangeScan, RangeTask, scan_range
 from .conclude import conclude
 from .feed import Engine, default_library
+from .hangs import join_dumps, split_dumps
 
 _YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
 
@@ -257,7 +258,7 @@ def analyze(
     the result is the same with any `jobs`. `on_progress` gets the bytes read so far.
     """
     library = library or default_library()
-    sources = expand(list(paths))
+    sources, dumps = split_dumps(expand(list(paths)))
     engine = Engine(library)
     engine.discovery = window_per_input(len(sources), DISCOVERY_BUDGET, 1 << 20, DISCOVERY_BYTES)
     inputs: list[InputInfo] = []
@@ -338,7 +339,9 @@ def analyze(
         if pool is not None:
             pool.shutdown(wait=False)  # every scan is in: the workers' memory goes meanwhile
         release_freed_memory()  # the scans' buffers, before the findings' arrays (memory.py)
-        analysis = conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s)
+        analysis = join_dumps(conclude(engine, inputs, gpus=gpus, mtbf_s=mtbf_s), dumps)
+        if warn is not None and analysis.hang_dumps is not None:
+            warn.extend(analysis.hang_dumps.warnings)
         spans = attempt_spans(analysis.incidents, analysis.attempts)
         layers = {info.path: engine.layers_of(info.path) for info in inputs}
         context = root_context(analysis.incidents, line_marks, kept, spans=spans, layers=layers)

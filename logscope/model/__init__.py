@@ -25,6 +25,7 @@ from .findings import (
     hosts_joined,
     magnitude,
 )
+from .hangs import HangDumps, RankState
 from .progress import (
     COLUMNS,
     PARSED,
@@ -94,6 +95,7 @@ __all__ = [
     "Finding",
     "FindingDetail",
     "FindingKind",
+    "HangDumps",
     "Incident",
     "InputInfo",
     "Job",
@@ -103,6 +105,7 @@ __all__ = [
     "Line",
     "Outcome",
     "Progress",
+    "RankState",
     "Role",
     "Save",
     "ScaleDetail",

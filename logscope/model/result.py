@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .findings import Finding
+from .hangs import HangDumps
 from .progress import Progress
 from .records import Event, Incident, InputInfo, Job, Line, Stream, Survived, Template
 
@@ -186,6 +187,8 @@ class Analysis:
     """(rank, file, line) of the last line each rank printed (context.last_seen)."""
     survived: tuple[Survived, ...] = ()
     """Errors the run outlived, and teardown errors after it completed (analysis.survived)."""
+    hang_dumps: HangDumps | None = None
+    """Flight Recorder traces and py-spy stacks given beside the logs (analysis.hung_rank)."""
 
     @property
     def empty(self) -> bool:

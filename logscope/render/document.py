@@ -14,6 +14,7 @@ from ..model import (
     Attempt,
     Event,
     Finding,
+    HangDumps,
     Incident,
     Ledger,
     LedgerIncident,
@@ -288,6 +289,51 @@ def attempts_doc(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
     ]
 
 
+def hang_dumps_doc(hang: HangDumps | None) -> dict[str, Any] | None:
+    """The dumps given beside the logs: the rank they name and each rank's last collective."""
+    if hang is None:
+        return None
+    return {
+        "files": list(hang.files),
+        "culprit_rank": hang.culprit_rank,
+        "kind": hang.kind,
+        "confidence": hang.confidence,
+        "reason": hang.reason,
+        "ranks": [
+            {
+                "rank": r.rank,
+                "host": r.host,
+                "group": r.group,
+                "seq": r.seq,
+                "op": r.op,
+                "sizes": r.sizes,
+                "state": r.state,
+                "where": r.where,
+                "process": r.process,
+                "source": r.source,
+                "odd": r.odd,
+            }
+            for r in hang.rows
+        ],
+        "evidence": [{"file": f, "line": n, "text": t} for f, n, t in hang.evidence],
+        "warnings": list(hang.warnings),
+    }
+
+
+def hang_line(doc: dict[str, Any]) -> str | None:
+    """One sentence on what the dumps say, for every renderer."""
+    hang = doc.get("hang_dumps")
+    if not hang:
+        return None
+    n = len(hang["files"])
+    if hang["culprit_rank"] is None:
+        return f"{n} dump file{'s' if n != 1 else ''} read; they single out no rank"
+    return (
+        f"{n} dump file{'s' if n != 1 else ''} name rank {hang['culprit_rank']} "
+        f"(confidence {hang['confidence']:.2f}): {hang['reason']}"
+    )
+
+
 def document(analysis: Analysis) -> dict[str, Any]:
     world = analysis.world
     job = analysis.job
@@ -337,6 +383,7 @@ def document(analysis: Analysis) -> dict[str, Any]:
         "ledger": ledger_doc(analysis.ledger),
         "checkpoint_advice": advice_doc(analysis.advice),
         "survived": [survived_doc(s, world) for s in analysis.survived],
+        "hang_dumps": hang_dumps_doc(analysis.hang_dumps),
         "unrecognized": [
             {
                 "template": t.template,

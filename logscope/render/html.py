@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 from ..model import duration, gpu_hours
 from .charts import charts
-from .document import culprit_name, rank_ranges, survived_rows
+from .document import culprit_name, hang_line, rank_ranges, survived_rows
 
 WIDTH = 960
 LANE_H = 46
@@ -408,6 +408,8 @@ def render(doc: dict[str, Any], generated: str) -> str:
         charts=charts(doc),
         strip=heat_strip(doc),
         survived=survived_rows(doc),
+        hang=doc.get("hang_dumps"),
+        hang_line=hang_line(doc),
         generated=generated,
         doc_json=doc,
     )

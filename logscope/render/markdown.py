@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..model import duration, gpu_hours
-from .document import culprit_name, rank_ranges, survived_rows
+from .document import culprit_name, hang_line, rank_ranges, survived_rows
 
 
 def _cell(text: object) -> str:
@@ -133,6 +133,19 @@ def render(doc: dict[str, Any]) -> str:
     advice = doc.get("checkpoint_advice")
     if advice:
         out += ["", "## Checkpoint advice", "", _cell(advice["verdict"])]
+    hang = doc.get("hang_dumps")
+    if hang:
+        out += ["", "## Hang dumps", "", _cell(hang_line(doc) or "")]
+        out += [
+            "",
+            "| rank | collective | op | sizes | called at | process |",
+            "|---:|---|---|---|---|---|",
+        ]
+        for r in hang["ranks"]:
+            coll = f"#{r['seq']} {r['group']}" if r["seq"] is not None else "no dump"
+            rank = f"**{r['rank']}**" if r["odd"] else str(r["rank"])
+            cells = [coll, r["op"] or "", r["sizes"] or "", r["where"] or "", r["process"] or ""]
+            out.append(f"| {rank} | " + " | ".join(_cell(c) for c in cells) + " |")
     survived = survived_rows(doc)
     if survived:
         out += ["", "## Survived", ""]

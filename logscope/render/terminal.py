@@ -26,7 +26,15 @@ from ..model import (
     duration,
     gpu_hours,
 )
-from .document import culprit_name, failure_lines, rank_ranges, summary, survived_where
+from .document import (
+    culprit_name,
+    failure_lines,
+    hang_dumps_doc,
+    hang_line,
+    rank_ranges,
+    summary,
+    survived_where,
+)
 from .training import training_doc
 
 _OUTCOME_STYLE = MappingProxyType(
@@ -78,6 +86,9 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     for inc in analysis.incidents:
         console.print()
         _incident(console, inc, world, analysis.context_marks.get(inc.id, ()))
+    if analysis.hang_dumps is not None:
+        console.print()
+        _hang_dumps(console, analysis)
     if analysis.survived:
         console.print()
         _survived(console, analysis.survived)
@@ -99,6 +110,29 @@ def _render(analysis: Analysis, out: TextIO, color: bool, width: int) -> None:
     for i in analysis.inputs:
         for w in i.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def _hang_dumps(console: Console, analysis: Analysis) -> None:
+    doc = hang_dumps_doc(analysis.hang_dumps)
+    if doc is None:
+        return
+    console.print("[bold]Hang dumps[/] (Flight Recorder traces, py-spy stacks, process states)")
+    line = hang_line({"hang_dumps": doc})
+    if line:
+        console.print(f"  {escape(line)}")
+    table = Table.grid(padding=(0, 2))
+    for _ in range(4):
+        table.add_column()
+    table.add_row("  rank", "last collective", "call", "where")
+    for r in doc["ranks"]:
+        mark = ">" if r["odd"] else " "
+        coll = f"#{r['seq']} {r['group']}" if r["seq"] is not None else "no dump"
+        call = f"{r['op']} {r['sizes']}" if r["op"] else ""
+        where = r["process"] or (f"at {r['where']}" if r["where"] else "")
+        table.add_row(f"{mark} {r['rank']}", escape(coll), escape(call), escape(where))
+    console.print(table)
+    for w in doc["warnings"]:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
 
 
 def _survived(console: Console, notes: Sequence[Survived]) -> None:

@@ -1,0 +1,150 @@
+"""Dumps given beside the logs: told apart from the logs by content, read, and what they say
+about a hang joined to the analysis (the hang's culprit, reason and evidence)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+from ..analysis.hung_rank import name_hung_rank
+from ..dumps import DumpKind, read_dumps
+from ..dumps.recognize import sniff
+from ..model import Analysis, Culprit, Event, HangDumps, Incident, Line, Outcome
+from ..read.sources import Source
+
+HANG_CATEGORIES = frozenset(
+    {"hang", "collective_timeout", "comm_error", "timelimit", "cancelled", "unknown"}
+)
+"""The verdicts a hung rank explains: a silent log, the others' timeouts and the errors of the
+teardown (a peer's closed connection, a launcher or scheduler stopping the job). Any other
+verdict takes the dumps' culprit only when it names the same rank (a stopped rank the launcher
+then killed)."""
+
+
+def split_dumps(sources: Sequence[Source]) -> tuple[list[Source], list[tuple[str, DumpKind]]]:
+    """The logs, and the dumps (by content) with their kind."""
+    logs: list[Source] = []
+    dumps: list[tuple[str, DumpKind]] = []
+    for src in sources:
+        kind = sniff(src.path) if src.path != "-" else None
+        if kind is None:
+            logs.append(src)
+        else:
+            dumps.append((src.path, kind))
+    return logs, dumps
+
+
+def join_dumps(analysis: Analysis, files: Sequence[tuple[str, DumpKind]]) -> Analysis:
+    """The analysis with what the dumps say: `hang_dumps`, and when they name a rank, the
+    hang's incident (the verdict) with that culprit, its reason and the dump lines."""
+    if not files:
+        return analysis
+    hang = name_hung_rank(read_dumps(files), analysis.world.ranks)
+    if hang is None:
+        return analysis
+    analysis = replace(analysis, hang_dumps=hang)
+    v = analysis.verdict
+    if hang.culprit_rank is not None and v is None:
+        return _hang_found(analysis, hang)
+    if hang.culprit_rank is None or v is None:
+        return analysis
+    same = v.culprit is not None and v.culprit.rank == hang.culprit_rank
+    if v.category not in HANG_CATEGORIES and not same:
+        return analysis  # another failure the hung rank does not explain
+    joined = _joined(v, hang)
+    incidents = tuple(joined if i is v else i for i in analysis.incidents)
+    return replace(analysis, verdict=joined, incidents=incidents)
+
+
+HANG_EXPLANATION = (
+    "Every rank of a process group calls its collectives in the same order. The dumps taken "
+    "while the job hung show one rank out of that order, or outside communication while the "
+    "others wait in a collective: they wait for it until their timeout, or forever."
+)
+HANG_REMEDIES = (
+    "Look at the named rank's frame: a collective on one rank only (behind a condition on the "
+    "rank, the data or a NaN), another collective or other sizes there, or a wait outside "
+    "communication (a lock, a sleep, I/O, a data loader)",
+    "Set TORCH_FR_BUFFER_SIZE (Flight Recorder) and a process-group timeout short enough that "
+    "a hang ends with dumps from every rank",
+)
+
+
+def _hang_found(analysis: Analysis, hang: HangDumps) -> Analysis:
+    """A log that says nothing of the hang (a silent, still running job): the dumps' rank is
+    the incident, and a job whose outcome the log could not tell is hung."""
+    evidence = tuple(_event(path, n, text) for path, n, text in hang.evidence)
+    rank = hang.culprit_rank
+    root = next((e for e in evidence if e.line.text.startswith(f"rank {rank}:")), None)
+    if root is None:
+        return analysis
+    host = next((r.host for r in hang.rows if r.rank == rank), None)
+    inc = Incident(
+        id=f"I{len(analysis.incidents) + 1}",
+        category="hang",
+        severity="error",
+        title=f"Hung job (rank {rank} {_WHAT.get(hang.kind or '', 'hung')})",
+        explanation=HANG_EXPLANATION,
+        remedies=HANG_REMEDIES,
+        references=(),
+        root_cause=root,
+        culprit=Culprit(rank, None, host, hang.confidence, hang.reason),
+        cascade=(),
+        evidence=evidence,
+        iteration=analysis.job.last_iteration,
+        start=None,
+        end=None,
+    )
+    job = analysis.job
+    if job.outcome in (Outcome.truncated, Outcome.unknown):
+        job = replace(job, outcome=Outcome.hung, outcome_reason=f"the hang dumps name rank {rank}")
+    return replace(analysis, job=job, incidents=(*analysis.incidents, inc), verdict=inc)
+
+
+def _joined(inc: Incident, hang: HangDumps) -> Incident:
+    rank = hang.culprit_rank
+    host = next((r.host for r in hang.rows if r.rank == rank), None)
+    old = inc.culprit
+    reason = hang.reason
+    if old is not None and old.rank != rank:
+        said = f"rank {old.rank}" if old.rank is not None else "no rank"
+        reason += f" (the log alone named {said}: {old.reason})"
+    elif old is not None:
+        reason += f" (the log: {old.reason})"
+    culprit = Culprit(
+        rank,
+        None,
+        host or (old.host if old and old.rank == rank else None),
+        hang.confidence,
+        reason,
+    )
+    evidence = tuple(_event(path, n, text) for path, n, text in hang.evidence)
+    title = f"{_ANSWERING.sub('', inc.title)} (rank {rank} {_WHAT.get(hang.kind or '', 'hung')})"
+    return replace(inc, title=title, culprit=culprit, evidence=evidence + inc.evidence)
+
+
+_ANSWERING = re.compile(r" \(rank \d+ stopped answering\)$")
+"""The title's culprit from the log alone (analysis.incidents)."""
+_WHAT = MappingProxyType(
+    {
+        "desync_op": "called another collective",
+        "desync_sizes": "called the collective with other sizes",
+        "desync_dtypes": "called the collective with other dtypes",
+        "missing": "never entered the collective",
+        "outside": "is stuck outside communication",
+        "stopped": "is stopped",
+    }
+)
+
+
+def _event(path: str, lineno: int, text: str) -> Event:
+    return Event(
+        "hang_dump",
+        "status",
+        Line(path, lineno, text, text),
+        category=None,
+        severity="info",
+        role="cause",
+    )

@@ -1,0 +1,88 @@
+"""Real hung torchrun jobs (tests/fixtures/hangs, made by tests/lab/run_hangs.py) through the CLI:
+the log with its dumps names the rank the others waited for, and says how it knows."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import FIXTURES, analyze_doc, cli
+
+HANGS = FIXTURES / "hangs"
+EXPECTED: dict[str, dict[str, Any]] = tomllib.loads((HANGS / "expected.toml").read_text())
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_the_dumps_name_the_hung_rank(kind: str) -> None:
+    want = EXPECTED[kind]
+    folder = HANGS / kind
+    _code, doc, _err = analyze_doc(str(folder))  # a folder: the log beside its dumps
+    hang = doc["hang_dumps"]
+    assert hang["culprit_rank"] == want["culprit"], hang["reason"]
+    assert hang["kind"] == want["kind"]
+    for part in want["reason"]:
+        assert part in hang["reason"], (part, hang["reason"])
+    assert [r["rank"] for r in hang["ranks"] if r["odd"]] == [want["culprit"]]
+    assert [i["path"] for i in doc["inputs"]] == [str(folder / "run.log")]
+    verdict = next(i for i in doc["incidents"] if i["id"] == doc["verdict"]["incident"])
+    assert verdict["culprit"]["rank"] == want["culprit"]
+    assert verdict["culprit"]["reason"].startswith(hang["reason"])
+    files = {e["file"] for e in verdict["evidence"]}
+    assert any("/fr/" in f or "/pyspy/" in f or "/proc/" in f for f in files)
+
+
+def test_the_log_alone_names_another_rank() -> None:
+    """What the dumps fix: without them, the launcher's first reported failure is blamed."""
+    _code, doc, _err = analyze_doc(str(HANGS / "sizes" / "run.log"))
+    verdict = next(i for i in doc["incidents"] if i["id"] == doc["verdict"]["incident"])
+    assert verdict["culprit"]["rank"] != EXPECTED["sizes"]["culprit"]
+    assert doc["hang_dumps"] is None
+    _code, doc, _err = analyze_doc(str(HANGS / "sizes"))
+    verdict = next(i for i in doc["incidents"] if i["id"] == doc["verdict"]["incident"])
+    assert verdict["culprit"]["rank"] == EXPECTED["sizes"]["culprit"]
+    assert "the log alone named rank" in verdict["culprit"]["reason"]
+
+
+def test_terminal_markdown_and_html_show_the_table(tmp_path: Path) -> None:
+    folder = HANGS / "different"
+    _code, out, _err = cli("analyze", str(folder))
+    assert "Hang dumps" in out and "> 2" in out and "all_gather" in out
+    _code, md, _err = cli("analyze", str(folder), "--format", "md")
+    assert "## Hang dumps" in md and "| **2** |" in md
+    _code, _out, _err = cli("analyze", str(folder), "--html", "--out", str(tmp_path))
+    html = next(tmp_path.glob("*.html")).read_text()
+    assert 'class="unrec hang"' in html and 'class="odd"' in html
+
+
+def test_a_truncated_and_a_missing_dump_are_warnings(tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    shutil.copytree(HANGS / "skip", folder)
+    dump = folder / "fr" / "nccl_trace_rank_1"
+    dump.write_bytes(dump.read_bytes()[:300])
+    (folder / "fr" / "nccl_trace_rank_3").unlink()
+    _code, doc, err = analyze_doc(str(folder))
+    hang = doc["hang_dumps"]
+    assert hang["culprit_rank"] == 2
+    assert any(str(dump) in w and "truncated" in w for w in hang["warnings"])
+    assert str(dump) in err
+
+
+def test_a_silent_log_with_dumps_is_a_hung_job(tmp_path: Path) -> None:
+    """`tail --on-hang collect`'s case: the job still runs, its log stops saying anything; the
+    dumps collected then are the only account of the hang."""
+    folder = tmp_path / "live"
+    shutil.copytree(HANGS / "skip", folder)
+    log = folder / "run.log"
+    lines = log.read_text().splitlines(keepends=True)
+    cut = next(n for n, line in enumerate(lines) if "hang fault" in line)
+    log.write_text("".join(lines[:cut]))
+    code, doc, _err = analyze_doc(str(folder))
+    assert code == 1
+    assert doc["job"]["outcome"] == "hung"
+    verdict = next(i for i in doc["incidents"] if i["id"] == doc["verdict"]["incident"])
+    assert verdict["category"] == "hang" and verdict["culprit"]["rank"] == 2
+    assert verdict["root_cause"]["file"].endswith("nccl_trace_rank_2")
