@@ -68,10 +68,10 @@ def _imports(path: Path) -> set[str]:
             if not node.level:
                 module = module[1:]
             target = [*base, *module]
-            if target:
+            if node.level and not module:  # from . import x: the package's module x
+                out.update(".".join([*base, a.name]) for a in node.names)
+            elif target:
                 out.add(".".join(target))
-            else:  # from . import x (in logscope/__init__)
-                out.update(a.name for a in node.names)
     return out
 
 
