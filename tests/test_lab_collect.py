@@ -183,3 +183,16 @@ def test_a_rank_that_skipped_a_collective(tmp_path: Path) -> None:
         entries = json.loads((folder / r["flight_recorder"][0]).read_text())["entries"]
         assert entries[-1]["profiling_name"] == ("gloo:barrier" if r["rank"] == 1 else
                                                  "gloo:all_reduce"), entries[-1]  # fmt: skip
+
+
+def test_a_rank_in_another_collective(tmp_path: Path) -> None:
+    """Rank 1 calls all_gather where its peers call the loss all-reduce: the Flight Recorders
+    show the desync at one sequence number."""
+    incident, folder, latency = _run(tmp_path, "other")
+    manifest = _check_common(incident, folder, latency, hung_in="all_gather")
+    last = {
+        r["rank"]: json.loads((folder / r["flight_recorder"][0]).read_text())["entries"][-1]
+        for r in manifest["ranks"]
+    }
+    assert last[1]["profiling_name"] == "gloo:all_gather", last[1]
+    assert {last[r]["profiling_name"] for r in (0, 2, 3)} == {"gloo:all_reduce"}, last

@@ -12,6 +12,8 @@ for `tail --on-hang collect`'s lab tests.  Launch e.g.:
   when the rank's next collective has another size (`op.preamble.length <= op.nbytes`); at the
   last iteration (LAB_FAULT_ITER = LAB_ITERS) a hang: the others wait in the all-reduce, the
   rank in the final barrier;
+- LAB_FAULT=other: at LAB_FAULT_ITER the rank calls all_gather where its peers call the loss
+  all-reduce (a desync: each side waits for the other's collective);
 - any other LAB_FAULT is train.py's own.
 """
 
@@ -29,6 +31,7 @@ from torch.distributed.elastic.control_plane import worker_main
 _own_fault = train.inject_fault
 _all_reduce = dist.all_reduce
 _skip = {"next": False}
+_other = {"next": False}
 
 
 def inject_fault(kind, it):
@@ -36,6 +39,8 @@ def inject_fault(kind, it):
         os.kill(os.getpid(), signal.SIGSTOP)
     elif kind == "skip":
         _skip["next"] = True
+    elif kind == "other":
+        _other["next"] = True
     else:
         _own_fault(kind, it)
 
@@ -44,6 +49,10 @@ def all_reduce(tensor, *args, **kwargs):
     if _skip["next"]:
         _skip["next"] = False
         return None
+    if _other["next"]:
+        _other["next"] = False
+        parts = [tensor.clone() for _ in range(dist.get_world_size())]
+        return dist.all_gather(parts, tensor)
     return _all_reduce(tensor, *args, **kwargs)
 
 
