@@ -168,7 +168,9 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         return _Pick(root, named, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
-    return _Pick(root, None, root.category or "launcher_error")
+    # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
+    # N`, `Process name: [[j,s],N]`) is the culprit
+    return _Pick(root, reported_culprit(events), root.category or "launcher_error")
 
 
 def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
