@@ -113,7 +113,10 @@ def test_a_cloud_reclaiming_the_machine_is_a_preemption(run: Run, notice: str) -
     ("line", "category"),
     [
         ("      Reason:       OOMKilled", "oom_host"),
-        ("slurmstepd: error: StepId=1528763.0 exceeded memory limit (82345678336 > 81604378624), being killed", "oom_host"),
+        (
+            "slurmstepd: error: StepId=1528763.0 exceeded memory limit (82345678336 > 81604378624), being killed",
+            "oom_host",
+        ),
         ("pdsh@worker-0: worker-3: ssh exited with exit code 255", "launcher_error"),
         ("*** stack smashing detected ***: terminated", "segfault"),
     ],
