@@ -136,7 +136,7 @@ def reported_culprit(events: Sequence[Event]) -> Culprit | None:
         local_rank=None,
         host=None,
         confidence=0.7,
-        reason=f"the ranks' own lines are symptoms; the launcher reports rank {r} as the first "
+        reason=f"no rank's own line says what failed; the launcher reports rank {r} as the first "
         "process that failed",
     )
 

@@ -190,7 +190,10 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         return _Pick(root, named, root.category or "comm_error")
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
-    return _Pick(root, _reported_worker(root, world), root.category or "launcher_error")
+    # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
+    # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
+    named = reported_culprit(events) or _reported_worker(root, world)
+    return _Pick(root, named, root.category or "launcher_error")
 
 
 def _reported_worker(summary: Event, world: World) -> Culprit | None:

@@ -1,0 +1,126 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
+openmpi.toml, horovod.toml, slurm.toml, cloud.toml, lightning.toml, the teardown warning of
+nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
+constructed from the emitters' format strings (see each pattern file's header)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .helpers import assert_root, verdict_incident, write
+
+Run = Callable[[list[str]], tuple[int, dict[str, Any], Path]]
+
+
+@pytest.fixture
+def run(tmp_path: Path, analyze_json) -> Run:
+    def go(lines: list[str]) -> tuple[int, dict[str, Any], Path]:
+        path = write(tmp_path, "job.log", lines)
+        code, doc = analyze_json(path)
+        return code, doc, path
+
+    return go
+
+
+def verdict(run: Run, lines: list[str]) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    code, doc, path = run(lines)
+    assert code == 1, doc["job"]
+    return doc, verdict_incident(doc), path
+
+
+def test_a_glibc_heap_text_is_the_root_not_the_abort_reports_after_it(run: Run) -> None:
+    lines = [
+        "[1,0]<stdout>:step 10 loss 2.01",
+        "[1,3]<stderr>:double free or corruption (out)",
+        "[1,3]<stderr>:[gpu-n04:31337] *** Process received signal ***",
+        "[1,3]<stderr>:[gpu-n04:31337] Signal: Aborted (6)",
+        "mpirun noticed that process rank 3 with PID 31337 on node gpu-n04 exited on signal 6 (Aborted).",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "segfault", inc
+    assert_root(inc, path, 2, lines[1])
+    assert inc["culprit"]["rank"] == 3, inc["culprit"]
+
+
+def test_mpi_abort_names_the_rank_that_printed_nothing_else(run: Run) -> None:
+    lines = [
+        "[1,0]<stdout>:step 10 loss 2.01",
+        "--------------------------------------------------------------------------",
+        "MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD",
+        "with errorcode 1.",
+        "--------------------------------------------------------------------------",
+    ]
+    _doc, inc, _path = verdict(run, lines)
+    assert inc["culprit"]["rank"] == 5, inc["culprit"]
+
+
+def test_a_crash_signal_from_mpirun_is_a_native_crash(run: Run) -> None:
+    lines = [
+        "[1,0]<stdout>:step 10 loss 2.01",
+        "prterun noticed that process rank 6 with PID 40211 on node gpu-node-7 exited on",
+        "signal 11 (Segmentation fault).",
+        "mpiexec noticed that process rank 6 with PID 40211 on node gpu-node-7 exited on signal 11 (Segmentation fault).",
+    ]
+    _doc, inc, _path = verdict(run, lines)
+    assert inc["category"] == "segfault", inc
+    assert inc["culprit"]["rank"] == 6, inc["culprit"]
+
+
+def test_the_teardown_warning_is_never_an_incident(run: Run) -> None:
+    warning = "[rank0]:[W731 10:50:06.313201823 ProcessGroupNCCL.cpp:1496] Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources. For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())"
+    code, doc, _path = run(["`Trainer.fit` stopped: `max_epochs=3` reached.", warning])
+    assert code == 0 and doc["verdict"] is None and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # with no end marker before it, it still explains nothing
+    code, doc, _path = run(["step 100 loss 2.0", warning])
+    assert doc["verdict"] is None and doc["incidents"] == [], doc["incidents"]
+    # after a failure it is not the root either
+    lines = ["[rank1]: ValueError: bad shard", warning]
+    _doc, inc, path = verdict(run, lines)
+    assert_root(inc, path, 1, lines[0])
+
+
+def test_lightning_names_the_child_that_failed(run: Run) -> None:
+    lines = [
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4",
+        "[rank: 2] Child process with PID 40213 terminated with code -9. Forcefully terminating all other processes to avoid zombies 🧟",
+    ]
+    _doc, inc, _path = verdict(run, lines)
+    assert inc["category"] == "process_killed", inc
+    assert 2 in (inc["culprit"].get("local_rank"), inc["culprit"].get("rank")), inc["culprit"]
+
+
+@pytest.mark.parametrize(
+    "notice",
+    [
+        "preemption watcher: instance/preempted returned TRUE",
+        '{"action": "terminate", "time": "2017-09-18T08:22:00Z"}',
+        "  Warning  Terminated  2m  kubelet  Pod was terminated in response to imminent node shutdown.",
+    ],
+)
+def test_a_cloud_reclaiming_the_machine_is_a_preemption(run: Run, notice: str) -> None:
+    lines = ["step 100 loss 2.0", notice, "[rank: 0] Received SIGTERM: 15"]
+    code, doc, _path = run(lines)
+    assert doc["job"]["outcome"] == "preempted", (code, doc["job"])
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        ("      Reason:       OOMKilled", "oom_host"),
+        (
+            "slurmstepd: error: StepId=1528763.0 exceeded memory limit (82345678336 > 81604378624), being killed",
+            "oom_host",
+        ),
+        ("pdsh@worker-0: worker-3: ssh exited with exit code 255", "launcher_error"),
+        ("*** stack smashing detected ***: terminated", "segfault"),
+    ],
+)
+def test_the_emitters_word_decides_the_category(run: Run, line: str, category: str) -> None:
+    _doc, inc, _path = verdict(run, ["step 100 loss 2.0", line])
+    assert inc["category"] == category, inc
