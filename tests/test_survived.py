@@ -367,3 +367,23 @@ def test_every_torchrun_agent_of_the_rendezvous_finishing_is_the_jobs_end(tmp_pa
     _, doc = _analyze(tmp_path, _torchrun_agents(["0"], agents=2))
     assert [i["category"] for i in doc["incidents"]] == ["comm_error"], doc["incidents"]
     assert doc["survived"] == [], doc["survived"]
+
+
+EXIT_WARNING = (
+    "[rank{r}]:[W730 15:32:17.841273251 ProcessGroupNCCL.cpp:1479] Warning: WARNING: "
+    "destroy_process_group() was not called before program exit, which can leak resources. For "
+    "more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown "
+    "(function operator())"
+)
+
+
+def test_ranks_that_reached_program_exit_with_no_failure_completed(tmp_path: Path) -> None:
+    lines = [f"[rank0]: {_iteration(n)}" for n in range(1, 6)]
+    code, doc = _analyze(tmp_path, [*lines, *(EXIT_WARNING.format(r=r) for r in (0, 1))])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # one process's exit is not the run's completion: a failure after it is no teardown
+    crash = "[rank1]: RuntimeError: shape mismatch in layer 12: expected 4096, got 4095"
+    code, doc = _analyze(tmp_path, [*lines, EXIT_WARNING.format(r=0), crash])
+    assert [i["category"] for i in doc["incidents"]] == ["python_exception"], doc["survived"]
+    assert doc["job"]["outcome"] == "crashed", doc["job"]

@@ -452,3 +452,18 @@ def test_a_burst_training_already_went_on_after_raises_nothing() -> None:
     f.lines("[default1]:[rank1]: ModuleNotFoundError: No module named 'wandb'", at=0.06)
     f.iterations(6, 8, start=0.07, every=0.01)
     assert f.tick(1.0) == [] and f.watcher.outlived == []
+
+
+def test_one_process_exiting_is_no_end_of_the_job() -> None:
+    """A rank that left its loop early exits (ProcessGroupNCCL's exit-time warning) while its
+    peers wait in a collective: the silence after it is still a hang."""
+    f = Feeder(stall=5)
+    f.iterations(1, 5, start=0, every=1)
+    f.lines(
+        "[rank1]:[W730 15:32:14.298860965 ProcessGroupNCCL.cpp:1479] Warning: WARNING: "
+        "destroy_process_group() was not called before program exit, which can leak resources. "
+        "For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown "
+        "(function operator())",
+        at=5.5,
+    )
+    assert [a.kind for a in f.tick(12)] == ["hang"]

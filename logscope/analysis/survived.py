@@ -30,9 +30,14 @@ _SERIOUS = ("fatal", "error")
 
 
 def completes(e: Event) -> bool:
-    """An exit marker that says the run itself completed: not one worker's exit (`pid`), nor
-    an exit on a signal it was sent."""
-    return e.kind == "exit" and not e.fields.keys() & {"pid", "agent", "signal_name"}
+    """An exit marker that says the run itself completed: not one worker's or process's exit
+    (`pid`, `agent`, `process_exit`), nor an exit on a signal it was sent."""
+    return e.kind == "exit" and not e.fields.keys() & {
+        "pid",
+        "agent",
+        "process_exit",
+        "signal_name",
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -419,7 +419,8 @@ def _same(a: Finding, b: Finding) -> bool:
 def _finished(e: Event) -> bool:
     """The job says training is over: an exit marker, Megatron's last print_datetime, `END TIME`."""
     if e.kind == "exit":
-        return True
+        # one process's exit (a rank that ran out of data early) leaves its peers waiting
+        return "process_exit" not in e.fields
     if e.kind == "status":
         return e.fields.get("which") == "END" or e.fields.get("what", "").startswith(
             "after training is done"
