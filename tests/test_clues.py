@@ -227,3 +227,18 @@ def test_srun_s_first_task_end_that_is_no_sigterm_is_the_culprit() -> None:
     assert culprit is not None and culprit.rank == 2
     # a task the log does not tie to a rank (one torchrun agent a node) names no rank
     assert first_exit(events_of(lines), build_world([])) is None
+
+
+# horovod/common/operations.cc (0.1x): `<tensor> [missing ranks: 1, 3]` under the stall warning
+MISSING = "[1,0]<stderr>:DistributedOptimizer_Allreduce/HorovodAllreduce_gradients_{n} [missing ranks: {ranks}]"
+
+
+def test_horovods_stall_list_names_its_one_missing_rank() -> None:
+    lines = [MISSING.format(n=n, ranks="2") for n in range(3)]
+    culprit = barrier_culprit(events_of(lines))
+    assert culprit is not None and culprit.rank == 2, culprit
+    assert "horovod.stall_missing_ranks" in culprit.reason
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "hang" and inc.culprit is not None and inc.culprit.rank == 2
+    # several missing ranks name no one
+    assert barrier_culprit(events_of([MISSING.format(n=0, ranks="1, 3")])) is None

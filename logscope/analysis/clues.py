@@ -116,22 +116,25 @@ def same_error_culprit(
 
 
 def barrier_culprit(events: Sequence[Event]) -> Culprit | None:
-    """The one rank a monitored barrier's report names as absent."""
+    """The one rank the reports of absent ranks name (a signature's `missing` field: Gloo's
+    monitored barrier, Horovod's stall inspector)."""
     missing: set[int] = set()
+    said: set[str] = set()
     for e in events:
-        if e.signature == MONITORED_BARRIER and e.fields.get("missing"):
+        if e.fields.get("missing"):
             missing.update(int(x) for x in e.fields["missing"].split(",") if x.strip().isdigit())
+            said.add(e.signature)
     if len(missing) != 1:
         return None
     r = missing.pop()
-    return Culprit(
-        rank=r,
-        local_rank=None,
-        host=None,
-        confidence=0.85,
-        reason=f"rank 0's monitored barrier reports rank {r} as the only rank that failed to "
-        "pass it",
-    )
+    if said == {MONITORED_BARRIER}:
+        reason = (
+            f"rank 0's monitored barrier reports rank {r} as the only rank that failed to pass it"
+        )
+    else:
+        names = ", ".join(sorted(said))
+        reason = f"the ranks' wait reports ({names}) name rank {r} as the only one missing"
+    return Culprit(rank=r, local_rank=None, host=None, confidence=0.85, reason=reason)
 
 
 def store_barrier_culprit(events: Sequence[Event], world: World) -> Culprit | None:
