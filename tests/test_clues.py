@@ -4,6 +4,8 @@ built from their emitters' format strings, with a counter-case that must name no
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from logscope.analysis.clues import (
     barrier_culprit,
     first_exit,
@@ -15,7 +17,7 @@ from logscope.analysis.clues import (
 from logscope.analysis.culprits import build_world
 from logscope.model import Culprit, Event, Stream, World
 
-from .helpers import fed, incidents_of
+from .helpers import analyze_doc, cli, fed, incidents_of
 
 FIRST_ERROR = Culprit(None, None, None, 0.6, "first error")
 # kernel mm/oom_kill.c: "%s: Killed process %d (%s) total-vm:%lukB, anon-rss:%lukB, ..."
@@ -242,3 +244,15 @@ def test_horovods_stall_list_names_its_one_missing_rank() -> None:
     assert inc.category == "hang" and inc.culprit is not None and inc.culprit.rank == 2
     # several missing ranks name no one
     assert barrier_culprit(events_of([MISSING.format(n=0, ranks="1, 3")])) is None
+
+
+def test_an_srun_task_with_no_rank_is_the_culprit_in_every_output(tmp_path: Path) -> None:
+    log = tmp_path / "job.out"
+    log.write_text(f"{SLURM_OOM}\n{SRUN_OOM.format(task=4)}\n")
+    _, doc, _ = analyze_doc(str(log))
+    culprit = doc["incidents"][0]["culprit"]
+    assert (culprit["rank"], culprit["task"]) == (None, 4), culprit
+    _, text, _ = cli("analyze", str(log))
+    assert "culprit     srun task 4 (confidence" in text, text
+    _, md, _ = cli("analyze", str(log), "--format", "md")
+    assert "srun task 4" in md, md

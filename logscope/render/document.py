@@ -31,12 +31,17 @@ from .training import training_doc
 SCHEMA_VERSION = 1
 
 
-def culprit_name(rank: int | None, local_rank: int | None, host: str | None) -> str:
-    """How every renderer names a culprit: `rank 3 on node7`, `local rank 3`, `unknown rank`."""
+def culprit_name(
+    rank: int | None, local_rank: int | None, host: str | None, task: int | None = None
+) -> str:
+    """How every renderer names a culprit: `rank 3 on node7`, `local rank 3`, `srun task 4`,
+    `unknown rank`."""
     if rank is not None:
         who = f"rank {rank}"
     elif local_rank is not None:
         who = f"local rank {local_rank}"
+    elif task is not None:
+        who = f"srun task {task}"
     else:
         who = "unknown rank"
     return f"{who} on {host}" if host else who
@@ -108,6 +113,7 @@ def incident_doc(
             "rank": c.rank,
             "local_rank": c.local_rank,
             "host": c.host,
+            "task": c.task,
             "confidence": round(c.confidence, 2),
             "reason": c.reason,
         },

@@ -236,7 +236,9 @@ def _code(text: str) -> Markup:
 def _who(culprit: dict[str, Any] | None) -> str | None:
     if not culprit:
         return None
-    return culprit_name(culprit["rank"], culprit["local_rank"], culprit["host"])
+    return culprit_name(
+        culprit["rank"], culprit["local_rank"], culprit["host"], culprit.get("task")
+    )
 
 
 def overview(doc: dict[str, Any]) -> list[dict[str, Any]]:

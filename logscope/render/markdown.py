@@ -81,7 +81,7 @@ def render(doc: dict[str, Any]) -> str:
         out.append(_fence("\n".join(rows)))
         c = inc["culprit"]
         if c:
-            who = culprit_name(c["rank"], c["local_rank"], c["host"])
+            who = culprit_name(c["rank"], c["local_rank"], c["host"], c.get("task"))
             out += [
                 "",
                 f"Culprit: **{_inline(who)}** (confidence {c['confidence']:.2f}): "

@@ -263,7 +263,7 @@ def _incident(
         grid.add_row("attempt", escape(text.strip("— ")))
     if inc.culprit:
         c = inc.culprit
-        name = culprit_name(c.rank, c.local_rank, c.host)
+        name = culprit_name(c.rank, c.local_rank, c.host, c.task)
         grid.add_row("culprit", escape(f"{name} (confidence {c.confidence:.2f}): {c.reason}"))
     ranks = cascade_ranks(inc, world)
     grid.add_row(
