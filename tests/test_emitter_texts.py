@@ -124,3 +124,18 @@ def test_a_cloud_reclaiming_the_machine_is_a_preemption(run: Run, notice: str) -
 def test_the_emitters_word_decides_the_category(run: Run, line: str, category: str) -> None:
     _doc, inc, _path = verdict(run, ["step 100 loss 2.0", line])
     assert inc["category"] == category, inc
+
+
+def test_an_ssh_launch_that_failed_is_a_launcher_error(run: Run) -> None:
+    # DeepSpeed's runner checks each host with ssh before launching (launcher/runner.py)
+    tb = [
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.10/site-packages/deepspeed/launcher/runner.py", line 437, in main',
+        "    subprocess.check_call(ssh_check_cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, shell=True)",
+    ]
+    ssh = "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no worker-7 hostname' returned non-zero exit status {code}."
+    _, inc, _ = verdict(run, [*tb, ssh.format(code=255)])
+    assert inc["category"] == "launcher_error", inc
+    # the remote command's own failure (not ssh's 255) is no launch failure
+    _, inc, _ = verdict(run, [*tb, ssh.format(code=1)])
+    assert inc["category"] != "launcher_error", inc
