@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from .generators.bloom_run import Truth, generate
-from .helpers import analyze_doc, cli
+from .helpers import Run, analyze_doc, cli, write
 
 
 @pytest.fixture(scope="session")
@@ -30,5 +30,17 @@ def analyze_json():
     def go(*paths: str | Path) -> tuple[int, dict[str, Any]]:
         code, doc, _ = analyze_doc(*map(str, paths))
         return code, doc
+
+    return go
+
+
+@pytest.fixture
+def run(tmp_path: Path, analyze_json) -> Run:
+    """`logscope analyze` of a log made of `lines`: exit code, JSON document, path."""
+
+    def go(lines: list[str]) -> tuple[int, dict[str, Any], Path]:
+        path = write(tmp_path, "job.log", lines)
+        code, doc = analyze_json(path)
+        return code, doc, path
 
     return go

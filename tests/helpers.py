@@ -9,6 +9,9 @@ import gzip
 import json
 import lzma
 import os
+import subprocess
+import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,33 @@ def skip_or_fail(reason: str) -> None:
     if in_ci():
         pytest.fail(f"{reason} (required in CI)", pytrace=False)
     pytest.skip(reason)
+
+
+LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
+"""The interpreter the lab's real torchrun jobs run with."""
+
+
+def lab_marks(*, pyspy: bool = False) -> list[pytest.MarkDecorator]:
+    """The marks of a module of lab tests: `lab`, and a skip saying why where torch (and
+    py-spy, with `pyspy`) is not installed beside LAB_PYTHON; in CI their absence fails."""
+    have = (
+        subprocess.run(
+            [LAB_PYTHON, "-c", "import torch"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+    what = "torch"
+    if pyspy:
+        have = have and (Path(LAB_PYTHON).parent / "py-spy").exists()
+        what = "torch or py-spy"
+    if not have and in_ci():
+        pytest.fail(f"{what} is not installed in CI: the lab tests must run", pytrace=False)
+    reason = f"{what} not installed (pip install -e '.[lab]')"
+    return [pytest.mark.lab, pytest.mark.skipif(not have, reason=reason)]
+
+
+Run = Callable[[list[str]], tuple[int, dict[str, Any], Path]]
+"""`logscope analyze` of a log made of lines: exit code, JSON document, path (fixture `run`)."""
 
 
 def corpus_logs() -> list[Path]:

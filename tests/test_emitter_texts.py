@@ -6,25 +6,12 @@ constructed from the emitters' format strings (see each pattern file's header)."
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .helpers import assert_root, verdict_incident, write
-
-Run = Callable[[list[str]], tuple[int, dict[str, Any], Path]]
-
-
-@pytest.fixture
-def run(tmp_path: Path, analyze_json) -> Run:
-    def go(lines: list[str]) -> tuple[int, dict[str, Any], Path]:
-        path = write(tmp_path, "job.log", lines)
-        code, doc = analyze_json(path)
-        return code, doc, path
-
-    return go
+from .helpers import Run, assert_root, verdict_incident
 
 
 def verdict(run: Run, lines: list[str]) -> tuple[dict[str, Any], dict[str, Any], Path]:

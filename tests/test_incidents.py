@@ -7,31 +7,13 @@ format and fails if logscope stops applying it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from logscope.analysis.culprits import World
 from logscope.analysis.incidents import SPLIT_AFTER_PROGRESS, cascade_ranks
 from logscope.model import Event, Incident
 
-from .helpers import assert_root, fed, incidents_of, lineno, verdict_incident, write
-
-Run = Callable[[list[str]], tuple[int, dict[str, Any], Path]]
-
-
-@pytest.fixture
-def run(tmp_path: Path, analyze_json) -> Run:
-    """`logscope analyze` of a log made of `lines`: exit code, JSON document, path."""
-
-    def go(lines: list[str]) -> tuple[int, dict[str, Any], Path]:
-        path = write(tmp_path, "job.log", lines)
-        code, doc = analyze_json(path)
-        return code, doc, path
-
-    return go
+from .helpers import Run, assert_root, fed, incidents_of, lineno, verdict_incident
 
 
 def failed(

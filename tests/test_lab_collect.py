@@ -22,26 +22,14 @@ from typing import Any
 
 import pytest
 
-from .helpers import in_ci
+from .helpers import LAB_PYTHON, lab_marks
 
 LAB_DIR = Path(__file__).resolve().parent / "lab"
 REPO = LAB_DIR.parent.parent
 sys.path.insert(0, str(LAB_DIR))
 from run_faults import job_env, kill_tree  # noqa: E402
 
-LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
-HAVE_TORCH = (
-    subprocess.run([LAB_PYTHON, "-c", "import torch"], capture_output=True, check=False).returncode
-    == 0
-)
-if not HAVE_TORCH and in_ci():
-    pytest.fail("torch is not installed in CI: the live lab tests must run", pytrace=False)
-
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.slow,
-    pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed (pip install -e '.[lab]')"),
-]
+pytestmark = [*lab_marks(), pytest.mark.slow]
 
 STALL_S = 10.0
 BUDGET_S = 30.0

@@ -6,33 +6,14 @@ Needs torch and py-spy (the `lab` extra); skipped without them, failed in CI."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from .helpers import analyze_doc, in_ci
+from .helpers import analyze_doc, lab_marks
 
 sys.path.insert(0, str(Path(__file__).parent / "lab"))
 
-LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
-HAVE_TORCH = (
-    subprocess.run([LAB_PYTHON, "-c", "import torch"], capture_output=True, check=False).returncode
-    == 0
-)
-HAVE_PYSPY = (Path(LAB_PYTHON).parent / "py-spy").exists()
-
-if not (HAVE_TORCH and HAVE_PYSPY) and in_ci():
-    pytest.fail(
-        "torch or py-spy is not installed in CI: the live hang test must run", pytrace=False
-    )
-
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(not (HAVE_TORCH and HAVE_PYSPY), reason="torch or py-spy not installed"),
-]
+pytestmark = lab_marks(pyspy=True)
 
 
 def test_a_live_desync_is_named_from_its_dumps(tmp_path: Path) -> None:

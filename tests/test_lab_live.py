@@ -6,31 +6,15 @@ torch fails the run instead of skipping.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from .helpers import in_ci
+from .helpers import lab_marks
 
 sys.path.insert(0, str(Path(__file__).parent / "lab"))
 
-LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
-HAVE_TORCH = (
-    subprocess.run([LAB_PYTHON, "-c", "import torch"], capture_output=True, check=False).returncode
-    == 0
-)
-
-if not HAVE_TORCH and in_ci():
-    pytest.fail("torch is not installed in CI: the live lab tests must run", pytrace=False)
-
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed (pip install -e '.[lab]')"),
-]
+pytestmark = lab_marks()
 
 
 def _line_of(path: Path, pattern: str) -> tuple[int, str]:
