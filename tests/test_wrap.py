@@ -130,3 +130,39 @@ def test_a_programs_own_log_line_starts_a_record() -> None:
         assert starts_record(line), line
     for piece in (b"r: 0.25 | number of skipped iterations: 0 |", b"and more text: error: here"):
         assert not starts_record(piece), piece
+
+
+def test_a_block_is_cut_before_a_wrapped_record_that_goes_on() -> None:
+    from logscope.lines.wrap import MAX_PIECES, unfinished_tail
+
+    w = 80
+    piece, rest = b"x" * w + b"\n", b"tail of the record\n"
+    assert unfinished_tail(piece + rest, w) == len(piece + rest)  # its last line is short
+    assert unfinished_tail(rest + piece + piece, w) == len(rest)  # a record goes on
+    assert unfinished_tail(rest + piece, None) == len(rest + piece)  # no wrap learned
+    many = piece * (MAX_PIECES + 3)
+    assert unfinished_tail(many, w) == len(piece) * 3  # at most MAX_PIECES held
+
+
+def test_the_block_size_does_not_split_a_wrapped_record(tmp_path: Path) -> None:
+    """A log hard-wrapped at 153 columns read in blocks smaller than a record: each record is
+    still read whole (its loss and grad norm)."""
+    from logscope.engine.analyze import analyze
+    from logscope.engine.feed import default_library
+    from logscope.render.document import document
+
+    lines = []
+    for it in range(1, 9):
+        record = (
+            f"[default7]: iteration {it:7d}/ 115311 | consumed samples: {it * 2048:11d} | "
+            f"elapsed time per iteration (s): 105.16 | learning rate: 4.475E-05 | global batch "
+            f"size: 2048 | lm loss: 2.1{it}7073E+00 | grad norm: 0.150 | num zeros: 0.0 |"
+        )
+        lines += [record[i : i + 153] for i in range(0, len(record), 153)]
+    log = tmp_path / "wrapped.log"
+    log.write_text("\n".join(lines) + "\n")
+    library = default_library()
+    whole = document(analyze([str(log)], library))["training"]
+    small = document(analyze([str(log)], library, block_size=64))["training"]
+    assert len(whole["loss"]) == 8 and None not in whole["loss"], whole
+    assert small == whole, (small, whole)

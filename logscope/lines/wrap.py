@@ -120,3 +120,19 @@ def end_of(data: bytes | bytearray, start: int, size: int) -> int:
     """The end (newline excluded) of the line that starts at `start`."""
     end = data.find(b"\n", start, size)
     return size if end < 0 else end
+
+
+def unfinished_tail(data: bytes | bytearray, width: int | None) -> int:
+    """Where a block of whole lines may be cut without splitting a wrapped record: the start of
+    its trailing run of lines exactly `width` long (a record that goes on in the next block),
+    at most MAX_PIECES of them; len(data) when its last line is shorter, or with no width."""
+    size = len(data)
+    if width is None or not size or data[size - 1] != 10:
+        return size
+    cut, end, pieces = size, size - 1, 0
+    while pieces < MAX_PIECES and end >= 0:
+        start = data.rfind(b"\n", 0, end) + 1
+        if _length(data, start, end) != width:
+            break
+        cut, end, pieces = start, start - 1, pieces + 1
+    return cut
