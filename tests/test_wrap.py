@@ -166,3 +166,18 @@ def test_the_block_size_does_not_split_a_wrapped_record(tmp_path: Path) -> None:
     small = document(analyze([str(log)], library, block_size=64))["training"]
     assert len(whole["loss"]) == 8 and None not in whole["loss"], whole
     assert small == whole, (small, whole)
+
+
+def test_whole_records_carries_a_record_into_the_next_block() -> None:
+    from logscope.lines.wrap import whole_records
+    from logscope.read.sources import Block
+
+    w = 80
+    piece, last, other = b"x" * w + b"\n", b"end of it\n", b"another line\n"
+    blocks = [Block(other + piece, 1), Block(piece, 3), Block(last + other, 4)]
+    out = list(whole_records(blocks, w))
+    assert [(b.data, b.first_lineno) for b in out] == [
+        (other, 1),
+        (piece + piece + last + other, 2),
+    ]
+    assert b"".join(b.data for b in whole_records(blocks, None)) == b"".join(b.data for b in blocks)

@@ -5,6 +5,7 @@ into chunks the workers scan (read.spool), anything else here as a stream."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,7 +28,7 @@ from ..analysis.context import (
 )
 from ..errors import InputError, WorkerError
 from ..lines.discovery import DISCOVERY_BUDGET, DISCOVERY_BYTES, window_per_input
-from ..lines.wrap import WRAP_SAMPLE, unfinished_tail
+from ..lines.wrap import WRAP_SAMPLE, whole_records
 from ..match.signatures import Library
 from ..memory import release_freed_memory
 from ..model import Analysis, InputInfo
@@ -41,6 +42,7 @@ from ..read.sources import (
     coalesce,
     damaged,
     expand,
+    joined,
     looks_binary,
     note_cut,
     read_blocks,
@@ -64,59 +66,25 @@ def _feed_sequential(
     tail: Tail,
 ) -> None:
     """Read an input block by block in this process, keeping its `tail`. Its plan is learned
-    from its first WRAP_SAMPLE bytes whatever the block size (the blocks before are held)."""
-    year: int | None = None
-    offset = 0
+    from its first WRAP_SAMPLE bytes whatever the block size (the blocks before are held), and
+    no block ends inside a hard-wrapped record (lines.wrap.whole_records)."""
+    blocks = coalesce(read_blocks(src, stats, block_size=block_size), block_size)
     held: list[Block] = []
-    head = bytearray()
-    wrap: int | None = None
-    carried: Block | None = None
-    """A block's trailing hard-wrapped record, fed with the next block."""
-
-    def feed(block: Block, last: bool = False) -> None:
-        nonlocal offset, carried
-        if carried is not None:
-            block = Block(
-                carried.data + block.data, carried.first_lineno, carried.truncated + block.truncated
-            )
-            carried = None
-        cut = len(block.data) if last else unfinished_tail(block.data, wrap)
-        if cut == 0:
-            carried = block  # all of it one record going on (MAX_PIECES lines at most)
-            return
-        if cut < len(block.data):
-            first = block.first_lineno + block.data.count(b"\n", 0, cut)
-            carried = Block(block.data[cut:], first, [n for n in block.truncated if n >= first])
-            block = Block(
-                block.data[:cut], block.first_lineno, [n for n in block.truncated if n < first]
-            )
+    size = 0
+    for block in blocks:
+        held.append(block)
+        size += len(block.data)
+        if size >= WRAP_SAMPLE:
+            break
+    head = joined(held).data if held else b""
+    year = _year_hint(src, head[:65536])
+    wrap = engine.learn_input(src.path, head, year).wrap
+    offset = 0
+    for block in whole_records(itertools.chain(held, blocks), wrap):
         engine.feed_block(block, src.path, year, events=False, offset=offset)
         offset += len(block.data)
         tail.add(block.data)
         tick(stats.bytes)
-
-    def learn() -> None:
-        nonlocal year, wrap
-        year = _year_hint(src, bytes(head[:65536]))
-        wrap = engine.learn_input(src.path, head, year).wrap
-        for block in held:
-            feed(block)
-        held.clear()
-
-    learned = False
-    for block in coalesce(read_blocks(src, stats, block_size=block_size), block_size):
-        if learned:
-            feed(block)
-            continue
-        held.append(block)
-        head += block.data
-        if len(head) >= WRAP_SAMPLE:
-            learn()
-            learned = True
-    if not learned and held:
-        learn()
-    if carried is not None:
-        feed(Block(b"", carried.first_lineno + carried.nlines), last=True)
 
 
 def _range_tasks(

@@ -5,11 +5,12 @@ pieces carry no prefix of their own. Only candidate lines and their neighbours p
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ..read.newlines import newlines_of
+from ..read.sources import Block, joined, split_block
 from .decode import decode, parse_line
 
 WRAP_SAMPLE = 1 << 20
@@ -136,3 +137,21 @@ def unfinished_tail(data: bytes | bytearray, width: int | None) -> int:
             break
         cut, end, pieces = start, start - 1, pieces + 1
     return cut
+
+
+def whole_records(blocks: Iterable[Block], width: int | None) -> Iterator[Block]:
+    """The blocks, each cut before a hard-wrapped record that goes on into the next (its lines
+    carried there): a scan of one block sees every record whole, whatever the block size."""
+    carried: Block | None = None
+    for block in blocks:
+        if carried is not None:
+            block, carried = joined([carried, block]), None
+        cut = unfinished_tail(block.data, width)
+        if cut == 0:
+            carried = block  # all of it one record going on (MAX_PIECES lines at most)
+            continue
+        if cut < len(block.data):
+            block, carried = split_block(block, cut)
+        yield block
+    if carried is not None:
+        yield carried

@@ -306,17 +306,27 @@ def coalesce(blocks: Iterable[Block], size: int) -> Iterator[Block]:
         parts.append(block)
         total += len(block.data)
         if total >= size:
-            yield _joined(parts)
+            yield joined(parts)
             parts, total = [], 0
     if parts:
-        yield _joined(parts)
+        yield joined(parts)
 
 
-def _joined(parts: list[Block]) -> Block:
+def joined(parts: Sequence[Block]) -> Block:
+    """Consecutive blocks as one."""
     if len(parts) == 1:
         return parts[0]
     data = b"".join(p.data for p in parts)
     return Block(data, parts[0].first_lineno, [n for p in parts for n in p.truncated])
+
+
+def split_block(block: Block, at: int) -> tuple[Block, Block]:
+    """A block cut at byte `at`, a line start: its lines before and from there."""
+    first = block.first_lineno + block.data.count(b"\n", 0, at)
+    return (
+        Block(block.data[:at], block.first_lineno, [n for n in block.truncated if n < first]),
+        Block(block.data[at:], first, [n for n in block.truncated if n >= first]),
+    )
 
 
 class _Range:
