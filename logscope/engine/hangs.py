@@ -28,7 +28,7 @@ def split_dumps(sources: Sequence[Source]) -> tuple[list[Source], list[tuple[str
     logs: list[Source] = []
     dumps: list[tuple[str, DumpKind]] = []
     for src in sources:
-        kind = sniff(src.path) if src.path != "-" else None
+        kind = sniff(src.path)
         if kind is None:
             logs.append(src)
         else:
