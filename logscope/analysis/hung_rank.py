@@ -80,11 +80,10 @@ def _group_members(traces: Iterable[RankTrace], group: str, seen: Iterable[int])
     """The group's ranks as `pg_config` lists them, else the ranks seen in it. The default
     group's entries say `0`; its `pg_config` key is `0` in NCCL's dumps and the empty name in
     gloo's (torch 2.13)."""
+    names = (group, "") if group in ("0", "") else (group,)
     for t in traces:
-        for name in (group, ""):
+        for name in names:
             if t.groups.get(name):
-                if name == "" and group not in ("", "0"):
-                    continue
                 return set(t.groups[name])
     return set(seen)
 
@@ -278,14 +277,11 @@ def name_hung_rank(dumps: DumpSet, world: Iterable[int] = ()) -> HangDumps | Non
         traces[t.rank] = t
     stacks, statuses = _by_rank_stacks(dumps)
     world_set = set(world)
-    verdict = _from_traces(traces, world_set) if traces else None
-    from_stacks = _from_stacks(stacks, statuses)
+    verdict = _from_traces(traces, world_set) or _from_stacks(stacks, statuses)
     kind: str | None = None
     reason = ""
     confidence = 0.0
     ranks: tuple[int, ...] = ()
-    if verdict is None and from_stacks is not None:
-        verdict = from_stacks
     if verdict is not None:
         ranks, kind = verdict.ranks, verdict.kind
         reason, confidence = verdict.reason, verdict.confidence
