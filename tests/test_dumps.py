@@ -12,6 +12,7 @@ import pytest
 
 from logscope.dumps import kind_of, rank_from_name, read_dumps, read_trace
 from logscope.dumps.names import host_from_name
+from logscope.dumps.recognize import sniff
 from tests.test_hung_rank import dump, entry, healthy
 
 
@@ -50,6 +51,17 @@ def test_a_truncated_dump_is_a_warning_naming_the_file(tmp_path: Path) -> None:
     assert str(j) in got.warnings[1]
 
 
+def test_stdin_is_never_sniffed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-` is stdin even where a file of that name exists: reading its head would take the
+    bytes the log reader needs."""
+    text = "Process 12: python train.py\nPython v3.11.7 (/usr/bin/python3)\n"
+    (tmp_path / "-").write_text(text)
+    (tmp_path / "stack.txt").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    assert sniff("stack.txt") == "pyspy"
+    assert sniff("-") is None
+
+
 class _Boom:
     def __reduce__(self) -> tuple[object, tuple[str]]:
         return (os.system, ("echo pwned",))
@@ -79,7 +91,7 @@ def test_rank_and_host_from_the_name(name: str, rank: int, host: str | None) -> 
     assert host_from_name(name) == host
 
 
-def test_a_dump_without_a_rank_in_its_name_is_said(tmp_path: Path) -> None:
+def test_a_dump_without_a_rank_in_its_name_is_said() -> None:
     trace, warnings = read_trace("x/flight.pkl", pickle.dumps(dump(healthy(1)), protocol=2))
     assert trace is not None and trace.rank is None
     assert "no rank in the file name" in warnings[0]

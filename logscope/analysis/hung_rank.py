@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from ..dumps import Collective, DumpSet, Frame, ProcessStack, ProcStatus, RankTrace
 from ..dumps.flight_recorder import user_frame
@@ -70,15 +71,19 @@ def _collectives(trace: RankTrace) -> dict[str, dict[int, Collective]]:
     return out
 
 
-def _group_members(traces: Sequence[RankTrace], group: str, seen: Iterable[int]) -> set[int]:
+def _default_first(group: str) -> tuple[bool, str]:
+    """Process groups in order: the default group (`0`, or the empty name) first, then by name."""
+    return (group not in ("0", ""), group)
+
+
+def _group_members(traces: Iterable[RankTrace], group: str, seen: Iterable[int]) -> set[int]:
     """The group's ranks as `pg_config` lists them, else the ranks seen in it. The default
     group's entries say `0`; its `pg_config` key is `0` in NCCL's dumps and the empty name in
     gloo's (torch 2.13)."""
+    names = (group, "") if group in ("0", "") else (group,)
     for t in traces:
-        for name in (group, ""):
+        for name in names:
             if t.groups.get(name):
-                if name == "" and group not in ("", "0"):
-                    continue
                 return set(t.groups[name])
     return set(seen)
 
@@ -95,16 +100,12 @@ def _desync(group: str, by_rank: Mapping[int, dict[int, Collective]]) -> _Verdic
         odd = sorted(r for r, s in sigs.items() if s != major)
         good = sorted(r for r, s in sigs.items() if s == major)
         a, b = by_rank[odd[0]][seq], by_rank[good[0]][seq]
-        kind = (
-            "desync_op"
-            if a.op != b.op
-            else "desync_sizes"
-            if (a.input_sizes, a.output_sizes) != (b.input_sizes, b.output_sizes)
-            else "desync_dtypes"
-        )
-        what = {"desync_op": "another collective", "desync_sizes": "other sizes"}.get(
-            kind, "other dtypes"
-        )
+        if a.op != b.op:
+            kind, what = "desync_op", "another collective"
+        elif (a.input_sizes, a.output_sizes) != (b.input_sizes, b.output_sizes):
+            kind, what = "desync_sizes", "other sizes"
+        else:
+            kind, what = "desync_dtypes", "other dtypes"
         reason = (
             f"Flight Recorder: at collective {seq} of process group {b.group_label}, "
             f"{_ranks_text(odd)} called {_call(a)} while {_ranks_text(good)} called {_call(b)}: "
@@ -159,15 +160,13 @@ def _missing(
     return _Verdict(tuple(absent), "missing", reason, MISSING_CONFIDENCE, group)
 
 
-def _from_traces(traces: Sequence[RankTrace], world: set[int]) -> _Verdict | None:
+def _from_traces(traces: Mapping[int, RankTrace], world: set[int]) -> _Verdict | None:
     per_group: dict[str, dict[int, dict[int, Collective]]] = {}
-    for t in traces:
-        if t.rank is None:
-            continue
+    for rank, t in traces.items():
         for group, seqs in _collectives(t).items():
-            per_group.setdefault(group, {})[t.rank] = seqs
-    # the default group first, then by name: a subgroup's finding is looked for after
-    groups = sorted(per_group, key=lambda g: (g not in ("0", ""), g))
+            per_group.setdefault(group, {})[rank] = seqs
+    # a subgroup's finding is looked for after the default group's
+    groups = sorted(per_group, key=_default_first)
     for rule in ("desync", "behind", "missing"):
         for group in groups:
             by_rank = per_group[group]
@@ -176,7 +175,7 @@ def _from_traces(traces: Sequence[RankTrace], world: set[int]) -> _Verdict | Non
             elif rule == "behind":
                 v = _behind(group, by_rank)
             else:
-                members = _group_members(traces, group, by_rank) | (
+                members = _group_members(traces.values(), group, by_rank) | (
                     world if group == "0" else set()
                 )
                 v = _missing(group, members, by_rank)
@@ -211,7 +210,7 @@ def _where(stack: ProcessStack) -> str:
     return f"outside communication{at}{inner_txt} ({main.status})"
 
 
-def _stopped(status: ProcStatus | None) -> bool:
+def _stopped(status: ProcStatus | None) -> TypeGuard[ProcStatus]:
     return status is not None and status.state in ("T", "t")
 
 
@@ -278,32 +277,32 @@ def name_hung_rank(dumps: DumpSet, world: Iterable[int] = ()) -> HangDumps | Non
         traces[t.rank] = t
     stacks, statuses = _by_rank_stacks(dumps)
     world_set = set(world)
-    verdict = _from_traces(list(traces.values()), world_set) if traces else None
-    from_stacks = _from_stacks(stacks, statuses)
+    verdict = _from_traces(traces, world_set) or _from_stacks(stacks, statuses)
     kind: str | None = None
     reason = ""
     confidence = 0.0
     ranks: tuple[int, ...] = ()
-    if verdict is None and from_stacks is not None:
-        verdict = from_stacks
     if verdict is not None:
         ranks, kind = verdict.ranks, verdict.kind
         reason, confidence = verdict.reason, verdict.confidence
         culprit = ranks[0]
         notes: list[str] = []
         status = statuses.get(culprit)
-        if verdict.kind != "stopped" and _stopped(status) and status is not None:
+        if verdict.kind != "stopped" and _stopped(status):
             notes.append(f"its process is stopped ({_state_text(status)})")
             kind = "stopped"
             confidence = max(confidence, 0.9)
         stack = stacks.get(culprit)
         if stack is not None and verdict.kind != "outside":
-            where = _where(stack)
-            if where == "no stack":
+            main = stack.main
+            if main is None or not main.frames:
                 where = "unreadable by py-spy" + _pyspy_error(stack)
-                confidence = max(confidence, 0.9 if kind == "missing" else confidence)
-            elif where.startswith("outside") and kind == "missing":
-                confidence = max(confidence, 0.95)
+                if kind == "missing":
+                    confidence = max(confidence, 0.9)
+            else:
+                where = _where(stack)
+                if kind == "missing" and _in_collective(main.frames) is None:
+                    confidence = max(confidence, 0.95)
             notes.append(f"py-spy: rank {culprit} is {where}")
         if notes:
             reason += "; " + "; ".join(notes)
@@ -344,19 +343,12 @@ def _rows(
         last: Collective | None = None
         if t is not None:
             seqs = _collectives(t)
-            g = (
-                group
-                if group in seqs
-                else next(iter(sorted(seqs, key=lambda x: (x not in ("0", ""), x))), None)
-            )
+            g = group if group in seqs else min(seqs, key=_default_first, default=None)
             if g is not None and seqs[g]:
                 last = seqs[g][max(seqs[g])]
         stack, status = stacks.get(r), statuses.get(r)
-        process = None
-        if status is not None and _stopped(status):
-            process = f"stopped ({_state_text(status)})"
-        elif stack is not None:
-            process = _where(stack)
+        where_stack = _where(stack) if stack is not None else None
+        process = f"stopped ({_state_text(status)})" if _stopped(status) else where_stack
         sources = [x.path for x in (t, stack, status) if x is not None]
         where = user_frame(last.frames) if last else None
         state = None
@@ -386,7 +378,7 @@ def _rows(
         elif t is None and r in odd:
             evidence.append(("(no dump)", 0, f"rank {r}: no Flight Recorder dump"))
         if stack is not None:
-            evidence.append((stack.path, stack.lineno, f"rank {r}: py-spy: {_where(stack)}"))
+            evidence.append((stack.path, stack.lineno, f"rank {r}: py-spy: {where_stack}"))
         if status is not None and (_stopped(status) or r in odd):
             evidence.append((status.path, 1, f"rank {r}: {_state_text(status)}"))
     return rows, evidence

@@ -5,8 +5,9 @@ tolerantly (a damaged or unknown file is a warning naming it, never a traceback)
 from __future__ import annotations
 
 from .flight_recorder import Collective, Frame, RankTrace, read_trace
+from .names import rank_from_name
 from .pyspy import ProcessStack, ProcStatus, Thread, read_proc_status, read_pyspy
-from .recognize import DumpKind, DumpSet, kind_of, rank_from_name, read_dumps
+from .recognize import DumpKind, DumpSet, kind_of, read_dumps
 
 __all__ = [
     "Collective",

@@ -6,14 +6,13 @@ or `Thread N (...)`), a copy of /proc/<pid>/status (`Name:`, `State:`, `Pid:` li
 from __future__ import annotations
 
 import re
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..read.sources import rereadable
 from .flight_recorder import RankTrace, read_trace
-from .names import rank_from_name
 from .pyspy import ProcessStack, ProcStatus, read_proc_status, read_pyspy
 
 DumpKind = Literal["flight_recorder", "pyspy", "proc_status"]
@@ -68,11 +67,11 @@ class DumpSet:
 
 
 def sniff(path: str) -> DumpKind | None:
-    """The kind of a regular file's dump; None for anything else, and never a read of a pipe
-    or device (what it gives is gone for the log reader after)."""
+    """The kind of a regular file's dump; None for anything else, and never a read of stdin,
+    a pipe or device (what it gives is gone for the log reader after)."""
+    if not rereadable(path):
+        return None
     try:
-        if not stat.S_ISREG(Path(path).stat().st_mode):
-            return None
         with Path(path).open("rb") as f:
             return kind_of(f.read(HEAD_BYTES))
     except OSError:
@@ -112,4 +111,4 @@ def read_dumps(files: Sequence[tuple[str, DumpKind]]) -> DumpSet:
     )
 
 
-__all__ = ["DumpKind", "DumpSet", "kind_of", "rank_from_name", "read_dumps", "sniff"]
+__all__ = ["DumpKind", "DumpSet", "kind_of", "read_dumps", "sniff"]

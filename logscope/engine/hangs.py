@@ -28,7 +28,7 @@ def split_dumps(sources: Sequence[Source]) -> tuple[list[Source], list[tuple[str
     logs: list[Source] = []
     dumps: list[tuple[str, DumpKind]] = []
     for src in sources:
-        kind = sniff(src.path) if src.path != "-" else None
+        kind = sniff(src.path)
         if kind is None:
             logs.append(src)
         else:
@@ -46,10 +46,10 @@ def join_dumps(analysis: Analysis, files: Sequence[tuple[str, DumpKind]]) -> Ana
         return analysis
     analysis = replace(analysis, hang_dumps=hang)
     v = analysis.verdict
-    if hang.culprit_rank is not None and v is None:
-        return _hang_found(analysis, hang)
-    if hang.culprit_rank is None or v is None:
+    if hang.culprit_rank is None:
         return analysis
+    if v is None:
+        return _hang_found(analysis, hang)
     same = v.culprit is not None and v.culprit.rank == hang.culprit_rank
     if v.category not in HANG_CATEGORIES and not same:
         return analysis  # another failure the hung rank does not explain
@@ -75,17 +75,17 @@ HANG_REMEDIES = (
 def _hang_found(analysis: Analysis, hang: HangDumps) -> Analysis:
     """A log that says nothing of the hang (a silent, still running job): the dumps' rank is
     the incident, and a job whose outcome the log could not tell is hung."""
-    evidence = tuple(_event(path, n, text) for path, n, text in hang.evidence)
+    evidence = _evidence(hang)
     rank = hang.culprit_rank
     root = next((e for e in evidence if e.line.text.startswith(f"rank {rank}:")), None)
     if root is None:
         return analysis
-    host = next((r.host for r in hang.rows if r.rank == rank), None)
+    host = _host(hang)
     inc = Incident(
         id=f"I{len(analysis.incidents) + 1}",
         category="hang",
         severity="error",
-        title=f"Hung job (rank {rank} {_WHAT.get(hang.kind or '', 'hung')})",
+        title=f"Hung job {_what(hang)}",
         explanation=HANG_EXPLANATION,
         remedies=HANG_REMEDIES,
         references=(),
@@ -105,7 +105,7 @@ def _hang_found(analysis: Analysis, hang: HangDumps) -> Analysis:
 
 def _joined(inc: Incident, hang: HangDumps) -> Incident:
     rank = hang.culprit_rank
-    host = next((r.host for r in hang.rows if r.rank == rank), None)
+    host = _host(hang)
     old = inc.culprit
     reason = hang.reason
     if old is not None and old.rank != rank:
@@ -120,9 +120,22 @@ def _joined(inc: Incident, hang: HangDumps) -> Incident:
         hang.confidence,
         reason,
     )
-    evidence = tuple(_event(path, n, text) for path, n, text in hang.evidence)
-    title = f"{_ANSWERING.sub('', inc.title)} (rank {rank} {_WHAT.get(hang.kind or '', 'hung')})"
-    return replace(inc, title=title, culprit=culprit, evidence=evidence + inc.evidence)
+    title = f"{_ANSWERING.sub('', inc.title)} {_what(hang)}"
+    return replace(inc, title=title, culprit=culprit, evidence=_evidence(hang) + inc.evidence)
+
+
+def _host(hang: HangDumps) -> str | None:
+    """The culprit's host, as its row shows it."""
+    return next((r.host for r in hang.rows if r.rank == hang.culprit_rank), None)
+
+
+def _what(hang: HangDumps) -> str:
+    """`(rank 2 never entered the collective)`: the title's account of the culprit."""
+    return f"(rank {hang.culprit_rank} {_WHAT.get(hang.kind or '', 'hung')})"
+
+
+def _evidence(hang: HangDumps) -> tuple[Event, ...]:
+    return tuple(_event(path, n, text) for path, n, text in hang.evidence)
 
 
 _ANSWERING = re.compile(r" \(rank \d+ stopped answering\)$")
