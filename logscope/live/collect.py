@@ -28,7 +28,7 @@ from typing import Any
 from ..read.sources import glob_files
 from .bounded import DEFAULT_LIMITS, Limits, Tools, host_name, run_bounded, safe_name
 from .flight_recorder import flight_recorder
-from .ranks import PROC, RankProcess, choose_agents, find_agents, rank_processes
+from .ranks import PROC, STOPPED, RankProcess, choose_agents, find_agents, rank_processes
 
 MANIFEST = "collect.json"
 STATUS_BYTES = 1 << 16
@@ -105,7 +105,7 @@ def _pyspy(
     """(file, error). A stopped process is read without pausing it (`--nonblocking`): py-spy's
     pause attaches with ptrace, which fails on a stopped process, and a detach could resume it."""
     argv = [pyspy, "dump", "--pid", str(r.pid)]
-    if r.state in ("T", "t"):
+    if r.state in STOPPED:
         argv.append("--nonblocking")
     try:
         ran = run_bounded(argv, limits.pyspy_s, limits.stack_bytes)
@@ -163,7 +163,7 @@ def _one_rank(
         agent_pid=r.agent_pid,
         rank=r.rank,
         local_rank=r.local_rank,
-        world_size=_int(r.env.get("WORLD_SIZE")),
+        world_size=r.world_size,
         state=r.state,
         state_name=r.state_name,
         pyspy=stack,
@@ -172,13 +172,6 @@ def _one_rank(
         fr_error=fr_error,
         status=status,
     )
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def _warnings(found: Sequence[RankEvidence], pyspy: str | None, chosen: str) -> list[str]:
@@ -327,7 +320,7 @@ class Evidence:
             "trigger": self.trigger,
             "nodes": [n.doc() for n in self.nodes],
             "ranks": [r.doc() for r in self.ranks],
-            "stopped_ranks": [r.rank for r in self.ranks if r.state in ("T", "t")],
+            "stopped_ranks": [r.rank for r in self.ranks if r.state in STOPPED],
             "warnings": list(self.warnings),
         }
 
