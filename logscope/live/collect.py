@@ -137,24 +137,23 @@ def _one_rank(
 ) -> RankEvidence:
     stem = _stem(host, r)
     status = _status(r, out_dir, stem)
-    stack: str | None = None
-    stack_error: str | None = "py-spy not found"
-    fr: tuple[str, ...] = ()
-    fr_error: str | None = None
     late = f"not collected: the collection's {limits.node_s:g} s were spent"
+    stack: str | None = None
+    stack_error: str | None
     left = deadline - time.monotonic()
     if left <= 0:
-        stack_error, fr_error = late, late
+        stack_error = late
+    elif pyspy is None:
+        stack_error = "py-spy not found"
     else:
-        limits = replace(limits, pyspy_s=min(limits.pyspy_s, left), fr_s=min(limits.fr_s, left))
-        if pyspy is not None:
-            stack, stack_error = _pyspy(r, pyspy, out_dir, stem, limits)
-        left = deadline - time.monotonic()
-        if left > 0:
-            limits = replace(limits, fr_s=min(limits.fr_s, left))
-            fr, fr_error = flight_recorder(r, out_dir, stem, limits)
-        else:
-            fr_error = late
+        bounded = replace(limits, pyspy_s=min(limits.pyspy_s, left))
+        stack, stack_error = _pyspy(r, pyspy, out_dir, stem, bounded)
+    fr: tuple[str, ...] = ()
+    fr_error: str | None = late
+    left = deadline - time.monotonic()
+    if left > 0:
+        bounded = replace(limits, fr_s=min(limits.fr_s, left))
+        fr, fr_error = flight_recorder(r, out_dir, stem, bounded)
     if r.env_error is not None:
         stack_error = f"{stack_error or 'rank unknown'} (environment: {r.env_error})"
     return RankEvidence(
@@ -405,12 +404,12 @@ def collect(
     folder = evidence_folder(base, job, datetime.now(UTC))
     warnings: list[str] = []
     nodes: list[NodeEvidence] = []
-    if job is not None and tools.srun is None:
+    if job is not None and tools.srun is not None:
+        nodes, warnings = collect_slurm(folder, job, tools.srun, limits)
+    elif job is not None:
         warnings.append(
             f"srun not found: collecting on this machine only, not on job {job}'s nodes"
         )
-    if job is not None and tools.srun is not None:
-        nodes, warnings = collect_slurm(folder, job, tools.srun, limits)
     if not nodes:
         nodes = [collect_node(folder, tools, logs, job=job, limits=limits)]
     warnings += [w for n in nodes for w in n.warnings]
