@@ -22,7 +22,7 @@ import pytest
 
 from logscope.live.actions import Actions, HangCollect, name_culprit
 from logscope.live.bounded import Limits, Tools, find_tools, run_bounded
-from logscope.live.collect import Evidence, collect, collect_node, srun_argv
+from logscope.live.collect import Evidence, collect, collect_node, log_files, srun_argv
 from logscope.live.flight_recorder import NO_SERVER
 from logscope.live.ranks import choose_agents, find_agents, is_agent, rank_processes
 from logscope.live.watcher import Alert
@@ -344,3 +344,16 @@ def test_the_culprit_is_the_analysis_of_the_log_and_the_evidence(tmp_path: Path)
     assert named is not None and named.ok and named.detail.startswith("rank 1: "), named
     healthy = Path(__file__).parent / "fixtures" / "lab" / "healthy.log"
     assert name_culprit((str(healthy),), ev) is None
+
+
+def test_the_logs_a_collection_matches_are_the_files_tail_follows(tmp_path: Path) -> None:
+    nested = tmp_path / "logs" / "node1" / "rank0.out"
+    nested.parent.mkdir(parents=True)
+    nested.write_text("x\n")
+    (tmp_path / "logs" / ".hidden").write_text("x\n")
+    literal = tmp_path / "run[1].log"  # a file whose name looks like a glob
+    literal.write_text("x\n")
+    (tmp_path / "run1.log").write_text("x\n")
+    assert log_files([str(tmp_path / "logs")]) == [str(nested)]
+    assert log_files([str(literal)]) == [str(literal)]
+    assert log_files([str(tmp_path / "run?.log")]) == [str(tmp_path / "run1.log")]

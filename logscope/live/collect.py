@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..read.sources import glob_files
+from ..read.sources import dir_files, glob_files
 from .bounded import DEFAULT_LIMITS, Limits, Tools, host_name, run_bounded, safe_name
 from .flight_recorder import flight_recorder
 from .ranks import PROC, STOPPED, RankProcess, choose_agents, find_agents, rank_processes
@@ -371,13 +371,14 @@ def slurm_job_writing(logs: Iterable[str], limits: Limits) -> str | None:
 
 
 def log_files(patterns: Iterable[str]) -> list[str]:
-    """The files the followed paths name now (globs expanded, directories' files)."""
+    """The files the followed paths name now, expanded as `tail` expands them: a directory's
+    files below it (read.sources.dir_files), a glob's matches unless a file has its very name."""
     out: list[str] = []
     for p in patterns:
-        if glob.has_magic(p):
+        if Path(p).is_dir():
+            out.extend(dir_files(Path(p)))
+        elif glob.has_magic(p) and not Path(p).exists():
             out.extend(glob_files(p))
-        elif Path(p).is_dir():
-            out.extend(str(f) for f in sorted(Path(p).iterdir()) if f.is_file())
         else:
             out.append(p)
     return out
