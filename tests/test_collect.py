@@ -16,13 +16,23 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from logscope.live.actions import Actions, HangCollect, name_culprit
 from logscope.live.bounded import Limits, Tools, find_tools, run_bounded
-from logscope.live.collect import Evidence, collect, collect_node, log_files, srun_argv
+from logscope.live.collect import (
+    Evidence,
+    NodeEvidence,
+    RankEvidence,
+    collect,
+    collect_node,
+    log_files,
+    node_from_doc,
+    srun_argv,
+)
 from logscope.live.flight_recorder import NO_SERVER
 from logscope.live.ranks import choose_agents, find_agents, is_agent, rank_processes
 from logscope.live.watcher import Alert
@@ -357,3 +367,15 @@ def test_the_logs_a_collection_matches_are_the_files_tail_follows(tmp_path: Path
     assert log_files([str(tmp_path / "logs")]) == [str(nested)]
     assert log_files([str(literal)]) == [str(literal)]
     assert log_files([str(tmp_path / "run?.log")]) == [str(tmp_path / "run1.log")]
+
+
+def test_a_nodes_part_of_the_manifest_reads_back_as_it_was_written() -> None:
+    rank = RankEvidence(
+        "n1", 12, 10, 3, 1, 8, "T", "stopped", None, "permission denied", ("fr-n1-rank3.json",),
+        fr_error="no answer", status="status-n1-rank3.status",
+    )  # fmt: skip
+    node = NodeEvidence("n1", "SLURM job 5", (rank, replace(rank, pid=13, rank=None)), ("w",))
+    doc = json.loads(json.dumps(node.doc()))
+    assert doc["ranks"][0]["flight_recorder"] == ["fr-n1-rank3.json"]
+    assert doc["ranks"][0]["world_size"] == 8 and doc["type"] == "logscope-collect-node"
+    assert node_from_doc(doc) == node

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,21 +59,8 @@ class RankEvidence:
     """The file holding a copy of the process's /proc/PID/status, taken with the stack."""
 
     def doc(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "pid": self.pid,
-            "agent_pid": self.agent_pid,
-            "rank": self.rank,
-            "local_rank": self.local_rank,
-            "world_size": self.world_size,
-            "state": self.state,
-            "state_name": self.state_name,
-            "pyspy": self.pyspy,
-            "pyspy_error": self.pyspy_error,
-            "flight_recorder": list(self.flight_recorder),
-            "fr_error": self.fr_error,
-            "status": self.status,
-        }
+        """The fields by name (node_from_doc reads them back)."""
+        return {**asdict(self), "flight_recorder": list(self.flight_recorder)}
 
 
 @dataclass(frozen=True, slots=True)
