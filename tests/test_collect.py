@@ -134,7 +134,7 @@ def test_the_ranks_are_the_agents_workers_not_their_children(tmp_path: Path) -> 
         assert how == "writing to the log"
         ranks = rank_processes(agents)
         assert [(r.rank, r.local_rank) for r in ranks] == [(10, 0), (11, 1), (12, 2)]
-        assert all(r.agent_pid == proc.pid and r.state in "RS" for r in ranks)
+        assert all(r.agent_pid == proc.pid and r.state in ("R", "S") for r in ranks)
         children = set(_descendants(proc.pid)) - {r.pid for r in ranks}
         assert len(children) == 3  # each worker's own child, inheriting RANK, is not a rank
 
