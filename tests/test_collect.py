@@ -16,13 +16,23 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from logscope.live.actions import Actions, HangCollect, name_culprit
 from logscope.live.bounded import Limits, Tools, find_tools, run_bounded
-from logscope.live.collect import Evidence, collect, collect_node, srun_argv
+from logscope.live.collect import (
+    Evidence,
+    NodeEvidence,
+    RankEvidence,
+    collect,
+    collect_node,
+    log_files,
+    node_from_doc,
+    srun_argv,
+)
 from logscope.live.flight_recorder import NO_SERVER
 from logscope.live.ranks import choose_agents, find_agents, is_agent, rank_processes
 from logscope.live.watcher import Alert
@@ -124,7 +134,7 @@ def test_the_ranks_are_the_agents_workers_not_their_children(tmp_path: Path) -> 
         assert how == "writing to the log"
         ranks = rank_processes(agents)
         assert [(r.rank, r.local_rank) for r in ranks] == [(10, 0), (11, 1), (12, 2)]
-        assert all(r.agent_pid == proc.pid and r.state in "RS" for r in ranks)
+        assert all(r.agent_pid == proc.pid and r.state in ("R", "S") for r in ranks)
         children = set(_descendants(proc.pid)) - {r.pid for r in ranks}
         assert len(children) == 3  # each worker's own child, inheriting RANK, is not a rank
 
@@ -344,3 +354,28 @@ def test_the_culprit_is_the_analysis_of_the_log_and_the_evidence(tmp_path: Path)
     assert named is not None and named.ok and named.detail.startswith("rank 1: "), named
     healthy = Path(__file__).parent / "fixtures" / "lab" / "healthy.log"
     assert name_culprit((str(healthy),), ev) is None
+
+
+def test_the_logs_a_collection_matches_are_the_files_tail_follows(tmp_path: Path) -> None:
+    nested = tmp_path / "logs" / "node1" / "rank0.out"
+    nested.parent.mkdir(parents=True)
+    nested.write_text("x\n")
+    (tmp_path / "logs" / ".hidden").write_text("x\n")
+    literal = tmp_path / "run[1].log"  # a file whose name looks like a glob
+    literal.write_text("x\n")
+    (tmp_path / "run1.log").write_text("x\n")
+    assert log_files([str(tmp_path / "logs")]) == [str(nested)]
+    assert log_files([str(literal)]) == [str(literal)]
+    assert log_files([str(tmp_path / "run?.log")]) == [str(tmp_path / "run1.log")]
+
+
+def test_a_nodes_part_of_the_manifest_reads_back_as_it_was_written() -> None:
+    rank = RankEvidence(
+        "n1", 12, 10, 3, 1, 8, "T", "stopped", None, "permission denied", ("fr-n1-rank3.json",),
+        fr_error="no answer", status="status-n1-rank3.status",
+    )  # fmt: skip
+    node = NodeEvidence("n1", "SLURM job 5", (rank, replace(rank, pid=13, rank=None)), ("w",))
+    doc = json.loads(json.dumps(node.doc()))
+    assert doc["ranks"][0]["flight_recorder"] == ["fr-n1-rank3.json"]
+    assert doc["ranks"][0]["world_size"] == 8 and doc["type"] == "logscope-collect-node"
+    assert node_from_doc(doc) == node

@@ -20,15 +20,15 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..read.sources import glob_files
+from ..read.sources import dir_files, glob_files
 from .bounded import DEFAULT_LIMITS, Limits, Tools, host_name, run_bounded, safe_name
 from .flight_recorder import flight_recorder
-from .ranks import PROC, RankProcess, choose_agents, find_agents, rank_processes
+from .ranks import PROC, STOPPED, RankProcess, choose_agents, find_agents, rank_processes
 
 MANIFEST = "collect.json"
 STATUS_BYTES = 1 << 16
@@ -59,21 +59,8 @@ class RankEvidence:
     """The file holding a copy of the process's /proc/PID/status, taken with the stack."""
 
     def doc(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "pid": self.pid,
-            "agent_pid": self.agent_pid,
-            "rank": self.rank,
-            "local_rank": self.local_rank,
-            "world_size": self.world_size,
-            "state": self.state,
-            "state_name": self.state_name,
-            "pyspy": self.pyspy,
-            "pyspy_error": self.pyspy_error,
-            "flight_recorder": list(self.flight_recorder),
-            "fr_error": self.fr_error,
-            "status": self.status,
-        }
+        """The fields by name (node_from_doc reads them back)."""
+        return {**asdict(self), "flight_recorder": list(self.flight_recorder)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +92,7 @@ def _pyspy(
     """(file, error). A stopped process is read without pausing it (`--nonblocking`): py-spy's
     pause attaches with ptrace, which fails on a stopped process, and a detach could resume it."""
     argv = [pyspy, "dump", "--pid", str(r.pid)]
-    if r.state in ("T", "t"):
+    if r.state in STOPPED:
         argv.append("--nonblocking")
     try:
         ran = run_bounded(argv, limits.pyspy_s, limits.stack_bytes)
@@ -137,24 +124,23 @@ def _one_rank(
 ) -> RankEvidence:
     stem = _stem(host, r)
     status = _status(r, out_dir, stem)
-    stack: str | None = None
-    stack_error: str | None = "py-spy not found"
-    fr: tuple[str, ...] = ()
-    fr_error: str | None = None
     late = f"not collected: the collection's {limits.node_s:g} s were spent"
+    stack: str | None = None
+    stack_error: str | None
     left = deadline - time.monotonic()
     if left <= 0:
-        stack_error, fr_error = late, late
+        stack_error = late
+    elif pyspy is None:
+        stack_error = "py-spy not found"
     else:
-        limits = replace(limits, pyspy_s=min(limits.pyspy_s, left), fr_s=min(limits.fr_s, left))
-        if pyspy is not None:
-            stack, stack_error = _pyspy(r, pyspy, out_dir, stem, limits)
-        left = deadline - time.monotonic()
-        if left > 0:
-            limits = replace(limits, fr_s=min(limits.fr_s, left))
-            fr, fr_error = flight_recorder(r, out_dir, stem, limits)
-        else:
-            fr_error = late
+        bounded = replace(limits, pyspy_s=min(limits.pyspy_s, left))
+        stack, stack_error = _pyspy(r, pyspy, out_dir, stem, bounded)
+    fr: tuple[str, ...] = ()
+    fr_error: str | None = late
+    left = deadline - time.monotonic()
+    if left > 0:
+        bounded = replace(limits, fr_s=min(limits.fr_s, left))
+        fr, fr_error = flight_recorder(r, out_dir, stem, bounded)
     if r.env_error is not None:
         stack_error = f"{stack_error or 'rank unknown'} (environment: {r.env_error})"
     return RankEvidence(
@@ -163,7 +149,7 @@ def _one_rank(
         agent_pid=r.agent_pid,
         rank=r.rank,
         local_rank=r.local_rank,
-        world_size=_int(r.env.get("WORLD_SIZE")),
+        world_size=r.world_size,
         state=r.state,
         state_name=r.state_name,
         pyspy=stack,
@@ -172,13 +158,6 @@ def _one_rank(
         fr_error=fr_error,
         status=status,
     )
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def _warnings(found: Sequence[RankEvidence], pyspy: str | None, chosen: str) -> list[str]:
@@ -327,7 +306,7 @@ class Evidence:
             "trigger": self.trigger,
             "nodes": [n.doc() for n in self.nodes],
             "ranks": [r.doc() for r in self.ranks],
-            "stopped_ranks": [r.rank for r in self.ranks if r.state in ("T", "t")],
+            "stopped_ranks": [r.rank for r in self.ranks if r.state in STOPPED],
             "warnings": list(self.warnings),
         }
 
@@ -379,13 +358,14 @@ def slurm_job_writing(logs: Iterable[str], limits: Limits) -> str | None:
 
 
 def log_files(patterns: Iterable[str]) -> list[str]:
-    """The files the followed paths name now (globs expanded, directories' files)."""
+    """The files the followed paths name now, expanded as `tail` expands them: a directory's
+    files below it (read.sources.dir_files), a glob's matches unless a file has its very name."""
     out: list[str] = []
     for p in patterns:
-        if glob.has_magic(p):
+        if Path(p).is_dir():
+            out.extend(dir_files(Path(p)))
+        elif glob.has_magic(p) and not Path(p).exists():
             out.extend(glob_files(p))
-        elif Path(p).is_dir():
-            out.extend(str(f) for f in sorted(Path(p).iterdir()) if f.is_file())
         else:
             out.append(p)
     return out
@@ -412,12 +392,12 @@ def collect(
     folder = evidence_folder(base, job, datetime.now(UTC))
     warnings: list[str] = []
     nodes: list[NodeEvidence] = []
-    if job is not None and tools.srun is None:
+    if job is not None and tools.srun is not None:
+        nodes, warnings = collect_slurm(folder, job, tools.srun, limits)
+    elif job is not None:
         warnings.append(
             f"srun not found: collecting on this machine only, not on job {job}'s nodes"
         )
-    if job is not None and tools.srun is not None:
-        nodes, warnings = collect_slurm(folder, job, tools.srun, limits)
     if not nodes:
         nodes = [collect_node(folder, tools, logs, job=job, limits=limits)]
     warnings += [w for n in nodes for w in n.warnings]

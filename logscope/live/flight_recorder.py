@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 from .bounded import Limits
-from .ranks import RankProcess, listening_sockets
+from .ranks import STOPPED, RankProcess, listening_sockets
 
 
 class _UnixHTTP(http.client.HTTPConnection):
@@ -68,7 +68,7 @@ def flight_recorder(
     writes TORCH_FR_DUMP_TEMP_FILE + rank, e.g. on a collective's timeout)."""
     files, errors = [], []
     sockets = served(r)
-    if sockets and r.state in ("T", "t", "Z"):
+    if sockets and (r.state in STOPPED or r.state == "Z"):
         errors.append(f"not asked: the process is {r.state_name}")
     elif sockets:
         try:

@@ -27,6 +27,8 @@ STATES = MappingProxyType(
     }
 )
 """/proc/PID/stat's state letters (proc(5))."""
+STOPPED = frozenset(("T", "t"))
+"""The state letters of a stopped process (by a signal, or under a tracer)."""
 _LAUNCHERS = frozenset(("torch.distributed.run", "torch.distributed.launch"))
 _VALUED = frozenset(("-X", "-W", "--check-hash-based-pycs"))
 """Python's options that take the next argument as their value."""
@@ -70,6 +72,10 @@ class RankProcess:
     @property
     def local_rank(self) -> int | None:
         return _int(self.env.get("LOCAL_RANK"))
+
+    @property
+    def world_size(self) -> int | None:
+        return _int(self.env.get("WORLD_SIZE"))
 
     @property
     def state_name(self) -> str:
