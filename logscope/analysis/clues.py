@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ..lines.hostlist import expand_hostlist
 from ..match.events import FAILURE_ENTRY
 from ..model import Culprit, Event, Stream, World, field_int
 
@@ -41,13 +42,9 @@ def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf
 
 
 def _tasks(text: str) -> list[int]:
-    """srun's task list (`3`, `0-3,5`, `[0-3]`) as task ids."""
-    out: list[int] = []
-    for part in text.strip("[]").split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
-            out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
+    """srun's task list (`3`, `0-3,5`, `[0-3]`) as task ids: SLURM's range syntax, expanded as
+    a node list's brackets are (bounded: a hostile `0-99999999999` is not expanded)."""
+    return [int(t) for t in expand_hostlist("[" + text.strip().strip("[]") + "]")]
 
 
 def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
