@@ -11,7 +11,16 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import Line
-from .layers import LAYER_SAMPLE, MAX_SAMPLE_LINES, Layers, Peeled, learn, panes, peel
+from .layers import (
+    LAYER_SAMPLE,
+    MAX_SAMPLE_LINES,
+    Layers,
+    Peeled,
+    learn,
+    panes,
+    parse_ctime,
+    peel,
+)
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
@@ -142,14 +151,6 @@ def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
         frac = (str(g.get("frac") or "0") + "000000")[:6]
         return datetime(y, mo, d, int(str(g["h"])), int(str(g["m"])), int(str(g["s"])), int(frac))
     except (ValueError, KeyError):
-        return None
-
-
-def parse_ctime(text: str) -> datetime | None:
-    """`Mon Mar 21 13:34:34 2022` (ctime, OpenMPI) to a datetime."""
-    try:
-        return datetime.strptime(text, "%a %b %d %H:%M:%S %Y")
-    except ValueError:
         return None
 
 
