@@ -112,14 +112,13 @@ _MAX_PREFIXES = 10
 
 
 @dataclass(slots=True)
-class _Prefix:
-    host: str | None = None
-    rank: int | None = None
+class _Prefix(Peeled):
+    """What every prefix of one line said: its layers' (Peeled, which peel fills in) and the
+    emitters' headers'."""
+
     local_rank: int | None = None
-    task: int | None = None
     role: str | None = None
     level: str | None = None
-    time: datetime | None = None
 
 
 def clean(raw: str) -> str:
@@ -178,28 +177,15 @@ def learn_layers(data: bytes | bytearray | str) -> Layers | None:
     return learn((clean(t) for t in lines[::step]), _stamped)
 
 
-def _peel(text: str, p: _Prefix, year: int | None, layers: Layers) -> str:
-    found = Peeled()
-    rest = peel(text, layers, found, year, _stamped)
-    p.host = found.host or p.host
-    p.rank = found.rank if found.rank is not None else p.rank
-    p.task = found.task if found.task is not None else p.task
-    p.time = found.time or p.time
-    return rest
-
-
 def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None) -> str:
     """Strip every prefix from the left of text, filling p. `layers`: the input's learned
     layers, peeled first; then the srun label and pdsh host are taken at the line's start only
     if they were learned (None: no input's plan, they are taken wherever a line starts so)."""
     first = True
     if layers is not None:
-        if layers:
-            rest = _peel(text, p, year, layers)
-            first = len(rest) == len(text)
-            text = rest
-        if first and not ("srun" in layers.order or "pdsh" in layers.order):
-            first = False
+        rest = peel(text, layers, p, year, _stamped) if layers else text
+        first = len(rest) == len(text) and ("srun" in layers.order or "pdsh" in layers.order)
+        text = rest
     m = _QUOTE.match(text) or _INDENT.match(text)
     if m:
         text = text[m.end() :]
