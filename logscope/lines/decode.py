@@ -14,6 +14,7 @@ from ..model import Line
 from .layers import (
     LAYER_SAMPLE,
     MAX_SAMPLE_LINES,
+    PATTERNS,
     Layers,
     Peeled,
     learn,
@@ -27,13 +28,9 @@ _ANSI = re.compile(
 )
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
-_OMPI = re.compile(
-    r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
-    # SageMaker's mpirun tags `[1,mpirank:3,algo-2]<stderr>:` (aws/sagemaker-training-toolkit's
-    # test_process.py): the rank, then the host
-    r"\[(?P<job>\d+),(?:mpirank:)?(?P<vpid>\d+)(?:,(?P<host>[\w.-]+))?\]"
-    r"<(?P<stream>stdout|stderr|stddiag)>:"
-)
+# OpenMPI's `--tag-output` (and SageMaker's mpirun tag) is taken wherever a line's prefixes
+# hold it, as lines.layers reads it
+_OMPI = PATTERNS["ompi"]
 _SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
 # pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
 # `RuntimeError: ` or `srun: ` are never taken for a host.
@@ -192,7 +189,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
     for _ in range(_MAX_PREFIXES):
         m = _OMPI.match(text)
         if m:
-            p.rank = int(m["vpid"])
+            p.rank = int(m["rank"])
             p.host = p.host or m["host"]
             if m["ctime"]:
                 p.time = parse_ctime(m["ctime"]) or p.time
