@@ -229,6 +229,9 @@ def test_srun_s_first_task_end_that_is_no_sigterm_is_the_culprit() -> None:
     assert culprit is not None and culprit.rank == 2
     # a task the log does not tie to a rank (one torchrun agent a node) names no rank
     assert first_exit(events_of(lines), build_world([])) is None
+    # a task list no job has (a malformed or hostile line) is not expanded id by id
+    lines = ["srun: error: gpu-a17: tasks 0-99999999999: Killed", *lines[1:]]
+    assert first_exit(events_of(lines), world) is None
 
 
 # horovod/common/operations.cc (0.1x): `<tensor> [missing ranks: 1, 3]` under the stall warning

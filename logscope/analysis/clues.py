@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ..lines.hostlist import expand_hostlist
 from ..match.events import FAILURE_ENTRY
 from ..model import Culprit, Event, Stream, World, field_int
 
@@ -41,13 +42,9 @@ def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf
 
 
 def _tasks(text: str) -> list[int]:
-    """srun's task list (`3`, `0-3,5`, `[0-3]`) as task ids."""
-    out: list[int] = []
-    for part in text.strip("[]").split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
-            out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
+    """srun's task list (`3`, `0-3,5`, `[0-3]`) as task ids: SLURM's range syntax, expanded as
+    a node list's brackets are (bounded: a hostile `0-99999999999` is not expanded)."""
+    return [int(t) for t in expand_hostlist("[" + text.strip().strip("[]") + "]")]
 
 
 def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
@@ -207,27 +204,28 @@ def _srun_first(events: Sequence[Event], world: World) -> Culprit | None:
 
 
 def _torchrun_first(events: Sequence[Event]) -> Culprit | None:
-    exits = [
-        e
+    timed = [
+        (e.time, r, e)
         for e in events
         if e.signature == FAILURE_ENTRY
         and e.role == "summary"  # a SIGTERMed entry is a symptom (match.events)
-        and field_int(e, "rank") is not None
+        and e.time_exact
+        and e.time is not None
+        and (r := field_int(e, "rank")) is not None
     ]
-    timed = [e for e in exits if e.time_exact and e.time is not None]
     if not timed:
         return None
-    first = min(e.time for e in timed if e.time is not None)
-    ranks = {field_int(e, "rank") for e in timed if e.time == first}
+    first = min(t for t, _, _ in timed)
+    ranks = {r for t, r, _ in timed if t == first}
+    if len(ranks) != 1:
+        return None
+    r = ranks.pop()
     terms = sum(
         1
         for e in events
         if e.signature == FAILURE_ENTRY and e.fields.get("signal_name") == "SIGTERM"
     )
-    r = ranks.pop() if len(ranks) == 1 else None
-    if r is None:
-        return None
-    hosts = {e.fields["host"] for e in timed if field_int(e, "rank") == r and e.fields.get("host")}
+    hosts = {e.fields["host"] for _, rank, e in timed if rank == r and e.fields.get("host")}
     peers = f" ({terms} peers it sent SIGTERM)" if terms else ""
     return Culprit(
         rank=r,

@@ -11,20 +11,26 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import Line
-from .layers import LAYER_SAMPLE, MAX_SAMPLE_LINES, Layers, Peeled, learn, panes, peel
+from .layers import (
+    LAYER_SAMPLE,
+    MAX_SAMPLE_LINES,
+    PATTERNS,
+    Layers,
+    Peeled,
+    learn,
+    panes,
+    parse_ctime,
+    peel,
+)
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
 )
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
-_OMPI = re.compile(
-    r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
-    # SageMaker's mpirun tags `[1,mpirank:3,algo-2]<stderr>:` (aws/sagemaker-training-toolkit's
-    # test_process.py): the rank, then the host
-    r"\[(?P<job>\d+),(?:mpirank:)?(?P<vpid>\d+)(?:,(?P<host>[\w.-]+))?\]"
-    r"<(?P<stream>stdout|stderr|stddiag)>:"
-)
+# OpenMPI's `--tag-output` (and SageMaker's mpirun tag) is taken wherever a line's prefixes
+# hold it, as lines.layers reads it
+_OMPI = PATTERNS["ompi"]
 _SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
 # pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
 # `RuntimeError: ` or `srun: ` are never taken for a host.
@@ -103,14 +109,13 @@ _MAX_PREFIXES = 10
 
 
 @dataclass(slots=True)
-class _Prefix:
-    host: str | None = None
-    rank: int | None = None
+class _Prefix(Peeled):
+    """What every prefix of one line said: its layers' (Peeled, which peel fills in) and the
+    emitters' headers'."""
+
     local_rank: int | None = None
-    task: int | None = None
     role: str | None = None
     level: str | None = None
-    time: datetime | None = None
 
 
 def clean(raw: str) -> str:
@@ -145,14 +150,6 @@ def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
         return None
 
 
-def parse_ctime(text: str) -> datetime | None:
-    """`Mon Mar 21 13:34:34 2022` (ctime, OpenMPI) to a datetime."""
-    try:
-        return datetime.strptime(text, "%a %b %d %H:%M:%S %Y")
-    except ValueError:
-        return None
-
-
 def _stamped(text: str, pos: int) -> bool:
     """A logger header at `pos` that this module reads whole, its time with its level (a time
     layer is not peeled off it: see layers.Stop). A syslog record's time, host and program are
@@ -177,35 +174,22 @@ def learn_layers(data: bytes | bytearray | str) -> Layers | None:
     return learn((clean(t) for t in lines[::step]), _stamped)
 
 
-def _peel(text: str, p: _Prefix, year: int | None, layers: Layers) -> str:
-    found = Peeled()
-    rest = peel(text, layers, found, year, _stamped)
-    p.host = found.host or p.host
-    p.rank = found.rank if found.rank is not None else p.rank
-    p.task = found.task if found.task is not None else p.task
-    p.time = found.time or p.time
-    return rest
-
-
 def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None) -> str:
     """Strip every prefix from the left of text, filling p. `layers`: the input's learned
     layers, peeled first; then the srun label and pdsh host are taken at the line's start only
     if they were learned (None: no input's plan, they are taken wherever a line starts so)."""
     first = True
     if layers is not None:
-        if layers:
-            rest = _peel(text, p, year, layers)
-            first = len(rest) == len(text)
-            text = rest
-        if first and not ("srun" in layers.order or "pdsh" in layers.order):
-            first = False
+        rest = peel(text, layers, p, year, _stamped) if layers else text
+        first = len(rest) == len(text) and ("srun" in layers.order or "pdsh" in layers.order)
+        text = rest
     m = _QUOTE.match(text) or _INDENT.match(text)
     if m:
         text = text[m.end() :]
     for _ in range(_MAX_PREFIXES):
         m = _OMPI.match(text)
         if m:
-            p.rank = int(m["vpid"])
+            p.rank = int(m["rank"])
             p.host = p.host or m["host"]
             if m["ctime"]:
                 p.time = parse_ctime(m["ctime"]) or p.time

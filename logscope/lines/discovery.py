@@ -49,12 +49,19 @@ def _decor_pattern(decor: str) -> bytes:
     return b"(?:%s)?" % re.escape(decor.encode())
 
 
+def _behind(layers: Layers | None) -> Layers | None:
+    """`layers` when a routing prefix may stand behind them (a tag, time, gutter or indent;
+    a pane border alone cuts lines, it prefixes none), else None."""
+    return layers if layers is not None and (layers.order or layers.decor) else None
+
+
 def routing_matches(
     data: bytes | bytearray, end: int, layers: Layers | None = None
 ) -> Iterator[tuple[bytes, int]]:
     """(routing prefix, where its line starts) of each line of `data[:end]` that has one,
     behind the input's `layers` if it has any (layered_routing)."""
-    if layers is None or not (layers.order or layers.decor):
+    layers = _behind(layers)
+    if layers is None:
         for m in ROUTING_PREFIX.finditer(data, 0, end):
             yield m.group(0), m.start()
         return
@@ -63,10 +70,6 @@ def routing_matches(
         if m.end() == m.start() or not (m["route"] or any(m[n] for n in rank_tags)):
             continue
         yield b"".join(g for g in m.groupdict().values() if g), m.start()
-
-
-def _layered_prefixes(data: bytes | bytearray, end: int, layers: Layers) -> set[bytes]:
-    return {prefix for prefix, _ in routing_matches(data, end, layers)}
 
 
 def routing_prefixes(
@@ -92,9 +95,9 @@ def routing_prefixes(
     if offset + end > window:
         cut = data.find(b"\n", window - offset)
         end = end if cut < 0 else cut + 1
-    if layers is not None and (layers.order or layers.decor):
-        return _layered_prefixes(data, end, layers)
-    return set(ROUTING_PREFIX.findall(data, 0, end))
+    if _behind(layers) is None:
+        return set(ROUTING_PREFIX.findall(data, 0, end))
+    return {prefix for prefix, _ in routing_matches(data, end, layers)}
 
 
 def window_per_input(inputs: int, budget: int, floor: int, ceiling: int) -> int:
@@ -107,7 +110,5 @@ def prefix_lines(prefix: bytes, path: str, layers: Layers | None = None) -> list
     """Decode a routing prefix found by routing_prefixes (`layers`: the input's, when the
     prefix was found behind them). The scan kept the character after it (c10 `[rank3]:[` vs
     torchtitan `[rank3]:x`): complete it into a line."""
-    if layers is not None and not (layers.order or layers.decor):
-        layers = None
     text = decode(prefix) + ("x" if prefix.endswith(b" ") else "x]")
-    return parse_line(text, path, layers=layers)
+    return parse_line(text, path, layers=_behind(layers))

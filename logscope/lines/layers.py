@@ -33,7 +33,6 @@ The formats, from their emitters:
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -172,6 +171,14 @@ def _stamp(g: Mapping[str, str | None], year: int | None) -> datetime | None:
         return None
 
 
+def parse_ctime(text: str) -> datetime | None:
+    """`Mon Mar 21 13:34:34 2022` (ctime, OpenMPI) to a datetime."""
+    try:
+        return datetime.strptime(text, "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+
+
 def _take(name: str, m: re.Match[str], out: Peeled, year: int | None) -> None:
     g = m.groupdict()
     if name in TIME_LAYERS:
@@ -182,8 +189,7 @@ def _take(name: str, m: re.Match[str], out: Peeled, year: int | None) -> None:
         out.rank = int(m["rank"])
         out.host = out.host or g.get("host")
         if g.get("ctime"):
-            with contextlib.suppress(ValueError):
-                out.time = datetime.strptime(str(g["ctime"]), "%a %b %d %H:%M:%S %Y")
+            out.time = parse_ctime(str(g["ctime"])) or out.time
     elif "host" in g:
         out.host = out.host or m["host"]
 
