@@ -86,8 +86,7 @@ def _companion_clock(
         """The attempt a job's end at `end` can be the end of: after its last progress,
         before the next attempt's loop (a job that ended cannot progress after)."""
         for i in range(n):
-            after, nxt = lasts[i], starts[i + 1] if i + 1 < n else None
-            if (after is None or end >= after) and (nxt is None or end < nxt):
+            if _ends_between(end, lasts[i], starts[i + 1] if i + 1 < n else None):
                 return i
         return None
 
@@ -108,10 +107,7 @@ def _companion_clock(
             if owner is None:
                 continue
             nxt = min((o for o in placed if o > owner), default=None)
-            after = lasts[owner]
-            before = starts[nxt] if nxt is not None else None
-            if (after is None or end >= after) and (before is None or end < before):
-                good += 1
+            good += _ends_between(end, lasts[owner], starts[nxt] if nxt is not None else None)
         return good
 
     best, best_score = 0.0, score(0.0)
@@ -120,6 +116,12 @@ def _companion_clock(
         if got > best_score:
             best, best_score = d, got
     return best
+
+
+def _ends_between(end: float, after: float | None, before: float | None) -> bool:
+    """A job's end at `end` can close the attempt whose last progress is `after`, the next
+    attempt's loop starting at `before` (None: unknown or none)."""
+    return (after is None or end >= after) and (before is None or end < before)
 
 
 def _widen(a: Attempt, kind: str, v: float) -> Attempt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from ..lines.decode import decode, parse_line
 from ..lines.discovery import prefix_lines, routing_matches
@@ -97,10 +98,13 @@ CONTEXT_WINDOW = 400
 """Physical lines searched each side of a root cause: other ranks' lines interleave with the
 culprit's."""
 
+Span: TypeAlias = tuple[int, int, tuple[tuple[int, str], ...]]
+"""An incident's attempt in its input: first line, last line, marks (line, text) at its edges."""
+NO_END = 1 << 62
+"""The last line of an attempt that runs to its input's end."""
 
-def attempt_spans(
-    incidents: Sequence[Incident], attempts: Sequence[Attempt]
-) -> dict[str, tuple[int, int, tuple[tuple[int, str], ...]]]:
+
+def attempt_spans(incidents: Sequence[Incident], attempts: Sequence[Attempt]) -> dict[str, Span]:
     """Per incident whose root cause is in an input that holds several attempts: the line range
     [first, last] of its own attempt there, and marks (line, text) saying where it begins or ends.
 
@@ -109,7 +113,7 @@ def attempt_spans(
     of the next one is no context of this one's failure (a hang's last progress line is
     followed, hours later, by the restart's). A job's own `.out` holds one attempt's lines only.
     """
-    out: dict[str, tuple[int, int, tuple[tuple[int, str], ...]]] = {}
+    out: dict[str, Span] = {}
     for inc in incidents:
         index = owner(inc, attempts)
         if index is None:
@@ -123,7 +127,7 @@ def attempt_spans(
             continue  # the root cause is in another input (the attempt's `.out`)
         at = same.index(mine)
         lo = 1 if at == 0 else lineno_of(mine.first_seq)
-        hi = lineno_of(same[at + 1].first_seq) - 1 if at + 1 < len(same) else 1 << 62
+        hi = lineno_of(same[at + 1].first_seq) - 1 if at + 1 < len(same) else NO_END
         name = f"attempt {mine.index + 1}" + (f" (job {mine.job_id})" if mine.job_id else "")
         marks: list[tuple[int, str]] = []
         if at > 0:
@@ -141,7 +145,7 @@ def root_context(
     marks: dict[str, list[tuple[int, int]]] | None = None,
     kept: dict[str, list[Kept]] | None = None,
     radius: int = CONTEXT_LINES,
-    spans: Mapping[str, tuple[int, int, tuple[tuple[int, str], ...]]] | None = None,
+    spans: Mapping[str, Span] | None = None,
     layers: dict[str, Layers | None] | None = None,
 ) -> dict[str, list[tuple[int, str]]]:
     """For each incident, its root-cause line with the lines of the same rank around it.
@@ -166,7 +170,7 @@ def root_context(
     for inc in incidents:
         root = inc.root_cause.line
         mine = root.stream
-        first, last, _ = spans.get(inc.id, (1, 1 << 62, ()))
+        first, last, _ = spans.get(inc.id, (1, NO_END, ()))
         got = lines.get(root.path, {})
         before: list[tuple[int, str]] = []
         after: list[tuple[int, str]] = []
@@ -184,7 +188,7 @@ def root_context(
 
 def context_marks(
     context: Mapping[str, Sequence[tuple[int, str]]],
-    spans: Mapping[str, tuple[int, int, tuple[tuple[int, str], ...]]],
+    spans: Mapping[str, Span],
 ) -> dict[str, tuple[tuple[int, str], ...]]:
     """The attempt marks worth showing with each incident's context: those within the lines
     the context window searched (CONTEXT_WINDOW each side of the root cause)."""
