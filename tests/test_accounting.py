@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from logscope.analysis.ledger import advise, build_ledger, daly, young
 from logscope.engine.analyze import analyze
-from logscope.model import Analysis, Attempt, Ledger, Save
+from logscope.model import Analysis, Attempt, Ledger, Save, gpu_hours_of
 from logscope.render.terminal import render as render_terminal
 
 from .generators.bloom_run import Truth, generate
@@ -217,3 +217,10 @@ def test_ledger_buckets_are_non_negative_and_sum_to_wall(run, cadence) -> None:
         assert inc.restart_s is None or inc.restart_s >= 0
     advice = advise(attempts, ledger, cadence, None)
     assert advice.overhead_now is None or advice.overhead_now > 0
+
+
+def test_gpu_hours_of_is_wall_time_times_gpus() -> None:
+    # the 7.3 h the brief's run lost, on 384 GPUs
+    assert gpu_hours_of(7.3 * 3600, 384) == pytest.approx(2803.2)
+    assert gpu_hours_of(None, 8) is None
+    assert gpu_hours_of(60.0, None) is None

@@ -21,6 +21,7 @@ from ..model import (
     LedgerIncident,
     WhatIf,
     duration,
+    gpu_hours_of,
     input_of,
 )
 from .clock import timestamp
@@ -149,9 +150,7 @@ def build_ledger(
                 wasted_progress_s=f - u,
                 hang_s=end - f,
                 restart_s=restart,
-                lost_gpu_hours=None
-                if gpus is None
-                else (f - u + end - f + (restart or 0.0)) * gpus / 3600,
+                lost_gpu_hours=gpu_hours_of(f - u + end - f + (restart or 0.0), gpus),
             )
             rows.append(row)
             buckets["wasted_progress"] += row.wasted_progress_s

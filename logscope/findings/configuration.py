@@ -19,6 +19,7 @@ from ..model import (
     Severity,
     duration,
     gpu_hours,
+    gpu_hours_of,
 )
 
 DETECT_S = 600.0
@@ -129,7 +130,7 @@ def _hang_exposure(
     rows = [r for r in (ledger.incidents if ledger else ()) if r.kind in ("hang", "crash")]
     waited = [r.hang_s for r in rows if r.hang_s > DETECT_S]
     saved = sum(h - DETECT_S for h in waited)
-    gpu_h = saved * ledger.gpus / 3600 if ledger is not None and ledger.gpus else None
+    gpu_h = gpu_hours_of(saved, ledger.gpus if ledger is not None else None)
     if waited:
         longest = max(waited)
         cost = f", saving {gpu_hours(gpu_h)} GPU-h" if gpu_h is not None else ""
@@ -176,7 +177,7 @@ def _unended_hang(
     )
     text = f"hang {inc.id} ran {duration(row.hang_s)}, longer than the {said}: nothing ended it"
     if ledger is not None and ledger.gpus and row.lost_gpu_hours is not None:
-        would = row.lost_gpu_hours - (row.hang_s - DETECT_S) * ledger.gpus / 3600
+        would = row.lost_gpu_hours - (gpu_hours_of(row.hang_s - DETECT_S, ledger.gpus) or 0.0)
         text += (
             f"; with a watchdog that ends it (async error handling, a shorter timeout, srun "
             f"--kill-on-bad-exit=1), or `logscope tail --stall-after 10m`, it would have cost "

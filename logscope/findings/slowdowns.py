@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..compact_column import uniform
-from ..model import Attempt, Finding, Progress, SlowdownDetail, duration
+from ..model import Attempt, Finding, Progress, SlowdownDetail, duration, gpu_hours_of
 from .changepoints import Floats, segments
 
 MIN_LINES = 10
@@ -209,7 +209,7 @@ def _finding(
         end=finish,
         detail=SlowdownDetail(slower, baseline_it, tuple(sorted(joined))),
         lost_s=lost,
-        lost_gpu_hours=lost * gpus / 3600 if gpus else None,
+        lost_gpu_hours=gpu_hours_of(lost, gpus),
         file=file,
         line=line,
     )

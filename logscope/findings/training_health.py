@@ -25,6 +25,7 @@ from ..model import (
     ScaleDetail,
     Severity,
     SpikeDetail,
+    gpu_hours_of,
 )
 from .changepoints import Floats, trailing_score_chunks
 from .excerpt_spikes import ExcerptSpike, excerpt_spikes
@@ -146,7 +147,7 @@ class _Rows:
             end=self.time(last),
             detail=detail,
             lost_s=lost,
-            lost_gpu_hours=lost * self.gpus / 3600 if lost is not None and self.gpus else None,
+            lost_gpu_hours=gpu_hours_of(lost, self.gpus),
             file=file,
             line=line,
         )

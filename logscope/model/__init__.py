@@ -8,6 +8,7 @@ from __future__ import annotations
 from .figures import (
     duration,
     gpu_hours,
+    gpu_hours_of,
     rounded,
 )
 from .findings import (
@@ -124,6 +125,7 @@ __all__ = [
     "field_int",
     "finding_doc",
     "gpu_hours",
+    "gpu_hours_of",
     "hosts_joined",
     "input_of",
     "line_seconds",

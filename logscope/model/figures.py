@@ -11,6 +11,14 @@ def gpu_hours(value: float | None) -> str:
     return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
+def gpu_hours_of(seconds: float | None, gpus: int | None) -> float | None:
+    """GPU-hours that `seconds` of wall time cost on `gpus` GPUs; None when either is unknown
+    (no GPU count is not zero GPUs)."""
+    if seconds is None or not gpus:
+        return None
+    return seconds * gpus / 3600
+
+
 def rounded(v: float | None, digits: int = 1) -> float | None:
     """A figure for a JSON document, None kept."""
     return round(v, digits) if v is not None else None

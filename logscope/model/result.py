@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .figures import gpu_hours_of
 from .findings import Finding
 from .hangs import HangDumps
 from .progress import Progress
@@ -126,10 +127,8 @@ class Ledger:
 
     @property
     def lost_gpu_hours(self) -> float | None:
-        if self.gpus is None:
-            return None
         lost = sum(i.wasted_progress_s + i.hang_s + (i.restart_s or 0.0) for i in self.incidents)
-        return lost * self.gpus / 3600
+        return gpu_hours_of(lost, self.gpus)
 
 
 @dataclass(frozen=True, slots=True)
