@@ -20,6 +20,7 @@ from ..model import (
     World,
     field_int,
 )
+from .aborts import own_abort, symptom_terminates
 from .clues import (
     barrier_culprit,
     first_exit,
@@ -107,7 +108,12 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         return _Pick(ends[0], None, ends[0].category or "cancelled")
     serious = [e for e in events if e.severity in _SERIOUS]
     failed = _failed_collectives(serious, world)
-    causes = [e for e in serious if e.role == "cause" and not _after_own(e, failed, world, library)]
+    aborts = symptom_terminates(serious, world)
+    causes = [
+        e
+        for e in serious
+        if e.role == "cause" and e.seq not in aborts and not _after_own(e, failed, world, library)
+    ]
     if causes:
         root = _refine(causes[0], causes, world, library)
         rank = world.rank_of(root.line)
@@ -143,7 +149,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
             category = "gpu_hardware"
         return _Pick(root, culprit, category)
-    deaths = [e for e in serious if signal_death(e) and not _own_abort(e, events, world)]
+    deaths = [e for e in serious if signal_death(e) and not own_abort(e, events, world)]
     if deaths:
         root = deaths[0]
         rank = field_int(root, "rank")
@@ -216,29 +222,6 @@ def _reported_worker(summary: Event, world: World) -> Culprit | None:
         task=summary.line.task,
         confidence=0.7,
         reason=f"the launcher reports this worker failed{said}; its own error is not in the log",
-    )
-
-
-def _own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
-    """A SIGABRT of a rank that reported a failure first: its watchdog took the process down
-    (`To avoid data inconsistency, we are taking the entire process down`), so the death is a
-    symptom of what that rank reported, not a cause."""
-    if field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
-        return False
-    rank = field_int(death, "rank")
-    if rank is None:
-        local = field_int(death, "local_rank")
-        if local is not None:
-            rank = world.rank_of_stream(Stream(death.line.task, death.line.host, local, None))
-    if rank is None:
-        return False
-    return any(
-        e.role == "symptom"
-        and e.severity in _SERIOUS
-        and e.signature != FAILURE_ENTRY
-        and _order(e) < _order(death)
-        and world.rank_of(e.line) == rank
-        for e in events
     )
 
 

@@ -1,0 +1,50 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""A C++ terminate whose `what():` is a known symptom is that symptom's abort, not a cause
+(logscope/analysis/aborts.py). Lines are built from their emitters' format strings: libstdc++'s
+verbose terminate handler (`terminate called after throwing an instance of '%s'` then
+`  what():  %s`), ProcessGroupNCCL's watchdog and gloo's tcp pair."""
+
+from __future__ import annotations
+
+from .helpers import fed, incidents_of
+
+TERMINATE = "terminate called after throwing an instance of '{cls}'"
+WHAT = "  what():  {message}"
+# ProcessGroupNCCL.cpp (torch 1.x) watchdog, without NumelIn/NumelOut
+WATCHDOG = "[E ProcessGroupNCCL.cpp:{line}] [Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLGATHER, Timeout(ms)=1800000) ran for 1800321 milliseconds before timing out."
+# gloo/transport/tcp/pair.cc
+CLOSED = "[/opt/src/third_party/gloo/gloo/transport/tcp/pair.cc:{line}] Connection closed by peer [192.168.3.17]:{port}"
+
+
+def test_terminate_after_a_watchdog_timeout_is_not_the_cause() -> None:
+    lines = [
+        WATCHDOG.format(line=587, rank=3, seq=412),
+        "[E ProcessGroupNCCL.cpp:341] To avoid data inconsistency, we are taking the entire process down.",
+        TERMINATE.format(cls="std::runtime_error"),
+        WHAT.format(message=WATCHDOG.format(line=587, rank=3, seq=412).split("] ", 1)[1]),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "collective_timeout"
+    assert inc.root_cause.line.lineno == 1
+
+
+def test_terminate_whose_what_is_a_closed_peer_is_a_comm_error() -> None:
+    tag = "Mon Mar  4 09:12:44 2024[{r}]<stderr>:"
+    lines = [
+        tag.format(r=5) + TERMINATE.format(cls="gloo::IoException"),
+        tag.format(r=5) + WHAT.format(message=CLOSED.format(line=581, port=40112)),
+        tag.format(r=5) + "Fatal Python error: Aborted",
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "comm_error"
+
+
+def test_terminate_whose_what_no_signature_knows_stays_the_cause() -> None:
+    # counter-case: the what() says nothing known, so the terminate is the failure
+    lines = [
+        TERMINATE.format(cls="c10::Error"),
+        WHAT.format(message="widget index 7 out of range for table of 4"),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.root_cause.signature in ("cpp.terminate", "cpp.what")
+    assert inc.category != "comm_error"
