@@ -48,3 +48,25 @@ def test_terminate_whose_what_no_signature_knows_stays_the_cause() -> None:
     (inc,) = incidents_of(fed(lines))
     assert inc.root_cause.signature in ("cpp.terminate", "cpp.what")
     assert inc.category != "comm_error"
+
+
+def _watchdog_query(error: str) -> list[str]:
+    """A watchdog thread's CUDA error raised at the completion-event query (c10/cuda/CUDAEvent.h
+    `query`, ProcessGroupNCCL WorkNCCL::finishedGPUExecutionInternal), as torch >= 2.3 prints it."""
+    lib = "/opt/venv/lib/python3.11/site-packages/torch/lib"
+    return [
+        f"[rank2]:[E305 10:11:12.000000000 ProcessGroupNCCL.cpp:1616] [PG ID 0 PG GUID 0(default_pg) Rank 2] Process group watchdog thread terminated with exception: CUDA error: {error}",
+        "[rank2]:Exception raised from query at ../c10/cuda/CUDAEvent.h:111 (most recent call first):",
+        f"[rank2]:frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f0 in {lib}/libc10.so)",
+        f"[rank2]:frame #1: c10d::ProcessGroupNCCL::WorkNCCL::finishedGPUExecutionInternal() const + 0x56 (0x7f1 in {lib}/libtorch_cuda.so)",
+        f"[rank2]:frame #2: c10d::ProcessGroupNCCL::WorkNCCL::isCompleted() + 0x70 (0x7f2 in {lib}/libtorch_cuda.so)",
+    ]
+
+
+def test_where_a_cuda_error_surfaced_does_not_change_what_it_was() -> None:
+    # the event query is where any asynchronous CUDA error surfaces: a kernel's illegal address
+    # stays a CUDA error, the driver's `unknown error` of a running job is the GPU
+    (bug,) = incidents_of(fed(_watchdog_query("an illegal memory access was encountered")))
+    assert bug.category == "cuda_error"
+    (dead,) = incidents_of(fed(_watchdog_query("unknown error")))
+    assert dead.category == "gpu_hardware"
