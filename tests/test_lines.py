@@ -249,6 +249,15 @@ ROWS = [
     row("(RayTrainWorker pid=43515) [rank1]: KeyError: 'x'", "KeyError: 'x'", rank=1),
     # a copy that lost the escape bytes keeps the colour codes as text
     row("[2m[36m(RayTrainWorker pid=7, ip=10.2.0.3)[0m hello", "hello", host="10.2.0.3"),
+    # SkyPilot's run log (sky/skylet/log_lib.py): its rank numbers nodes, so the node is the host
+    row("(head, rank=0, pid=911) ValueError: bad shard", "ValueError: bad shard", host="head"),
+    row(
+        "(worker3, rank=3, pid=4120, ip=10.8.0.12) [rank25]: KeyError: 'x'",
+        "KeyError: 'x'",
+        host="10.8.0.12",
+        rank=25,
+    ),
+    row("(finetune, pid=77) step 3 loss 1.2", "step 3 loss 1.2"),
     # Ray's C++ logger header after the raylet prefix
     row(
         "(raylet, ip=172.31.70.203) [2022-04-24 20:11:54,239 E 133 133] (raylet) "

@@ -44,16 +44,6 @@ def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     )
 
 
-def _same_process(a: Event, b: Event, world: World) -> bool:
-    return (
-        a.line.path == b.line.path
-        and world.rank_of(a.line) == world.rank_of(b.line)
-        and a.line.local_rank == b.line.local_rank
-        and a.line.task == b.line.task
-        and a.line.host == b.line.host
-    )
-
-
 def symptom_terminates(events: Sequence[Event], world: World) -> frozenset[int]:
     """The order keys of `terminate called ...` lines whose `what():` is a known symptom."""
     out: set[int] = set()
@@ -68,7 +58,7 @@ def symptom_terminates(events: Sequence[Event], world: World) -> frozenset[int]:
         if t.signature != TERMINATE:
             continue
         if any(
-            0 < w.line.lineno - t.line.lineno <= WHAT_WITHIN and _same_process(t, w, world)
+            0 < w.line.lineno - t.line.lineno <= WHAT_WITHIN and world.same_process(t.line, w.line)
             for w in whats
         ):
             out.add(t.seq)

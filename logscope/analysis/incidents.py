@@ -30,6 +30,7 @@ from .clues import (
     store_barrier_culprit,
 )
 from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
+from .reasons import stated_reason
 
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
 _SEVERITY_RANK = MappingProxyType({"fatal": 3, "error": 2, "warning": 1, "info": 0})
@@ -144,7 +145,9 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             culprit = same_error_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = launcher_culprit(culprit, events, world)
-        category = root.category or "python_exception"
+        category = (
+            stated_reason(root, events, world, library) or root.category or "python_exception"
+        )
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
             category = "gpu_hardware"
@@ -193,7 +196,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             or reported_culprit(events)
             or first_exit(events, world)
         )
-        return _Pick(root, named, root.category or "comm_error")
+        category = stated_reason(root, events, world, library) or root.category or "comm_error"
+        return _Pick(root, named, category)
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]
     # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank

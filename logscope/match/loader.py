@@ -30,6 +30,7 @@ _KNOWN = frozenset(
         "references",
         "counter_samples",
         "classify",
+        "reason_follows",
         "columns",
     }
 )
@@ -116,6 +117,9 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
     classify = entry.get("classify", False)
     if not isinstance(classify, bool):
         raise PatternError(path, "classify: must be true or false", where)
+    reason_follows = entry.get("reason_follows", False)
+    if not isinstance(reason_follows, bool):
+        raise PatternError(path, "reason_follows: must be true or false", where)
     return Signature(
         id=sig_id,
         kind=kind,
@@ -133,6 +137,7 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         references=_as_list(entry.get("references"), path, where, "references"),
         source=path,
         classify=classify,
+        reason_follows=reason_follows,
         columns=tuple(columns),
     )
 

@@ -56,6 +56,9 @@ class Signature:
     classify: bool = False
     """A catch-all (an exception line, an unrecognized error line): the library's classification
     rules decide its category from its `exception` and `message` fields."""
+    reason_follows: bool = False
+    """A result code whose reason the same process states a few lines later (NCCL >= 2.19 appends
+    `Last error:` and the WARN text that set it): the incident takes that line's category."""
     columns: tuple[Regex, ...] = ()
     """Optional fields of a line `regex` matched, each searched on its own in the message: a
     progress line's loss, grad norm, batch size (see logscope.scan.bulk_progress)."""

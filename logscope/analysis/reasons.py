@@ -1,0 +1,40 @@
+"""A result code and the line after it that says why.
+
+NCCL >= 2.19 ends PyTorch's `NCCL error in: ..., <result string>` exception with `Last error:` and
+the text of the WARN that set the result (ncclGetLastError): `invalid usage` then `Failed to
+initialize any NET plugin`, `unhandled cuda error` then `Cuda failure 'out of memory'`. The result
+code is the root line (it is the exception); the reason, when a signature knows it, is what went
+wrong, so it gives the incident its category. Signatures of result codes say `reason_follows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..match.signatures import Library
+from ..model import Category, Event, World
+
+REASON_WITHIN = 6
+"""Lines from the result code to its reason: the exception's own line, `<ncclResult>: <hint>`,
+`Last error:`, the reason; a little slack for another thread's line in between."""
+
+
+def stated_reason(
+    root: Event, events: Sequence[Event], world: World, library: Library
+) -> Category | None:
+    """The category of the reason the same process states right after a result-code root, if a
+    signature of a cause that is not itself a result code or a catch-all knows that line."""
+    sig = library.by_id(root.signature)
+    if sig is None or not sig.reason_follows:
+        return None
+    for e in events:
+        gap = e.line.lineno - root.line.lineno
+        if e.line.path != root.line.path or gap <= 0 or gap > REASON_WITHIN:
+            continue
+        if not world.same_process(root.line, e.line) or e.category is None or e.role != "cause":
+            continue  # a traceback's start, a warning: not a reason
+        other = library.by_id(e.signature)
+        if other is None or other.reason_follows or other.classify:
+            continue
+        return e.category
+    return None
