@@ -387,3 +387,24 @@ def test_ranks_that_reached_program_exit_with_no_failure_completed(tmp_path: Pat
     code, doc = _analyze(tmp_path, [*lines, EXIT_WARNING.format(r=0), crash])
     assert [i["category"] for i in doc["incidents"]] == ["python_exception"], doc["survived"]
     assert doc["job"]["outcome"] == "crashed", doc["job"]
+
+
+def test_a_megatron_run_past_its_training_loop_tears_down(tmp_path: Path) -> None:
+    # pretrain() prints `after training is done` when train() returns; the store's server (rank
+    # 0's process) exits first, and the other ranks' heartbeat threads lose it: teardown
+    lost = (
+        "[rank{r}]:[W311 18:24:06.732050827 TCPStore.cpp:125] [c10d] recvValue failed on "
+        "SocketImpl(fd=138, addr=[localhost]:37684, remote=[localhost]:29500): Failed to recv, "
+        "got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?"
+    )
+    lines = [
+        *[_iteration(n, total=12) for n in range(1, 13)],
+        "[after training is done] datetime: 2024-07-02 11:40:09 ",
+        *[lost.format(r=r) for r in (3, 5)],
+    ]
+    code, doc = _analyze(tmp_path, lines)
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["verdict"] is None, doc["incidents"]
+    # counter-case: the same loss of the store in the middle of training is a failure
+    code, doc = _analyze(tmp_path, [*[_iteration(n) for n in range(1, 13)], lost.format(r=3)])
+    assert doc["verdict"] is not None and doc["job"]["outcome"] != "completed", doc["job"]
