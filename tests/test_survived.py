@@ -408,3 +408,21 @@ def test_a_megatron_run_past_its_training_loop_tears_down(tmp_path: Path) -> Non
     # counter-case: the same loss of the store in the middle of training is a failure
     code, doc = _analyze(tmp_path, [*[_iteration(n) for n in range(1, 13)], lost.format(r=3)])
     assert doc["verdict"] is not None and doc["job"]["outcome"] != "completed", doc["job"]
+
+
+def test_a_time_limit_after_the_training_finished_ends_a_job_that_never_exited(
+    tmp_path: Path,
+) -> None:
+    limit = (
+        "slurmstepd: error: *** STEP 5120.0 ON gpu-b07 CANCELLED AT 2024-07-02T11:58:00 "
+        "DUE TO TIME LIMIT ***"
+    )
+    lines = [
+        *[_iteration(n, total=12) for n in range(1, 13)],
+        "[after training is done] datetime: 2024-07-02 11:40:09 ",
+        limit,
+    ]
+    _, doc = _analyze(tmp_path, lines)
+    assert doc["job"]["outcome"] == "timelimit", doc["job"]
+    assert doc["verdict"]["category"] == "timelimit", doc["incidents"]
+    assert doc["survived"] == [], doc["survived"]

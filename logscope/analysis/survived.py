@@ -61,7 +61,7 @@ def outlived(
     outlived when, in its attempt, progress went on after its last line or the run's own
     completion marker followed it (a scheduler's end banner only by the latter), unless a
     signature calls it fatal and a failure the run did not outlive follows it. An incident
-    after the completion marker is teardown."""
+    after the completion marker is teardown, except the scheduler's end: the job had not exited."""
 
     completions = _completions(markers, attempts)
     first_done: dict[int | None, Event] = {}
@@ -188,6 +188,10 @@ def _outlived(
         what = fill_title(sig.title, done.fields) if sig is not None else done.signature
         where = f"{what} (line {done.line.lineno})"
         if done.seq < root.seq:
+            if root.role == "end":
+                # the scheduler ended a job whose training had finished: it never exited (a hang
+                # at exit, a stuck teardown), and that ending is the job's
+                return None
             return "teardown", f"after the run said it completed: {where}"
         return "survived", f"the run completed after it: {where}"
     if root.role == "end":
