@@ -228,3 +228,16 @@ def test_the_job_holds_what_the_ending_and_the_progress_say() -> None:
     assert (job.first_iteration, job.last_iteration, job.train_iters) == (95, 100, 100)
     assert job.start == START + timedelta(seconds=950)
     assert job.end == job.last_progress == START + timedelta(seconds=1000)
+
+
+def test_a_lost_node_is_the_ending_even_without_a_scheduler_banner() -> None:
+    # Ray's control store marks a node dead: the node failed, whoever reports it
+    dead = (
+        "2024-04-06 02:01:10,118\tWARNING worker.py:2045 -- The node with node id: 9b8a7c6d5e4f3a2b"
+        "1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d and address: 10.0.3.18 and node name: 10.0.3.18 "
+        "has been marked dead because the detector has missed too many heartbeats from it."
+    )
+    ending = ending_of(fed([*iterations(1, 6), dead]))
+    assert ending.outcome is Outcome.node_failure, ending
+    # counter-case: a crash of the training code is a crash
+    assert ending_of(fed([*iterations(1, 6), CUDA])).outcome is Outcome.crashed

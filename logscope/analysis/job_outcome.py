@@ -117,6 +117,9 @@ def decide_outcome(
                 return Ending(
                     Outcome.node_failure, f"{final.title}; then the scheduler said the node failed"
                 )
+            if final.category == "node_failure":
+                # the node itself went away (a cluster manager's word, not a scheduler's end)
+                return Ending(Outcome.node_failure, f"{final.title} ({end.signature})")
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
         return Ending(outcome, final.title)
