@@ -402,11 +402,11 @@ def test_a_megatron_run_past_its_training_loop_tears_down(tmp_path: Path) -> Non
         "[after training is done] datetime: 2024-07-02 11:40:09 ",
         *[lost.format(r=r) for r in (3, 5)],
     ]
-    code, doc = _analyze(tmp_path, lines)
+    _, doc = _analyze(tmp_path, lines)
     assert doc["job"]["outcome"] == "completed", doc["job"]
     assert doc["verdict"] is None, doc["incidents"]
     # counter-case: the same loss of the store in the middle of training is a failure
-    code, doc = _analyze(tmp_path, [*[_iteration(n) for n in range(1, 13)], lost.format(r=3)])
+    _, doc = _analyze(tmp_path, [*[_iteration(n) for n in range(1, 13)], lost.format(r=3)])
     assert doc["verdict"] is not None and doc["job"]["outcome"] != "completed", doc["job"]
 
 
