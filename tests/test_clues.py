@@ -12,6 +12,7 @@ from logscope.analysis.clues import (
     launcher_culprit,
     oom_culprit,
     same_error_culprit,
+    spawn_culprit,
     store_barrier_culprit,
 )
 from logscope.analysis.culprits import build_world
@@ -259,3 +260,33 @@ def test_an_srun_task_with_no_rank_is_the_culprit_in_every_output(tmp_path: Path
     assert "culprit     srun task 4 (confidence" in text, text
     _, md, _ = cli("analyze", str(log), "--format", "md")
     assert "srun task 4" in md, md
+
+
+# torch/multiprocessing/spawn.py ProcessContext.join (torch 2.13): ProcessRaisedException's message
+SPAWN = [
+    "torch.multiprocessing.spawn.ProcessRaisedException: ",
+    "",
+    "-- Process {n} terminated with the following error:",
+    "Traceback (most recent call last):",
+    '  File "/opt/venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py", line 90, in _wrap',
+    "    fn(i, *args)",
+    '  File "/work/train.py", line 77, in worker',
+    "    loss.backward()",
+    OOM,
+]
+
+
+def test_the_traceback_spawn_quotes_for_a_child_is_that_childs() -> None:
+    lines = [line.format(n=2) for line in SPAWN]
+    events = events_of(lines)
+    found = spawn_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
+    assert (found.rank, found.local_rank) == (2, 2), found
+    assert "mp.spawn quotes for process 2" in found.reason
+
+
+def test_an_error_before_spawns_header_is_not_the_childs() -> None:
+    # counter-case: the error comes before the header, so the header says nothing of it
+    lines = [OOM, *[line.format(n=2) for line in SPAWN[:3]]]
+    events = events_of(lines)
+    found = spawn_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
+    assert found == FIRST_ERROR

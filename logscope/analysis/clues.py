@@ -10,6 +10,8 @@ rank, and says so in `culprit.reason`:
 - a barrier's report names the rank absent from it (Gloo's monitored barrier: `[Rank 0]: Rank 3
   failed to pass monitoredBarrier`), or a store-based barrier counted all ranks but one and one
   rank of the world never showed itself;
+- the traceback mp.spawn prints under `-- Process N terminated with the following error:` is
+  child N's, N its spawn index (by convention the local rank);
 - the launcher's first exit that is not a SIGTERM it sent (torchrun's failure block lists its
   peers' `exitcode: -15` beside the real failure; srun reports each task's end as it happens,
   `task 5: Exited with exit code 1` before its peers' `Terminated`).
@@ -29,6 +31,9 @@ OOM_KILLS = frozenset({"signals.kernel_oom_kill", "signals.kernel_oom_constraint
 SLURM_OOM = frozenset({"signals.slurm_oom_kill", "signals.srun_oom", *OOM_KILLS})
 MONITORED_BARRIER = "gloo.monitored_barrier"
 STORE_BARRIER = frozenset({"torchrun.store_barrier_timeout", "torchrun.store_barrier_waiting"})
+SPAWN_RAISED = "spawn.process_raised"
+SPAWN_TRACEBACK_LINES = 400
+"""How far a child's traceback under spawn's header may run (deep stacks, chained exceptions)."""
 
 
 def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf: float) -> Culprit:
@@ -245,3 +250,28 @@ def launcher_culprit(culprit: Culprit, events: Sequence[Event], world: World) ->
     why = found.reason.replace("the launcher's", "the error carries no rank, and the launcher's")
     named = _named(culprit, found.rank, None, why, 0.6)
     return replace(named, host=culprit.host or found.host, task=culprit.task or found.task)
+
+
+def spawn_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """An error with no rank on its line inside the traceback mp.spawn quotes for child N (the
+    nearest `-- Process N terminated with the following error:` above it, in the same file)."""
+    heads = [
+        e
+        for e in events
+        if e.signature == SPAWN_RAISED
+        and e.line.path == root.line.path
+        and 0 < root.line.lineno - e.line.lineno <= SPAWN_TRACEBACK_LINES
+    ]
+    if not heads:
+        return culprit
+    head = max(heads, key=lambda e: e.line.lineno)
+    local = field_int(head, "local_rank")
+    if local is None:
+        return culprit
+    rank = world.rank_of_stream(Stream(head.line.task, head.line.host, local, None))
+    why = (
+        f"the error is in the traceback mp.spawn quotes for process {local} "
+        f"(line {head.line.lineno})"
+    )
+    named = _named(culprit, rank, local, why, 0.8)
+    return replace(named, host=culprit.host or head.line.host)

@@ -27,6 +27,7 @@ from .clues import (
     launcher_culprit,
     oom_culprit,
     same_error_culprit,
+    spawn_culprit,
     store_barrier_culprit,
 )
 from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
@@ -143,6 +144,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             culprit = oom_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = same_error_culprit(culprit, root, events, world)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = spawn_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = launcher_culprit(culprit, events, world)
         category = (
