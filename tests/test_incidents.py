@@ -69,6 +69,19 @@ def test_info_and_warning_lines_are_not_failures(run: Run) -> None:
     healthy(run, lines)
 
 
+def test_counts_of_no_failures_and_go_loggers_info_lines_are_not_failures(run: Run) -> None:
+    lines = [
+        # an operator's reconcile status: no replica failed
+        'time="2024-05-01T10:00:00Z" level=info msg="Job=train-7, ReplicaType=Worker expected=4,'
+        ' running=4, succeeded=0, failed=0"',
+        "epoch 3 summary: steps=1200 skipped=0 errors: 0 failed: 0",
+        'time="2024-05-01T10:00:02Z" level=debug msg="probe failed once, rescheduling"',
+    ]
+    healthy(run, lines)
+    # counter-case: a count that is not zero, at an error level, is a failure
+    failed(run, ['time="2024-05-01T10:00:03Z" level=error msg="replicas failed=2"'], None, 1)
+
+
 def test_known_failure_beats_unrecognized_lines(run: Run) -> None:
     lines = [
         "loader: error reading shard 17, skipping",

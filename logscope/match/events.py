@@ -72,12 +72,16 @@ _NOT_AN_ERROR = re.compile(
 )
 _LOOKS_LIKE_ERROR = re.compile(
     r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed)?|killed|panic|segmentation)\b"
+    # a count of none is no failure (`failed=0`, `errors: 0`, `Failures: 0`)
+    r"(?!s?\s*[=:]\s*0\b)"
 )
 # A line its own logger marks as information, a debug note or a warning does not report a
 # failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).
 _NOT_A_FAILURE_LEVEL = frozenset("IDVW")
 _NOT_A_FAILURE = re.compile(
     r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])"
+    # Go loggers: logfmt's `level=info` (logrus: Kubernetes operators, containerd, Docker)
+    r"|\blevel=(?:trace|debug|info|warn|warning)\b"
     # a client that says it will try again has not failed (`entering retry loop`, `retrying in 5 s`)
     r"|(?i:\bretry(?:ing)?\b|\bwill retry\b|\bretries left\b)"
 )
