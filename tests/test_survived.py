@@ -427,3 +427,18 @@ def test_a_time_limit_after_the_training_finished_ends_a_job_that_never_exited(
     assert doc["job"]["outcome"] in ("timelimit", "hung"), doc["job"]
     assert doc["verdict"]["category"] in ("timelimit", "hang"), doc["incidents"]
     assert doc["survived"] == [], doc["survived"]
+
+
+def test_teardown_errors_then_the_time_limit_are_the_jobs_ending(tmp_path: Path) -> None:
+    # the run completed, its ranks then failed in a barrier and the job sat until its limit
+    limit = (
+        "slurmstepd: error: *** STEP 5120.0 ON gpu-b07 CANCELLED AT 2024-07-02T11:58:00 "
+        "DUE TO TIME LIMIT ***"
+    )
+    teardown = "[rank2]: RuntimeError: NCCL communicator was aborted on rank 2."
+    _, doc = _analyze(tmp_path, [*_epochs(1, 5), RUN_STOP, teardown, limit])
+    assert doc["job"]["outcome"] != "completed", doc["job"]
+    assert doc["verdict"] is not None, doc["survived"]
+    # counter-case: without the limit the same errors are teardown
+    _, doc = _analyze(tmp_path, [*_epochs(1, 5), RUN_STOP, teardown])
+    assert doc["job"]["outcome"] == "completed" and doc["verdict"] is None, doc["job"]

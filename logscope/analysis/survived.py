@@ -188,7 +188,7 @@ def _outlived(
         what = fill_title(sig.title, done.fields) if sig is not None else done.signature
         where = f"{what} (line {done.line.lineno})"
         if done.seq < root.seq:
-            if root.role == "end":
+            if any(e.role == "end" for e in _lines(inc)):
                 # the scheduler ended a job whose training had finished: it never exited (a hang
                 # at exit, a stuck teardown), and that ending is the job's
                 return None
