@@ -120,6 +120,9 @@ def decide_outcome(
             if final.category == "node_failure":
                 # the node itself went away (a cluster manager's word, not a scheduler's end)
                 return Ending(Outcome.node_failure, f"{final.title} ({end.signature})")
+            after = _ended_after(final, end, end_time, threshold)
+            if after is not None:
+                return after
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
         return Ending(outcome, final.title)
@@ -251,3 +254,36 @@ def _quote(e: Event) -> str:
         text = text[: _QUOTE_CHARS - 1].rstrip() + "…"
         said = "".join(f"; {k} {v}" for k, v in e.fields.items())
     return f"{text} (line {e.line.lineno}{said})"
+
+
+def _ended_after(
+    final: Incident, fault: Event, end_time: datetime | None, threshold: float
+) -> Ending | None:
+    """A failure the job sat through until the scheduler ended it: hung, when the end came
+    longer than the hang threshold after the fault (a dead rank leaves its peers waiting); the
+    time limit or preemption itself when it came sooner or the log has no times. A plain cancel
+    soon after a failure is srun's own reaction to it (--kill-on-bad-exit): still a crash."""
+    ended = next(
+        (
+            e
+            for e in (*final.cascade, *final.evidence)
+            if e.role == "end" and e.category in ("timelimit", "preemption", "cancelled")
+        ),
+        None,
+    )
+    if ended is None:
+        return None
+    end_at = ended.time or end_time
+    # only a fault whose own line is stamped: a time placed from the lines around it says
+    # nothing of how long the job sat after it
+    known = fault.time if fault.time_exact else None
+    gap = (end_at - known).total_seconds() if end_at and known else None
+    if gap is not None and gap > threshold:
+        return Ending(
+            Outcome.hung,
+            f"{final.title}; then nothing for {duration(gap)} until the scheduler ended the job",
+            gap,
+        )
+    if ended.category == "cancelled":
+        return None
+    return Ending(_END_OUTCOME[ended.category or ""], f"{final.title}; then {ended.category}")
