@@ -44,22 +44,22 @@ def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     )
 
 
-def symptom_terminates(events: Sequence[Event], world: World) -> frozenset[int]:
-    """The order keys of `terminate called ...` lines whose `what():` is a known symptom."""
-    out: set[int] = set()
-    whats = [
-        e
+def symptom_terminates(events: Sequence[Event]) -> frozenset[int]:
+    """The order keys of `terminate called ...` lines whose `what():` is a known symptom: a
+    symptom's `what():` line of the same stream at most WHAT_WITHIN lines after it."""
+    whats = {
+        (e.line.path, e.line.stream, e.line.lineno)
         for e in events
         if e.role == "symptom" and e.severity in SERIOUS and "what():" in e.line.text
-    ]
+    }
     if not whats:
         return frozenset()
-    for t in events:
-        if t.signature != TERMINATE:
-            continue
-        if any(
-            0 < w.line.lineno - t.line.lineno <= WHAT_WITHIN and world.same_process(t.line, w.line)
-            for w in whats
-        ):
-            out.add(t.seq)
-    return frozenset(out)
+    return frozenset(
+        t.seq
+        for t in events
+        if t.signature == TERMINATE
+        and any(
+            (t.line.path, t.line.stream, t.line.lineno + k) in whats
+            for k in range(1, WHAT_WITHIN + 1)
+        )
+    )

@@ -110,7 +110,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         return _Pick(ends[0], None, ends[0].category or "cancelled")
     serious = [e for e in events if e.severity in _SERIOUS]
     failed = _failed_collectives(serious, world)
-    aborts = symptom_terminates(serious, world)
+    aborts = symptom_terminates(serious)
     causes = [
         e
         for e in serious
@@ -148,9 +148,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             culprit = spawn_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = launcher_culprit(culprit, events, world)
-        category = (
-            stated_reason(root, events, world, library) or root.category or "python_exception"
-        )
+        category = stated_reason(root, events, library) or root.category or "python_exception"
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
             category = "gpu_hardware"
@@ -199,7 +197,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             or reported_culprit(events)
             or first_exit(events, world)
         )
-        category = stated_reason(root, events, world, library) or root.category or "comm_error"
+        category = stated_reason(root, events, library) or root.category or "comm_error"
         return _Pick(root, named, category)
     summaries = [e for e in serious if e.role == "summary"]
     root = summaries[0] if summaries else events[0]

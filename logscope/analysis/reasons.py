@@ -12,16 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..match.signatures import Library
-from ..model import Category, Event, World
+from ..model import Category, Event
 
 REASON_WITHIN = 6
 """Lines from the result code to its reason: the exception's own line, `<ncclResult>: <hint>`,
 `Last error:`, the reason; a little slack for another thread's line in between."""
 
 
-def stated_reason(
-    root: Event, events: Sequence[Event], world: World, library: Library
-) -> Category | None:
+def stated_reason(root: Event, events: Sequence[Event], library: Library) -> Category | None:
     """The category of the reason the same process states right after a result-code root, if a
     signature of a cause that is not itself a result code or a catch-all knows that line."""
     sig = library.by_id(root.signature)
@@ -29,9 +27,9 @@ def stated_reason(
         return None
     for e in events:
         gap = e.line.lineno - root.line.lineno
-        if e.line.path != root.line.path or gap <= 0 or gap > REASON_WITHIN:
-            continue
-        if not world.same_process(root.line, e.line) or e.category is None or e.role != "cause":
+        if e.line.path != root.line.path or e.line.stream != root.line.stream:
+            continue  # another file's or another process's line explains nothing of this one
+        if not 0 < gap <= REASON_WITHIN or e.category is None or e.role != "cause":
             continue  # a traceback's start, a warning: not a reason
         other = library.by_id(e.signature)
         if other is None or other.reason_follows or other.classify:

@@ -32,17 +32,6 @@ class World:
     def rank_of(self, line: Line) -> int | None:
         return self.rank_of_stream(line.stream)
 
-    def same_process(self, a: Line, b: Line) -> bool:
-        """Two lines of one file that name the same process the same way (rank, local rank, srun
-        task, host): a line and the one it explains, with no other process in between named."""
-        return (
-            a.path == b.path
-            and self.rank_of(a) == self.rank_of(b)
-            and a.local_rank == b.local_rank
-            and a.task == b.task
-            and a.host == b.host
-        )
-
     def rank_of_stream(self, stream: Stream) -> int | None:
         task, _host, local_rank, rank = stream
         if rank is not None:
