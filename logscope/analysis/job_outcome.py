@@ -109,10 +109,7 @@ def decide_outcome(
                     gap,
                 )
         if end.role != "end":
-            if any(
-                e.role == "end" and e.category == "node_failure"
-                for e in (*final.cascade, *final.evidence)
-            ):
+            if _end_in(final, ("node_failure",)) is not None:
                 # the scheduler's last word: the node went down after (or with) the fault
                 return Ending(
                     Outcome.node_failure, f"{final.title}; then the scheduler said the node failed"
@@ -263,14 +260,7 @@ def _ended_after(
     longer than the hang threshold after the fault (a dead rank leaves its peers waiting); the
     time limit or preemption itself when it came sooner or the log has no times. A plain cancel
     soon after a failure is srun's own reaction to it (--kill-on-bad-exit): still a crash."""
-    ended = next(
-        (
-            e
-            for e in (*final.cascade, *final.evidence)
-            if e.role == "end" and e.category in ("timelimit", "preemption", "cancelled")
-        ),
-        None,
-    )
+    ended = _end_in(final, ("timelimit", "preemption", "cancelled"))
     if ended is None:
         return None
     end_at = ended.time or end_time
@@ -287,3 +277,15 @@ def _ended_after(
     if ended.category == "cancelled":
         return None
     return Ending(_END_OUTCOME[ended.category or ""], f"{final.title}; then {ended.category}")
+
+
+def _end_in(final: Incident, categories: tuple[str, ...]) -> Event | None:
+    """The first scheduler's end of one of `categories` among the incident's lines."""
+    return next(
+        (
+            e
+            for e in (*final.cascade, *final.evidence)
+            if e.role == "end" and e.category in categories
+        ),
+        None,
+    )
