@@ -72,8 +72,8 @@ _NOT_AN_ERROR = re.compile(
 )
 _LOOKS_LIKE_ERROR = re.compile(
     r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed)?|killed|panic|segmentation)\b"
-    # a count of none is no failure (`failed=0`, `errors: 0`, `Failures: 0`)
-    r"(?!s?\s*[=:]\s*0\b)"
+    # a count of none is no failure (`failed=0`, `Failed: 0`, `error: 0`)
+    r"(?!\s*[=:]\s*0\b)"
 )
 # A line its own logger marks as information, a debug note or a warning does not report a
 # failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).

@@ -79,6 +79,14 @@ def _checked_id(
     return entry_id
 
 
+def _flag(entry: dict[str, Any], name: str, path: str, where: str) -> bool:
+    """An optional true/false key, false when absent."""
+    value = entry.get(name, False)
+    if not isinstance(value, bool):
+        raise PatternError(path, f"{name}: must be true or false", where)
+    return value
+
+
 def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> Signature:
     sig_id = where = _checked_id(entry, path, f"signature[{index}]", _REQUIRED, _KNOWN)
     kind = _one_of(entry.get("kind", "failure"), KINDS, path, "kind", where)
@@ -114,12 +122,6 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
     priority = entry.get("priority", 0)
     if not isinstance(priority, int):
         raise PatternError(path, "priority: must be an integer", where)
-    classify = entry.get("classify", False)
-    if not isinstance(classify, bool):
-        raise PatternError(path, "classify: must be true or false", where)
-    reason_follows = entry.get("reason_follows", False)
-    if not isinstance(reason_follows, bool):
-        raise PatternError(path, "reason_follows: must be true or false", where)
     return Signature(
         id=sig_id,
         kind=kind,
@@ -136,8 +138,8 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         remedy=_as_list(entry.get("remedy"), path, where, "remedy"),
         references=_as_list(entry.get("references"), path, where, "references"),
         source=path,
-        classify=classify,
-        reason_follows=reason_follows,
+        classify=_flag(entry, "classify", path, where),
+        reason_follows=_flag(entry, "reason_follows", path, where),
         columns=tuple(columns),
     )
 
