@@ -24,6 +24,8 @@ from .helpers import fed, incidents_of, megatron_iterations
 
 START = datetime(2024, 4, 6, 2, 0, 0)
 CUDA = "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered"
+# a stamped fault at 02:01:10, 10 s after iteration 6
+FAULT = "[2024-04-06 02:01:10,000] [rank3]: RuntimeError: NCCL error: remote process exited or there was a network error"
 
 
 def iterations(first: int, last: int) -> list[str]:
@@ -244,16 +246,14 @@ def test_a_lost_node_is_the_ending_even_without_a_scheduler_banner() -> None:
 
 
 def test_a_failure_the_job_sat_through_until_its_time_limit_is_a_hang() -> None:
-    fault = "[2024-04-06 02:01:10,000] [rank3]: RuntimeError: NCCL error: remote process exited or there was a network error"
     # the limit an hour after the fault: the peers waited for a dead rank
     late = time_limit(START + timedelta(hours=1, minutes=1))
-    assert ending_of(fed([*iterations(1, 6), fault, late])).outcome is Outcome.hung
+    assert ending_of(fed([*iterations(1, 6), FAULT, late])).outcome is Outcome.hung
     # the limit a few seconds after: the limit is the ending
     soon = time_limit(START + timedelta(minutes=1, seconds=15))
-    assert ending_of(fed([*iterations(1, 6), fault, soon])).outcome is Outcome.timelimit
+    assert ending_of(fed([*iterations(1, 6), FAULT, soon])).outcome is Outcome.timelimit
 
 
 def test_srun_cancelling_a_step_right_after_a_crash_is_still_a_crash() -> None:
-    fault = "[2024-04-06 02:01:10,000] [rank3]: RuntimeError: NCCL error: remote process exited or there was a network error"
     cancel = "slurmstepd: error: *** STEP 4711.0 ON gpu-a17 CANCELLED AT 2024-04-06T02:01:12 ***"
-    assert ending_of(fed([*iterations(1, 6), fault, cancel])).outcome is Outcome.crashed
+    assert ending_of(fed([*iterations(1, 6), FAULT, cancel])).outcome is Outcome.crashed
