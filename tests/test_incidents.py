@@ -159,6 +159,20 @@ def test_interrupted_or_exited_traceback_is_no_failure(run: Run) -> None:
         assert all(i["category"] != "python_exception" for i in doc["incidents"]), doc["incidents"]
 
 
+def test_elastic_error_record_is_the_exception_it_records(run: Run) -> None:
+    # torch 1.9-1.10's @record logs the exception as JSON when TORCHELASTIC_ERROR_FILE is unset;
+    # the paste often ends inside the escaped py_callstack
+    head = [
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group",
+        "ERROR:torch.distributed.elastic.multiprocessing.errors.error_handler:{",
+        '  "message": {',
+    ]
+    tail = ['    "extraInfo": {', '      "py_callstack": "Traceback (most recent call last):\\n']
+    failed(run, [*head, '    "message": "OSError: [Errno 28] No space left on device",', *tail], "io_error", 4)
+    # the agent's own: the rendezvous was closed under it, which alone still ended this node
+    failed(run, [*head, '    "message": "RendezvousClosedError: ",', *tail], "launcher_error", 4)
+
+
 def test_specific_error_beats_a_catch_all_in_one_burst(run: Run) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",
