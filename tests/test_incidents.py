@@ -168,7 +168,12 @@ def test_elastic_error_record_is_the_exception_it_records(run: Run) -> None:
         '  "message": {',
     ]
     tail = ['    "extraInfo": {', '      "py_callstack": "Traceback (most recent call last):\\n']
-    failed(run, [*head, '    "message": "OSError: [Errno 28] No space left on device",', *tail], "io_error", 4)
+    failed(
+        run,
+        [*head, '    "message": "OSError: [Errno 28] No space left on device",', *tail],
+        "io_error",
+        4,
+    )
     # the agent's own: the rendezvous was closed under it, which alone still ended this node
     failed(run, [*head, '    "message": "RendezvousClosedError: ",', *tail], "launcher_error", 4)
 
@@ -337,13 +342,41 @@ _BLOCK = [
 
 
 def test_failure_block_without_its_header(run: Run) -> None:
+    # the entry's root line is where it says what happened in words: the signal its traceback
+    # field names (the exit code says the same as a number)
     for start in (0, 2):  # from its Root Cause header, or from the entry's first field
         lines = _BLOCK[start:]
         _doc, inc = failed(
-            run, lines, "process_killed", lineno(lines, "  exitcode  : -9 (pid: 88123)")
+            run,
+            lines,
+            "process_killed",
+            lineno(lines, "  traceback : Signal 9 (SIGKILL) received by PID 88123"),
         )
-        assert inc["root_cause"]["text"] == lines[-4], inc["root_cause"]
         assert inc["culprit"]["rank"] == 5 and inc["culprit"]["host"] == "gpu-a17.cluster", inc
+
+
+def test_failure_block_root_cause_entry_is_first_observed(run: Run) -> None:
+    # torchrun prints the other failures above the Root Cause entry; without a rank's own line
+    # the Root Cause entry is the root, at its exitcode line when its traceback names no signal
+    other = [
+        "  time      : 2024-11-02_07:15:44",
+        "  host      : gpu-a17.cluster",
+        "  rank      : 6 (local_rank: 2)",
+        "  exitcode  : 1 (pid: 88124)",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "------------------------------------------------------------",
+    ]
+    root = [line.replace("-9 (pid: 88123)", "1 (pid: 88123)") for line in _BLOCK[:7]]
+    root[-1] = other[-2]
+    lines = [*other, *root, _BLOCK[-1]]
+    _doc, inc = failed(run, lines, None, lineno(lines, "  exitcode  : 1 (pid: 88123)"))
+    assert inc["culprit"]["rank"] == 5, inc["culprit"]
+    # two workers killed: the Root Cause entry's signal line
+    killed = [line.replace("1 (pid: 88124)", "-9 (pid: 88124)") for line in other]
+    killed[-2] = "  traceback : Signal 9 (SIGKILL) received by PID 88124"
+    lines = [*killed, *_BLOCK]
+    failed(run, lines, "process_killed", lineno(lines, _BLOCK[-2]))
 
 
 def test_state_dict_list_without_its_head(run: Run) -> None:

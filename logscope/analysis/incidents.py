@@ -155,7 +155,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         return _Pick(root, culprit, category)
     deaths = [e for e in serious if signal_death(e) and not own_abort(e, events, world)]
     if deaths:
-        root = deaths[0]
+        root = _first_observed(deaths)
         rank = field_int(root, "rank")
         if rank is None:
             rank = world.rank_of(root.line)
@@ -200,11 +200,34 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return _Pick(root, named, category)
     summaries = [e for e in serious if e.role == "summary"]
-    root = summaries[0] if summaries else events[0]
+    root = _first_observed(summaries) if summaries else events[0]
     # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
     # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
     named = reported_culprit(events) or _reported_worker(root, world)
     return _Pick(root, named, root.category or "launcher_error")
+
+
+_BLOCK_SPAN = 200
+"""Lines a torchrun failure block may span (7 a failure entry)."""
+
+
+def _first_observed(failures: Sequence[Event]) -> Event:
+    """The first of `failures` in the log; but when that is an entry of torchrun's failure block,
+    the block's `Root Cause (first observed failure)` entry, printed below the others."""
+    first = failures[0]
+    if first.signature != FAILURE_ENTRY or first.fields.get("root") == "1":
+        return first
+    return next(
+        (
+            e
+            for e in failures
+            if e.signature == FAILURE_ENTRY
+            and e.fields.get("root") == "1"
+            and e.line.path == first.line.path
+            and 0 < e.line.lineno - first.line.lineno <= _BLOCK_SPAN
+        ),
+        first,
+    )
 
 
 def _reported_worker(summary: Event, world: World) -> Culprit | None:

@@ -130,6 +130,9 @@ class _Block:
     current: dict[str, str] | None = None
     exit_lines: dict[int, Line] = field(default_factory=dict)
     """The physical `exitcode :` line of each entry, by the entry's position."""
+    signal_lines: dict[int, Line] = field(default_factory=dict)
+    """The physical `traceback : Signal N (SIGX) received by PID P` line of an entry that has one:
+    what happened to the worker, said in words (its exit code says it as a number)."""
     last_lineno: int = 0
 
 
@@ -338,6 +341,8 @@ class Extractor:
             blk.current.setdefault("lineno", str(line.lineno))
             if m.group(1) == "exitcode":
                 blk.exit_lines[len(blk.entries) - 1] = line
+            elif m.group(1) == "traceback" and _BLOCK_SIGNAL.search(m.group(2)):
+                blk.signal_lines[len(blk.entries) - 1] = line
             return []
         if text.startswith("=====") and blk.section == "root" and blk.current is not None:
             return self._close(key)
@@ -352,13 +357,14 @@ class Extractor:
     def _close(self, key: tuple[str, int | None, str | None]) -> list[Event]:
         blk = self._blocks.pop(key)
         return [
-            self._entry_event(e, blk.exit_lines[i])
+            self._entry_event(e, blk.signal_lines.get(i, blk.exit_lines[i]))
             for i, e in enumerate(blk.entries)
             if i in blk.exit_lines
         ]
 
     def _entry_event(self, entry: dict[str, str], line: Line) -> Event:
-        """One failure of the block, anchored at its physical `exitcode :` line."""
+        """One failure of the block, anchored at its physical `traceback : Signal N` line, else
+        at its `exitcode :` line."""
         fields: dict[str, str] = {"root": "1" if entry.get("section") == "root" else "0"}
         m = _BLOCK_RANK.match(entry.get("rank", ""))
         if m:
