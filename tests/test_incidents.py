@@ -178,6 +178,14 @@ def test_elastic_error_record_is_the_exception_it_records(run: Run) -> None:
     failed(run, [*head, '    "message": "RendezvousClosedError: ",', *tail], "launcher_error", 4)
 
 
+def test_xid_cleanup_that_names_its_cause_carries_it(run: Run) -> None:
+    # newer drivers append ` caused by previous Xid N` to the cleanup: an excerpt that starts
+    # after the Xid 79 still tells a dead GPU; a cleanup alone (a killed process) is no failure
+    cleanup = "[ 4410.22] NVRM: Xid (PCI:0000:3b:00): 45, pid=771204, name=python, Ch 00000008"
+    healthy(run, [cleanup])
+    failed(run, [f"{cleanup} caused by previous Xid 79"], "gpu_hardware", 1)
+
+
 def test_specific_error_beats_a_catch_all_in_one_burst(run: Run) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",

@@ -110,6 +110,17 @@ def test_rejoin_stops_at_the_next_line_of_one_template() -> None:
     assert rejoin(data, [first], width) == [first]
 
 
+def test_lines_that_begin_alike_are_not_pieces_of_each_other() -> None:
+    # a kernel log's Xid lines, one length by chance, differ in hex digits (`dc`, `ed`) that a
+    # shape without numbers keeps; each begins as the other does, so none is a piece of another
+    xid = "kernel: NVRM: Xid (PCI:0000:{}:00): 45, pid=40211, name=python, Ch 0000000{}"
+    lines = [xid.format(bus, ch) for bus, ch in (("3b", "a"), ("af", "c"), ("d8", "e"))]
+    data = ("\n".join(lines) + "\n").encode()
+    assert wrap_width(data) is None
+    first = (0, data.find(b"\n"))
+    assert rejoin(data, [first], len(lines[0])) == [first]
+
+
 def test_crlf_lines_are_measured_without_their_carriage_return() -> None:
     lines = wrapped([*CHATTER, DS_ERROR])
     data = ("\r\n".join(lines) + "\r\n").encode()

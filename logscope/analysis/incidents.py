@@ -314,6 +314,9 @@ def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[
     xid = field_int(e, "xid")
     if xid is not None and xid in library.xid:
         title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
+        root = field_int(e, "root_xid")
+        if root is not None and root in library.xid:
+            title = f"{title}; caused by Xid {root}, {library.xid[root].get('title', '')}"
     return title, sig.explanation, sig.remedy, sig.references
 
 

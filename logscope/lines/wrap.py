@@ -74,10 +74,26 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     return width if cut >= _MIN_CUT else None
 
 
+_SAME_START = 12
+"""Leading bytes two lines share, letters among them, when they are two records of one kind
+(`kernel: NVRM: Xid (PCI:`): a piece cut off a line does not begin as the line began."""
+
+
+def _same_start(line: bytes | bytearray, after: bytes | bytearray) -> bool:
+    head = bytes(line[:_SAME_START])
+    return (
+        len(head) == _SAME_START
+        and bytes(after[:_SAME_START]) == head
+        and any(chr(c).isalpha() for c in head)
+    )
+
+
 def _continues(line: bytes | bytearray, after: bytes | bytearray) -> bool:
-    """`after` goes on with `line` cut at the wrap: not the next line of its template, not the
-    start of a record of its own."""
-    return _shape(after) != _shape(line) and not starts_record(after)
+    """`after` goes on with `line` cut at the wrap: not the next line of its template (alike
+    but for its numbers, or beginning as it begins), not the start of a record of its own."""
+    return (
+        _shape(after) != _shape(line) and not _same_start(line, after) and not starts_record(after)
+    )
 
 
 def _length(data: bytes | bytearray, start: int, end: int) -> int:

@@ -11,7 +11,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from ..model import Category, Event, Line, Severity
+from ..model import SEVERITIES, Category, Event, Line, Severity
 from .prefilter import Hit, Prefilter
 from .signatures import Library, Signature
 from .unrecognized import Clusters
@@ -185,6 +185,13 @@ class Extractor:
             info = self.library.xid[int(xid)]
             category = info.get("category", category)
             severity = info.get("severity", severity)
+            root = self.library.xid.get(int(fields.get("root_xid") or -1))
+            if root is not None and SEVERITIES.index(
+                root.get("severity", "info")
+            ) < SEVERITIES.index(severity):
+                # `caused by previous Xid 79`: the cleanup of a dead GPU says the GPU died
+                category = root.get("category", category)
+                severity = root.get("severity", severity)
         if (
             sig.role == "summary"
             and "exit_code" not in fields
