@@ -109,6 +109,13 @@ ROWS = [
         level="W",
         time=datetime(YEAR, 4, 11, 23, 36, 6),
     ),
+    # a Windows build names the whole source path (constructed)
+    row(
+        "[W D:\\a\\pytorch\\torch\\csrc\\distributed\\c10d\\socket.cpp:601] [c10d] The client "
+        "socket has failed to connect to [node-1]:29500 (system error: 10061).",
+        "[c10d] The client socket has failed to connect to [node-1]:29500 (system error: 10061).",
+        level="W",
+    ),
     row(
         "I0820 14:27:21.482718 4030958 ProcessGroupNCCL.cpp:980] [PG 0 Rank 1] NCCL options",
         "[PG 0 Rank 1] NCCL options",

@@ -43,7 +43,9 @@ _TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
 _C10 = re.compile(
     r"\[(?P<lvl>[FEWIV])(?P<md>\d{3,4})? ?"
     r"(?:(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? )?"
-    r"(?P<src>[\w.+-]+:\d+)\] ?"
+    # the source file as c10's logging names it: a basename, or on Windows builds the whole path
+    # (`[W D:\a\pytorch\torch\csrc\distributed\c10d\socket.cpp:601]`)
+    r"(?P<src>(?:[A-Za-z]:\\)?[\w.+\\-]+:\d+)\] ?"
 )
 _GLOG = re.compile(
     r"(?P<lvl>[VIWEFC])(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<frac>\d+) +"
