@@ -186,6 +186,19 @@ def test_xid_cleanup_that_names_its_cause_carries_it(run: Run) -> None:
     failed(run, [f"{cleanup} caused by previous Xid 79"], "gpu_hardware", 1)
 
 
+def test_failure_signal_handlers_say_which_signal(run: Run) -> None:
+    # abseil's and glog's handlers print the caught signal above a native stack
+    frame = "    @     0x7f3a2c1ff700  (unknown)  (unknown)"
+    failed(run, ["*** SIGSEGV received at time=1733990031 on cpu 17 ***", frame], "segfault", 1)
+    glog = "*** SIGBUS (@0x7f00dead) received by PID 4021 (TID 0x7f3a) from PID 0; stack trace: ***"
+    failed(run, [glog, frame], "segfault", 1)
+    # an abort follows what the process printed first: gloo's libuv assertion
+    uv = "[/src/third_party/gloo/gloo/transport/uv/libuv.h:602] uv_listen: address already in use"
+    failed(run, [uv, "*** SIGABRT received at time=1733990031 ***", frame], "comm_error", 1)
+    # a SIGTERM was sent: no failure of its own
+    healthy(run, ["step 100/100 loss 1.02", "*** SIGTERM received at time=1733990031 on cpu 5 ***"])
+
+
 def test_specific_error_beats_a_catch_all_in_one_burst(run: Run) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",
