@@ -11,6 +11,7 @@ from logscope.analysis.clues import (
     first_exit,
     launcher_culprit,
     oom_culprit,
+    pid_culprit,
     same_error_culprit,
     spawn_culprit,
     store_barrier_culprit,
@@ -106,6 +107,29 @@ def test_the_oom_killed_pid_is_the_rank_the_launcher_reports_with_it() -> None:
     events = events_of([KILLED.format(pid=999), *lines[1:]])
     root = the(events, "signals.kernel_oom_kill")
     assert oom_culprit(FIRST_ERROR, root, events, one_node(4)) == FIRST_ERROR
+
+
+# OpenMPI's signal handler (opal/util/stacktrace.c: `[%s:%05d] Signal: %s (%d)`) and mpirun's
+# report (help-orterun.txt proc-aborted-strsignal)
+OMPI_SIGNAL = "[{host}:{pid}] Signal: Segmentation fault (11)"
+MPIRUN = "mpirun noticed that process rank {rank} with PID {pid} on node {host} exited on signal 11 (Segmentation fault)."
+
+
+def test_the_root_s_own_pid_is_the_rank_the_launcher_reports_with_it() -> None:
+    lines = [
+        "[gpu-b03:40211] *** Process received signal ***",
+        OMPI_SIGNAL.format(host="gpu-b03", pid=40211),
+        "--------------------------------------------------------------------------",
+        MPIRUN.format(rank=6, pid=40211, host="gpu-b03"),
+    ]
+    events = events_of(lines)
+    root = the(events, "openmpi.signal_crash")
+    culprit = pid_culprit(FIRST_ERROR, root, events, one_node(8))
+    assert culprit.rank == 6 and "pid 40211" in culprit.reason, culprit
+    # the same pid on another host is another process
+    events = events_of([*lines[:3], MPIRUN.format(rank=6, pid=40211, host="gpu-b04")])
+    root = the(events, "openmpi.signal_crash")
+    assert pid_culprit(FIRST_ERROR, root, events, one_node(8)) == FIRST_ERROR
 
 
 def test_the_cgroup_of_the_killed_task_names_the_srun_task() -> None:

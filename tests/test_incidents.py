@@ -258,6 +258,19 @@ def test_default_process_group_rank_names_the_culprit(run: Run) -> None:
     assert inc["culprit"]["confidence"] >= 0.7, inc["culprit"]
 
 
+def test_ddp_error_naming_its_rank_at_its_end_names_the_culprit(run: Run) -> None:
+    # reducer.cpp ends the unused-parameters error with the rank of DDP's group that raised it
+    lines = [
+        "RuntimeError: Expected to have finished reduction in the prior iteration before starting "
+        "a new one. This error indicates that your module has parameters that were not used in "
+        "producing loss.",
+        "making sure all `forward` function outputs participate in calculating loss.",
+        "Parameter indices which did not receive grad for rank 6: 101 102",
+    ]
+    _doc, inc = failed(run, lines, "python_exception", 1)
+    assert inc["culprit"]["rank"] == 6, inc["culprit"]
+
+
 def test_other_process_group_rank_is_not_a_global_rank(run: Run) -> None:
     lines = [
         "[PG ID 3 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: "

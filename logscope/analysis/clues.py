@@ -5,6 +5,9 @@ rank, and says so in `culprit.reason`:
 - a kernel or cgroup OOM-kill report names the process killed: its pid, matched to the rank
   torchrun's failure report gives that pid; or its Slurm task (`task_memcg=.../task_3`, srun's
   `task 3: Out Of Memory`), a rank when the log ties tasks to ranks;
+- the root cause's own process id (OpenMPI's `[host:pid] Signal: ...` backtrace, a kernel's
+  segfault line) in a launcher's report that names that pid with a rank (mpirun's `process rank
+  0 with PID 19474`, torchrun's failure block);
 - the root cause's error printed by one rank only (`[rank5]: torch.OutOfMemoryError` while the
   root's copy carries no prefix);
 - a barrier's report names the rank absent from it (Gloo's monitored barrier: `[Rank 0]: Rank 3
@@ -92,6 +95,32 @@ def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: W
     )
     out = _named(culprit, rank, None, why, 0.75 if rank is not None else 0.5)
     return replace(out, task=task)
+
+
+def pid_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """A root that names its process (a `pid` field) while a launcher's report names that pid,
+    on the root's host if both say one, with a rank: that rank."""
+    pid = field_int(root, "pid")
+    if pid is None:
+        return culprit
+    host = root.fields.get("host") or root.line.host
+    fits = {
+        (field_int(e, "rank"), field_int(e, "local_rank"))
+        for e in events
+        if e is not root
+        and e.role == "summary"
+        and field_int(e, "pid") == pid
+        and not (host and (other := e.fields.get("host") or e.line.host) and other != host)
+        and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
+    }
+    if len(fits) != 1:
+        return culprit
+    rank, local = fits.pop()
+    if rank is None and local is not None:
+        rank = world.rank_of_stream(Stream(None, host, local, None))
+    which = f"rank {rank}" if rank is not None else f"local rank {local}"
+    why = f"the launcher reports pid {pid}, the process of the root line, as {which}"
+    return _named(culprit, rank, local, why, 0.85)
 
 
 def same_error_culprit(

@@ -98,6 +98,16 @@ def pg_culprit(culprit: Culprit, root: Event, events: Sequence[Event], burst_lin
         and 0 < e.line.lineno - root.line.lineno <= burst_lines
     )
     for e in (root, *later):
+        stated = field_int(e, "pg_rank")
+        if stated is not None and e is not root:
+            # the error's own last line names its rank in its process group (DDP's reducer)
+            return replace(
+                culprit,
+                rank=stated,
+                confidence=0.6,
+                reason=f"{culprit.reason}; no prefix names the rank, and line {e.line.lineno} of "
+                f"the same error names rank {stated} of its process group (the default)",
+            )
         m = _PG_RANK.match(e.line.text)
         if m is None:
             continue

@@ -26,6 +26,7 @@ from .clues import (
     first_exit,
     launcher_culprit,
     oom_culprit,
+    pid_culprit,
     same_error_culprit,
     spawn_culprit,
     store_barrier_culprit,
@@ -143,6 +144,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         if culprit.rank is None and culprit.local_rank is None:
             culprit = oom_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
+            culprit = pid_culprit(culprit, root, events, world)
+        if culprit.rank is None and culprit.local_rank is None:
             culprit = same_error_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = spawn_culprit(culprit, root, events, world)
@@ -174,6 +177,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             confidence=0.85,
             reason=f"the launcher reports this rank died of {sig} and it printed no error itself",
         )
+        if culprit.rank is None:
+            culprit = pid_culprit(culprit, root, events, world)
         category = (
             EXIT_SIGNALS[code][1]
             if code is not None and code in EXIT_SIGNALS
