@@ -431,3 +431,28 @@ def test_teardown_errors_then_the_time_limit_are_the_jobs_ending(tmp_path: Path)
     # counter-case: without the limit the same errors are teardown
     _, doc = _analyze(tmp_path, [*_epochs(1, 5), RUN_STOP, teardown])
     assert doc["job"]["outcome"] == "completed" and doc["verdict"] is None, doc["job"]
+
+
+def test_common_trainers_progress_outlives_an_early_error(tmp_path: Path) -> None:
+    # progress formats of MetricLogger trainers (DeiT/DINO/MAE), fairseq and logfmt loops: an
+    # error-looking line before them was outlived; MetricLogger's `Training time` ends the run
+    noise = ["fatal: Not a git repository (or any of the parent directories): .git"]
+    metric = [
+        f"Epoch: [{e}]  [{i:4d}/1251]  eta: 0:0{9 - i // 200}:00  lr: 0.000400  loss: "
+        f"{6.1 - e * 0.1:.4f} (6.2451)  time: 0.3876  data: 0.0012  max mem: 15122"
+        for e in range(2)
+        for i in (0, 400, 800, 1200)
+    ]
+    code, doc = _analyze(tmp_path, [*noise, *metric, "Training time 2:03:04"])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["verdict"] is None, doc["incidents"]
+    fairseq = [
+        f"2023-01-09 11:0{n}:33 | INFO | train_inner | epoch 012:    {n * 100} / 1547 loss=4.1{n}, "
+        f"nll_loss=2.511, ppl=5.7, wps=81234.1, num_updates={17000 + n * 100}, gnorm=0.612"
+        for n in range(1, 6)
+    ]
+    logfmt = [f"step={n * 10} global_avg_loss=6.{n}1 throughput(tps)=111.3" for n in range(1, 6)]
+    for progress in (fairseq, logfmt):
+        code, doc = _analyze(tmp_path, [*noise, *progress])
+        assert code == 0 and doc["verdict"] is None, doc["incidents"]
+        assert doc["job"]["outcome"] == "truncated", doc["job"]
