@@ -199,6 +199,20 @@ def test_failure_signal_handlers_say_which_signal(run: Run) -> None:
     healthy(run, ["step 100/100 loss 1.02", "*** SIGTERM received at time=1733990031 on cpu 5 ***"])
 
 
+def test_lsf_job_report_says_how_the_job_ended(run: Run) -> None:
+    # the report LSF appends to the job's output file, with bacct's termination reason
+    report = [
+        "Job <4711>: <pretrain> in cluster <c1> Exited",
+        "Job was executed on host(s) <8*gpu-a17>, in queue <gpu>, as user <ml>.",
+    ]
+    for reason, outcome in (
+        ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "timelimit"),
+        ("TERM_OWNER: job killed by owner.", "cancelled"),
+    ):
+        code, doc, _ = run([" iteration 10/100 | lm loss: 2.1E+00 |", *report, reason])
+        assert doc["job"]["outcome"] == outcome, doc["job"]
+
+
 def test_specific_error_beats_a_catch_all_in_one_burst(run: Run) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",
