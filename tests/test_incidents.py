@@ -209,7 +209,7 @@ def test_lsf_job_report_says_how_the_job_ended(run: Run) -> None:
         ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "timelimit"),
         ("TERM_OWNER: job killed by owner.", "cancelled"),
     ):
-        code, doc, _ = run([" iteration 10/100 | lm loss: 2.1E+00 |", *report, reason])
+        _code, doc, _ = run([" iteration 10/100 | lm loss: 2.1E+00 |", *report, reason])
         assert doc["job"]["outcome"] == outcome, doc["job"]
 
 
