@@ -132,6 +132,26 @@ def test_the_root_s_own_pid_is_the_rank_the_launcher_reports_with_it() -> None:
     assert pid_culprit(FIRST_ERROR, root, events, one_node(8)) == FIRST_ERROR
 
 
+# deepspeed/launcher/launch.py sigkill_handler: `Killing subprocess {pid}`, workers in start order
+KILLING = (
+    "[2025-06-02 20:51:24,182] [INFO] [launch.py:319:sigkill_handler] Killing subprocess {pid}"
+)
+
+
+def test_the_oom_killed_pid_in_the_launchers_kill_list_is_its_local_rank() -> None:
+    kills = [KILLING.format(pid=p) for p in (4712, 4713, 4714)]
+    events = events_of([KILLED.format(pid=4713), *kills])
+    root = the(events, "signals.kernel_oom_kill")
+    culprit = oom_culprit(FIRST_ERROR, root, events, one_node(3))
+    assert (culprit.rank, culprit.local_rank) == (1, 1), culprit
+    assert "kill list" in culprit.reason, culprit
+    # two lists far apart are two launches: each starts at local rank 0
+    far = [*kills, *(["step 10 loss 2.1"] * 5), KILLING.format(pid=5001)]
+    events = events_of([KILLED.format(pid=5001), *far])
+    root = the(events, "signals.kernel_oom_kill")
+    assert oom_culprit(FIRST_ERROR, root, events, one_node(3)).local_rank == 0
+
+
 def test_the_cgroup_of_the_killed_task_names_the_srun_task() -> None:
     world = build_world([], declared_size=8, tasks=range(8))  # srun started every rank
     events = events_of([CONSTRAINT.format(task=3), SLURM_OOM])

@@ -3,7 +3,8 @@ log say about which rank it was. Each clue names a culprit only when it points a
 rank, and says so in `culprit.reason`:
 
 - a kernel or cgroup OOM-kill report names the process killed: its pid, matched to the rank
-  torchrun's failure report gives that pid; or its Slurm task (`task_memcg=.../task_3`, srun's
+  torchrun's failure report gives that pid, or to its place in a launcher's kill list (DeepSpeed's
+  `Killing subprocess <pid>` lines, local rank 0 first); or its Slurm task (`task_memcg=.../task_3`, srun's
   `task 3: Out Of Memory`), a rank when the log ties tasks to ranks;
 - the root cause's own process id (OpenMPI's `[host:pid] Signal: ...` backtrace, a kernel's
   segfault line) in a launcher's report that names that pid with a rank (mpirun's `process rank
@@ -32,6 +33,9 @@ from ..model import Culprit, Event, Stream, World, field_int
 OOM_KILLS = frozenset({"signals.kernel_oom_kill", "signals.kernel_oom_constraint"})
 """Kernel reports that name the process the OOM killer killed (`pid`)."""
 SLURM_OOM = frozenset({"signals.slurm_oom_kill", "signals.srun_oom", *OOM_KILLS})
+KILL_LIST = "deepspeed.killing_subprocess"
+"""DeepSpeed's launcher (and torch.distributed.launch before torchrun) logs `Killing subprocess
+<pid>` for its workers in the order it started them: local rank 0 first."""
 MONITORED_BARRIER = "gloo.monitored_barrier"
 STORE_BARRIER = frozenset({"torchrun.store_barrier_timeout", "torchrun.store_barrier_waiting"})
 SPAWN_RAISED = "spawn.process_raised"
@@ -79,6 +83,19 @@ def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: W
             pid = ", ".join(map(str, sorted(pids)))
             why = f"the OOM killer killed pid {pid}, which the launcher reports as {which}"
             return _named(culprit, rank, local, why, 0.8)
+        started = kill_list_ranks(events)
+        locals_ = {started[p] for p in pids if p in started}
+        if len(locals_) == 1:
+            local = locals_.pop()
+            rank = world.rank_of_stream(Stream(None, None, local, None))
+            if rank is None and world.nodes <= 1:
+                rank = local
+            pid = ", ".join(map(str, sorted(pids)))
+            why = (
+                f"the OOM killer killed pid {pid}, which the launcher's kill list (workers in the "
+                f"order it started them) gives as local rank {local}"
+            )
+            return _named(culprit, rank, local, why, 0.7)
     tasks: set[int] = set()
     for e in events:
         if e.signature in SLURM_OOM:
@@ -95,6 +112,23 @@ def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: W
     )
     out = _named(culprit, rank, None, why, 0.75 if rank is not None else 0.5)
     return replace(out, task=task)
+
+
+def kill_list_ranks(events: Sequence[Event]) -> dict[int, int]:
+    """The local rank of each pid a launcher's kill list names (KILL_LIST): the list's lines of
+    one file and host, a few lines apart at most, in the order the launcher started them."""
+    ranks: dict[int, int] = {}
+    runs: dict[tuple[str, str | None], tuple[int, int]] = {}  # (last line, length) of each list
+    for e in events:
+        pid = field_int(e, "pid")
+        if e.signature != KILL_LIST or pid is None:
+            continue
+        key = (e.line.path, e.line.host)
+        last, length = runs.get(key, (-10, 0))
+        length = length if 0 < e.line.lineno - last <= 3 else 0
+        runs[key] = (e.line.lineno, length + 1)
+        ranks.setdefault(pid, length)
+    return ranks
 
 
 def pid_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
