@@ -3,9 +3,10 @@ log say about which rank it was. Each clue names a culprit only when it points a
 rank, and says so in `culprit.reason`:
 
 - a kernel or cgroup OOM-kill report names the process killed: its pid, matched to the rank
-  torchrun's failure report gives that pid, or to its place in a launcher's kill list (DeepSpeed's
-  `Killing subprocess <pid>` lines, local rank 0 first); or its Slurm task (`task_memcg=.../task_3`, srun's
-  `task 3: Out Of Memory`), a rank when the log ties tasks to ranks;
+  torchrun's failure report gives that pid, or to its place in a launcher's kill list
+  (DeepSpeed's `Killing subprocess <pid>` lines, local rank 0 first); or its Slurm task
+  (`task_memcg=.../task_3`, srun's `task 3: Out Of Memory`), a rank when the log ties tasks to
+  ranks;
 - the root cause's own process id (OpenMPI's `[host:pid] Signal: ...` backtrace, a kernel's
   segfault line) in a launcher's report that names that pid with a rank (mpirun's `process rank
   0 with PID 19474`, torchrun's failure block);
