@@ -66,37 +66,11 @@ def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: W
     if root.category != "oom_host":
         return culprit
     pids = {p for e in events if e.signature in OOM_KILLS if (p := field_int(e, "pid")) is not None}
-    if pids:
-        # torchrun reports each worker it lost with its pid: its failure block's `exitcode : -9
-        # (pid: 4712)` under a rank, its agent's `failed (exitcode: -9) local_rank: 2 (pid: 4712)`
-        fits = {
-            (field_int(e, "rank"), field_int(e, "local_rank"))
-            for e in events
-            if e.role == "summary"
-            and field_int(e, "pid") in pids
-            and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
-        }
-        if len(fits) == 1:
-            rank, local = fits.pop()
-            if rank is None and local is not None:
-                rank = world.rank_of_stream(Stream(None, None, local, None))
-            which = f"rank {rank}" if rank is not None else f"local rank {local}"
-            pid = ", ".join(map(str, sorted(pids)))
-            why = f"the OOM killer killed pid {pid}, which the launcher reports as {which}"
-            return _named(culprit, rank, local, why, 0.8)
-        started = kill_list_ranks(events)
-        locals_ = {started[p] for p in pids if p in started}
-        if len(locals_) == 1:
-            local = locals_.pop()
-            rank = world.rank_of_stream(Stream(None, None, local, None))
-            if rank is None and world.nodes <= 1:
-                rank = local
-            pid = ", ".join(map(str, sorted(pids)))
-            why = (
-                f"the OOM killer killed pid {pid}, which the launcher's kill list (workers in the "
-                f"order it started them) gives as local rank {local}"
-            )
-            return _named(culprit, rank, local, why, 0.7)
+    named = _launcher_names(pids, events, world, None)
+    if named is not None:
+        rank, local, how, conf = named
+        pid = ", ".join(map(str, sorted(pids)))
+        return _named(culprit, rank, local, f"the OOM killer killed pid {pid}, which {how}", conf)
     tasks: set[int] = set()
     for e in events:
         if e.signature in SLURM_OOM:
@@ -133,29 +107,53 @@ def kill_list_ranks(events: Sequence[Event]) -> dict[int, int]:
 
 
 def pid_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
-    """A root that names its process (a `pid` field) while a launcher's report names that pid,
-    on the root's host if both say one, with a rank: that rank."""
+    """A root that names its process (a `pid` field) while a launcher names that pid, on the
+    root's host if both say one, with a rank: that rank."""
     pid = field_int(root, "pid")
     if pid is None:
         return culprit
     host = root.fields.get("host") or root.line.host
+    named = _launcher_names({pid}, [e for e in events if e is not root], world, host)
+    if named is None:
+        return culprit
+    rank, local, how, conf = named
+    return _named(culprit, rank, local, f"the root line's process is pid {pid}, which {how}", conf)
+
+
+def _launcher_names(
+    pids: set[int], events: Sequence[Event], world: World, host: str | None
+) -> tuple[int | None, int | None, str, float] | None:
+    """The one (rank, local rank) a launcher gives `pids`, how it said so and how sure that is:
+    a report naming the pid with a rank (torchrun's failure block `exitcode : -9 (pid: 4712)`,
+    its agent's `failed (...) local_rank: 2 (pid: 4712)`, mpirun's `process rank 0 with PID
+    4712`), else the pid's place in its kill list (KILL_LIST)."""
+    if not pids:
+        return None
     fits = {
         (field_int(e, "rank"), field_int(e, "local_rank"))
         for e in events
-        if e is not root
-        and e.role == "summary"
-        and field_int(e, "pid") == pid
+        if e.role == "summary"
+        and field_int(e, "pid") in pids
         and not (host and (other := e.fields.get("host") or e.line.host) and other != host)
         and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
     }
-    if len(fits) != 1:
-        return culprit
-    rank, local = fits.pop()
+    if len(fits) == 1:
+        rank, local = fits.pop()
+        how, conf = "the launcher reports as {}", 0.8
+    else:
+        started = kill_list_ranks(events)
+        kills = {started[p] for p in pids if p in started}
+        if len(kills) != 1:
+            return None
+        rank, local = None, kills.pop()
+        how = "the launcher's kill list (workers in the order it started them) gives as {}"
+        conf = 0.7
     if rank is None and local is not None:
         rank = world.rank_of_stream(Stream(None, host, local, None))
+        if rank is None and world.nodes <= 1 and not world.multi_node_tee:
+            rank = local
     which = f"rank {rank}" if rank is not None else f"local rank {local}"
-    why = f"the launcher reports pid {pid}, the process of the root line, as {which}"
-    return _named(culprit, rank, local, why, 0.85)
+    return rank, local, how.format(which), conf
 
 
 def same_error_culprit(
