@@ -91,6 +91,38 @@ def test_slowdowns_of_3_percent_are_found_in_most_runs(
     assert found >= 0.75 * len(SEEDS)
 
 
+@pytest.mark.parametrize(
+    ("slower", "lines", "found"),
+    [(0.03, 12, False), (0.03, 40, True), (0.06, 12, True)],
+    ids=["3%-for-12-lines", "3%-for-40-lines", "6%-for-12-lines"],
+)
+def test_a_few_percent_for_a_few_lines_is_the_machines_noise(
+    slower: float, lines: int, found: bool
+) -> None:
+    """A warning-sized slowdown counts from MIN_LINES lines; a few percent must last longer:
+    shorter, it is a neighbour's job or a page-cache flush, not a part failing slow."""
+    import numpy as np
+
+    from logscope.findings.slowdowns import StepTimes, find_slowdowns
+
+    n, lo = 300, 150
+    rng = np.random.default_rng(7)
+    secs = 2.0 * (1 + rng.normal(0, 0.003, n))
+    secs[lo : lo + lines] *= 1 + slower
+    series = StepTimes(
+        attempt=0,
+        rows=slice(0, n),
+        seq=np.arange(n, dtype=np.int64),
+        iteration=np.arange(1, n + 1, dtype=np.int64),
+        covered=np.ones(n),
+        seconds=secs,
+        units=np.ones(n),
+        time=np.cumsum(secs) + 1.7e9,
+    )
+    got = find_slowdowns([series], 8, {}, lambda seq: (None, None))
+    assert [f.start_iteration for f in got] == ([lo + 1] if found else []), got
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize("plan", [Plan(), Plan(fp16=True), Plan(log_interval=5, iterations=3000)])
 def test_healthy_generated_runs_have_no_finding(tmp_path: Path, plan: Plan) -> None:

@@ -31,6 +31,10 @@ MIN_SLOWDOWN = 0.025
 WARN_SLOWDOWN = 0.04
 """A slowdown this large is a warning (a few percent is info: worth knowing, rarely worth a
 node swap)."""
+MINOR_MIN_LINES = 3 * MIN_LINES
+"""A slowdown below WARN_SLOWDOWN is one only when it lasts this many progress lines: a few
+percent for a few lines is the machine's own noise (a neighbour's job, a page-cache flush,
+a busy file system), which a fail-slow part is not: it stays slow."""
 BASELINE_SHARE = 0.05
 """The baseline regime lasted at least this share of the run's compared lines."""
 
@@ -147,7 +151,7 @@ def find_slowdowns(
         first, last = regs[0][0], regs[-1][1]
         for start, end, level in regs:
             slower = math.expm1(level - base)
-            if slower < MIN_SLOWDOWN:
+            if slower < MIN_SLOWDOWN or (slower < WARN_SLOWDOWN and end - start < MINOR_MIN_LINES):
                 continue
             at_start = start == first
             if (
