@@ -11,10 +11,12 @@ import re
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from logscope.engine.analyze import analyze
 from logscope.engine.feed import default_library
+from logscope.findings.slowdowns import StepTimes, find_slowdowns
 from logscope.model import (
     Analysis,
     CountDetail,
@@ -101,10 +103,6 @@ def test_a_few_percent_for_a_few_lines_is_the_machines_noise(
 ) -> None:
     """A warning-sized slowdown counts from MIN_LINES lines; a few percent must last longer:
     shorter, it is a neighbour's job or a page-cache flush, not a part failing slow."""
-    import numpy as np
-
-    from logscope.findings.slowdowns import StepTimes, find_slowdowns
-
     n, lo = 300, 150
     rng = np.random.default_rng(7)
     secs = 2.0 * (1 + rng.normal(0, 0.003, n))

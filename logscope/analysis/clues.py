@@ -25,7 +25,7 @@ rank, and says so in `culprit.reason`:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..lines.hostlist import expand_hostlist
 from ..match.events import FAILURE_ENTRY
@@ -68,9 +68,9 @@ def oom_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: W
     pids = {p for e in events if e.signature in OOM_KILLS if (p := field_int(e, "pid")) is not None}
     named = _launcher_names(pids, events, world, None)
     if named is not None:
-        rank, local, how, conf = named
         pid = ", ".join(map(str, sorted(pids)))
-        return _named(culprit, rank, local, f"the OOM killer killed pid {pid}, which {how}", conf)
+        why = f"the OOM killer killed pid {pid}, which {named.how}"
+        return _named(culprit, named.rank, named.local, why, named.confidence)
     tasks: set[int] = set()
     for e in events:
         if e.signature in SLURM_OOM:
@@ -116,13 +116,24 @@ def pid_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: W
     named = _launcher_names({pid}, [e for e in events if e is not root], world, host)
     if named is None:
         return culprit
-    rank, local, how, conf = named
-    return _named(culprit, rank, local, f"the root line's process is pid {pid}, which {how}", conf)
+    why = f"the root line's process is pid {pid}, which {named.how}"
+    return _named(culprit, named.rank, named.local, why, named.confidence)
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherName:
+    """The rank a launcher gives a process."""
+
+    rank: int | None
+    local: int | None
+    how: str
+    """How the launcher said so, to follow `which` in a culprit's reason."""
+    confidence: float
 
 
 def _launcher_names(
     pids: set[int], events: Sequence[Event], world: World, host: str | None
-) -> tuple[int | None, int | None, str, float] | None:
+) -> LauncherName | None:
     """The one (rank, local rank) a launcher gives `pids`, how it said so and how sure that is:
     a report naming the pid with a rank (torchrun's failure block `exitcode : -9 (pid: 4712)`,
     its agent's `failed (...) local_rank: 2 (pid: 4712)`, mpirun's `process rank 0 with PID
@@ -153,7 +164,7 @@ def _launcher_names(
         if rank is None and world.nodes <= 1 and not world.multi_node_tee:
             rank = local
     which = f"rank {rank}" if rank is not None else f"local rank {local}"
-    return rank, local, how.format(which), conf
+    return LauncherName(rank, local, how.format(which), conf)
 
 
 def same_error_culprit(
