@@ -427,6 +427,53 @@ def test_failure_block_root_cause_entry_is_first_observed(run: Run) -> None:
     failed(run, lines, "process_killed", lineno(lines, _BLOCK[-2]))
 
 
+def test_exception_at_the_end_of_an_entrys_traceback_is_read(run: Run) -> None:
+    # torchrun prints a worker's error file under `traceback :`, frames indented below it; the
+    # exception line ends the block (it is no field of it) and is a line of its own: the cause
+    frames = [
+        '    File "/opt/train/model.py", line 88, in forward',
+        "      h = layer(h)",
+        '    File "/opt/torch/nn/modules/module.py", line 1751, in _call_impl',
+        "      return forward_call(*args, **kwargs)",
+        '    File "/opt/train/layers.py", line 41, in forward',
+        "      buf = torch.empty(n, device=device)",
+    ]
+    oom = (
+        "  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 3 has "
+        "a total capacity of 79.15 GiB of which 20.00 MiB is free."
+    )
+    entry = [
+        "[1]:",
+        "  time      : 2024-11-02_07:15:40",
+        "  host      : gpu-a17.cluster",
+        "  rank      : 3 (local_rank: 3)",
+        "  exitcode  : 1 (pid: 88123)",
+        "  error_file: /tmp/torchelastic_x/attempt_0/3/error.json",
+        "  traceback : Traceback (most recent call last):",
+        *frames,
+        oom,
+        "  ",
+    ]
+    lines = ["Failures:", *entry, *entry, "=" * 60]
+    failed(run, lines, "oom_gpu", lines.index(oom) + 1)
+
+
+def test_a_terminate_whose_what_is_lost_takes_the_category_of_its_burst(run: Run) -> None:
+    # two ranks abort together; rank 0's `what():` is glued into rank 5's backtrace, so its
+    # terminate line says nothing of its own: the burst's known error says what failed
+    lines = [
+        "[1,0]<stderr>:terminate called after throwing an instance of 'std::logic_error'",
+        "[1,5]<stderr>:terminate called after throwing an instance of 'std::logic_error'",
+        "[1,5]<stderr>:  what():  cudaStreamSynchronize failed: unspecified launch failure",
+        "[1,5]<stderr>:[gpu-2:7781] *** Process received signal ***",
+        "[1,5]<stderr>:[gpu-2:7781] [ 0] [1,0]<stderr>:  what():  cudaStreamSynchronize fail",
+    ]
+    _doc, inc = failed(run, lines, "cuda_error", None)
+    assert inc["root_cause"]["line"] in (1, 3), inc["root_cause"]
+    # a terminate alone, nothing known near it, stays unknown
+    failed(run, lines[:2], "unknown", 1)
+
+
 def test_state_dict_list_without_its_head(run: Run) -> None:
     lines = [
         f"[rank3]:        size mismatch for decoder.layers.{i}.fc1.weight: copying a param with "

@@ -98,6 +98,31 @@ def test_an_optional_import_logged_with_its_traceback_is_survived_by_nature(
     assert doc["survived"] == []
 
 
+def test_a_traceback_a_logger_prints_at_warning_level_was_caught(tmp_path: Path) -> None:
+    """Every line of the traceback carries the logger's WARNING header (a compiler falling back
+    to eager mode): the program went on, and the scheduler's time limit ended the job."""
+    head = "[2024-06-02 10:04:57,788] torch._dynamo.convert_frame: [{level}] "
+    record = [
+        "WON'T CONVERT forward /work/model.py line 88",
+        "due to: ",
+        "Traceback (most recent call last):",
+        '  File "/work/env/lib/python3.11/site-packages/torch/_inductor/codecache.py", line 40',
+        "    raise self._exception",
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+        "FileNotFoundError: [Errno 2] No such file or directory: 'ldconfig'",
+    ]
+    end = (
+        "slurmstepd: error: *** JOB 4242 ON gpu07 CANCELLED AT 2024-06-03T10:05:00 "
+        "DUE TO TIME LIMIT ***"
+    )
+    _code, doc = _analyze(tmp_path, [head.format(level="WARNING") + r for r in record] + [end])
+    assert doc["verdict"]["category"] == "timelimit", doc["verdict"]
+    assert doc["job"]["outcome"] == "timelimit", doc["job"]
+    # the same traceback logged at ERROR is the failure
+    _code, doc = _analyze(tmp_path, [head.format(level="ERROR") + r for r in record] + [end])
+    assert doc["verdict"]["category"] == "io_error", doc["verdict"]
+
+
 def test_a_caught_traceback_cut_before_its_exception_does_not_excuse_a_later_one(
     tmp_path: Path,
 ) -> None:

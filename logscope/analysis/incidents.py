@@ -152,6 +152,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         if culprit.rank is None and culprit.local_rank is None:
             culprit = launcher_culprit(culprit, events, world)
         category = stated_reason(root, events, library) or root.category or "python_exception"
+        if category == "unknown":
+            category = _burst_category(root, causes, library) or category
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
             category = "gpu_hardware"
@@ -294,6 +296,21 @@ def _refine(first: Event, causes: Sequence[Event], world: World, library: Librar
         if same and _strength(e, library) > _strength(best, library):
             best = e
     return best
+
+
+def _burst_category(root: Event, causes: Sequence[Event], library: Library) -> Category | None:
+    """The category of the first cause a signature of its own knows in the lines printed with
+    an unknown root (a `terminate called` whose `what():` another process's line cut off, while
+    a process that failed with it printed its own): what failed, where the root does not say."""
+    for e in causes:
+        gap = e.line.lineno - root.line.lineno
+        if e.line.path != root.line.path or gap < 0:
+            continue
+        if gap > _BURST_LINES:
+            break
+        if e.category not in (None, "unknown") and not _catch_all(e, library):
+            return e.category
+    return None
 
 
 def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:

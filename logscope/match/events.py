@@ -159,14 +159,15 @@ class Extractor:
     def feed(self, line: Line, hit: Hit | None, seq: int = 0) -> list[Event]:
         """Events of one decoded line (none for most), given its best signature match; `seq`
         is the line's order key."""
-        out: list[Event] = []
-        block_events = self._block_line(line)
-        if block_events is not None:
-            return block_events
+        # a line that is not the open block's closes it, and is still a line of its own (a
+        # traceback's exception after the `traceback :` field of a failure entry)
+        out, consumed = self._block_line(line)
+        if consumed:
+            return out
         if hit is None and _BLOCK_START.match(line.text):
             # an excerpt of the block without its ChildFailedError header
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno - 1)
-            return self._block_line(line) or []
+            return out + self._block_line(line)[0]
         if hit is None:
             if looks_like_error(line.text):
                 self.unrecognized.add(line)
@@ -199,13 +200,14 @@ class Extractor:
         ):
             # `exited on signal 9` is what torchrun and srun call exit code -9
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
-        # a message logged below error level that carries a traceback: the exception was caught
+        # a message logged below error level that carries a traceback, or a traceback whose
+        # every line a logger prints at a level below error: the exception was caught
         caught = (
             sig.kind == "failure"
             and sig.id != TRACEBACK_START
             and severity in ("info", "warning")
             and TRACEBACK_TEXT in line.text
-        )
+        ) or (sig.id == TRACEBACK_START and line.level in _NOT_A_FAILURE_LEVEL)
         opens = sig.id == TRACEBACK_START or caught
         # the stream is looked at only while a traceback is open or starts: not per progress line
         tracking = bool(self._tracebacks) or opens
@@ -315,28 +317,29 @@ class Extractor:
             time_exact=line.time is not None,
         )
 
-    def _block_line(self, line: Line) -> list[Event] | None:
-        """Consume a line of an open ChildFailedError block; None if it is not one."""
+    def _block_line(self, line: Line) -> tuple[list[Event], bool]:
+        """The events a line of an open ChildFailedError block gives, and whether the line was
+        the block's; a line that is not closes the block (its entries are the events)."""
         key = (line.path, line.task, line.host)
         blk = self._blocks.get(key)
         if blk is None:
-            return None
+            return [], False
         if line.lineno - blk.last_lineno > 4:
             # the block's lines are consecutive; a gap means it ended without its border
-            return self._close(key) or None
+            return self._close(key), False
         text = line.text
         blk.last_lineno = line.lineno
         if text.startswith("Root Cause"):
             blk.section = "root"
-            return []
+            return [], True
         if text.startswith(("Failures:", "Other Failures:")):
             blk.section = "other"
-            return []
+            return [], True
         m = _BLOCK_ENTRY.match(text)
         if m:
             blk.current = {"index": m.group(1), "section": blk.section}
             blk.entries.append(blk.current)
-            return []
+            return [], True
         m = _BLOCK_FIELD.match(text)
         if m and (blk.current is None or m.group(1) in blk.current):
             # the `[3]:` header line is not a candidate (see BLOCK_TRIGGERS): a field seen
@@ -350,16 +353,16 @@ class Extractor:
                 blk.exit_lines[len(blk.entries) - 1] = line
             elif m.group(1) == "traceback" and _BLOCK_SIGNAL.search(m.group(2)):
                 blk.signal_lines[len(blk.entries) - 1] = line
-            return []
+            return [], True
         if text.startswith("=====") and blk.section == "root" and blk.current is not None:
-            return self._close(key)
+            return self._close(key), True
         if (
             text.lstrip().startswith(("-----", "=====", "<NO_OTHER_FAILURES>"))
             or text.endswith(" FAILED")
             or not text.strip()
         ):
-            return []
-        return self._close(key) or None
+            return [], True
+        return self._close(key), False
 
     def _close(self, key: tuple[str, int | None, str | None]) -> list[Event]:
         blk = self._blocks.pop(key)
