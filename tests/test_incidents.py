@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from logscope.analysis.culprits import World
 from logscope.analysis.incidents import SPLIT_AFTER_PROGRESS, cascade_ranks
 from logscope.model import Event, Incident
@@ -472,6 +474,39 @@ def test_a_terminate_whose_what_is_lost_takes_the_category_of_its_burst(run: Run
     assert inc["root_cause"]["line"] in (1, 3), inc["root_cause"]
     # a terminate alone, nothing known near it, stays unknown
     failed(run, lines[:2], "unknown", 1)
+
+
+def test_an_abort_while_the_exception_unwinds_is_not_the_error(run: Run) -> None:
+    # the process's Python error, then libstdc++'s abort from a destructor that threw on the
+    # way out: the error is the root, the abort how the process died of it
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 210, in load_state',
+        "    state = torch.load(path)",
+        "RuntimeError: read(): fd 33 failed with Stale file handle",
+        "terminate called after throwing an instance of 'c10::Error'",
+        "  what():  owning_ptr == NullType::singleton() || owning_ptr->refcount_.load() > 0 "
+        "INTERNAL ASSERT FAILED at ../c10/util/intrusive_ptr.h:475",
+    ]
+    failed(run, lines, "io_error", 4)
+    # the terminate's own what() still refines the terminate
+    failed(run, lines[4:], None, 2)
+
+
+@pytest.mark.parametrize(
+    ("signal", "category"),
+    [("SIGBUS", "segfault"), ("SIGSEGV", "segfault"), ("SIGKILL", "process_killed")],
+)
+def test_a_report_naming_the_signal_takes_its_category(
+    run: Run, signal: str, category: str
+) -> None:
+    # mp.spawn names the child's signal, not an exit code
+    lines = [
+        "[rank0]: ProcessGroupNCCL initialization options: size: 2",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal "
+        + signal,
+    ]
+    failed(run, lines, category, 2)
 
 
 def test_state_dict_list_without_its_head(run: Run) -> None:

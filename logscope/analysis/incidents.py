@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -89,6 +89,11 @@ def signal_death(e: Event) -> bool:
             return EXIT_SIGNALS[code][0] != "SIGTERM"
         return code < 0 or code > 128
     return bool(name) and name != "SIGTERM"
+
+
+_SIGNAL_CATEGORY: Mapping[str, Category] = MappingProxyType(dict(EXIT_SIGNALS.values()))
+"""A signal's category by its name, where a report names the signal and gives no exit code
+(`process 0 terminated with signal SIGBUS`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +189,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         category = (
             EXIT_SIGNALS[code][1]
             if code is not None and code in EXIT_SIGNALS
-            else root.category or "process_killed"
+            else _SIGNAL_CATEGORY.get(name or "") or root.category or "process_killed"
         )
         return _Pick(root, culprit, category)
     symptoms = [e for e in serious if e.role == "symptom"]
@@ -281,6 +286,10 @@ def _after_own(cause: Event, failed: dict[int, int], world: World, library: Libr
     return rank is not None and failed.get(rank, cause.seq) < cause.seq
 
 
+_ABORT = "terminate called"
+"""libstdc++'s verbose terminate handler: a C++ abort starts here."""
+
+
 def _refine(first: Event, causes: Sequence[Event], world: World, library: Library) -> Event:
     """The most telling line of the first failing rank's burst (e.g. `what():` over `terminate`)."""
     rank = world.rank_of(first.line)
@@ -293,6 +302,10 @@ def _refine(first: Event, causes: Sequence[Event], world: World, library: Librar
             and e.line.local_rank == first.line.local_rank
             and e.line.task == first.line.task
         )
+        if same and e.seq > first.seq and _ABORT in e.line.text and _ABORT not in first.line.text:
+            # libstdc++'s abort after the process's own error (a destructor that threw while
+            # the exception unwound): how the process died of it, not a better account of it
+            break
         if same and _strength(e, library) > _strength(best, library):
             best = e
     return best
