@@ -509,6 +509,27 @@ def test_a_report_naming_the_signal_takes_its_category(
     failed(run, lines, category, 2)
 
 
+def test_a_cut_traceback_is_explained_by_the_warning_just_before_it(run: Run) -> None:
+    # the log ends inside the traceback: the NCCL WARN the process printed just before it says
+    # what failed (its host named only by NCCL's own prefix)
+    warn = (
+        "gpu-node-4:140:140 [0] graph/rings.cc:47 NCCL WARN Error : ring 0 does not loop back "
+        "to start (1 != 0)"
+    )
+    lines = [
+        "[2/20][4084/7614] Loss: 9.590029",
+        warn,
+        "gpu-node-4:140:140 [0] NCCL INFO transport/net.cc:1007 -> 6",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 135, in train',
+        "    average_gradients(model)",
+    ]
+    failed(run, lines, "comm_error", 2)
+    # a warning far from it says nothing of it
+    far = [lines[0], warn, *[f"step {n} done" for n in range(8)], *lines[3:]]
+    failed(run, far, "python_exception", far.index("Traceback (most recent call last):") + 1)
+
+
 def test_state_dict_list_without_its_head(run: Run) -> None:
     lines = [
         f"[rank3]:        size mismatch for decoder.layers.{i}.fc1.weight: copying a param with "

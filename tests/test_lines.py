@@ -376,6 +376,17 @@ def test_glued_tee_header_of_another_rank() -> None:
     assert [(g.text, g.local_rank) for g in got] == [(" 12%|#1 | 2/16", 0), ("rank 5 ready", 5)]
 
 
+def test_a_bracketed_host_before_its_port_is_no_glued_header() -> None:
+    # c10d prints sockets as `addr=[host]:port`: a host with a digit in its name, then `]:`
+    raw = (
+        "[rank29]:[W818 03:13:25.177502783 TCPStore.cpp:125] [c10d] recvValue failed on "
+        "SocketImpl(fd=69, addr=[nid006853]:38514, remote=[nid006844]:8888): Failed to recv"
+    )
+    (line,) = parse_line(raw, "job.log", 1, year=YEAR)
+    assert line.rank == 29 and line.level == "W", fields(line)
+    assert line.text.startswith("[c10d] recvValue failed") and line.text.endswith("Failed to recv")
+
+
 def test_invalid_utf8_is_replaced() -> None:
     data = b"[default1]:caf\xe9 \xff\xfe failed\n"
     (line,) = parse_line(decode(data), "job.log", 1)

@@ -123,6 +123,26 @@ def test_a_traceback_a_logger_prints_at_warning_level_was_caught(tmp_path: Path)
     assert doc["verdict"]["category"] == "io_error", doc["verdict"]
 
 
+def test_a_symptom_its_logger_prints_as_a_warning_does_not_end_the_job(tmp_path: Path) -> None:
+    """A rank's c10 logger says `W` of a lost store connection (a finished step's teardown): a
+    warning by its emitter's word; the time limit ended the job. At `E` it is the failure."""
+    store = (
+        "{r}: [rank{r}]:[{lvl}818 03:13:25.177502783 TCPStore.cpp:125] [c10d] recvValue failed on "
+        "SocketImpl(fd=69, addr=[nid006853]:38514, remote=[nid006844]:8888): Failed to recv, got "
+        "0 bytes. Connection was likely closed. Did the remote server shutdown or crash?"
+    )
+    end = (
+        "slurmstepd: error: *** STEP 3108079.2 ON nid006844 CANCELLED AT 2026-08-18T03:25:55 "
+        "DUE TO TIME LIMIT ***"
+    )
+    lines = [store.format(r=r, lvl="W") for r in (2, 8, 29)] + [end]
+    _code, doc = _analyze(tmp_path, lines)
+    assert doc["verdict"]["category"] == "timelimit", doc["verdict"]
+    lines = [store.format(r=r, lvl="E") for r in (2, 8, 29)] + [end]
+    _code, doc = _analyze(tmp_path, lines)
+    assert doc["verdict"]["category"] == "comm_error", doc["verdict"]
+
+
 def test_a_caught_traceback_cut_before_its_exception_does_not_excuse_a_later_one(
     tmp_path: Path,
 ) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..match.events import EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED
+from ..match.events import CUT_TRACEBACK, EXIT_SIGNALS, FAILURE_ENTRY, UNRECOGNIZED
 from ..match.signatures import Library
 from ..model import (
     Category,
@@ -52,12 +52,19 @@ def _order(e: Event) -> int:
 
 
 def _just_before(w: Event, e: Event) -> bool:
-    """`w` is a warning of `e`'s stream at most _LEAD_LINES lines before it."""
+    """`w` is a line of `e`'s process at most _LEAD_LINES lines before it (what one line's
+    prefix does not name, as a traceback's host, is the other's)."""
+    a, b = w.line, e.line
     return (
-        w.line.path == e.line.path
-        and 0 <= e.line.lineno - w.line.lineno <= _LEAD_LINES
-        and w.line.stream == e.line.stream
+        a.path == b.path
+        and 0 <= b.lineno - a.lineno <= _LEAD_LINES
+        and all(x == y or x is None or y is None for x, y in zip(a.stream, b.stream, strict=True))
     )
+
+
+def _leads(w: Event, e: Event) -> bool:
+    """`w` is a warning a signature knows, just before `e` in the same process."""
+    return w.severity == "warning" and w.signature != UNRECOGNIZED and _just_before(w, e)
 
 
 def _strength(e: Event, library: Library) -> tuple[int, int, int]:
@@ -124,6 +131,10 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     ]
     if causes:
         root = _refine(causes[0], causes, world, library)
+        if root.signature == UNRECOGNIZED and root.fields.get("message") == CUT_TRACEBACK:
+            # a traceback cut before its exception says nothing of what failed: a warning the
+            # process printed just before it does (`NCCL WARN Call to bind failed`)
+            root = next((w for w in events if _leads(w, root)), root)
         rank = world.rank_of(root.line)
         culprit = Culprit(
             rank=rank,
@@ -196,7 +207,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     if symptoms:
         timeouts = [e for e in symptoms if e.category == "collective_timeout"] or symptoms
         root = timeouts[0]
-        lead = next((w for w in events if w.severity == "warning" and _just_before(w, root)), None)
+        lead = next((w for w in events if _leads(w, root)), None)
         if lead is not None:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
         # what the ranks say beats the launcher's first failure: torchrun's Root Cause names the

@@ -106,8 +106,9 @@ _MONTHS = MappingProxyType(
 # a tee header, or a C++ logger header, that does not start the line.
 # The literal `[` comes first so the search skips to each `[` (35x faster than a lookbehind
 # tried at every position); the match starts at the header's `[`.
+# (a host in brackets before its port, `remote=[nid006844]:8888`, is no header)
 GLUED_HEADER = re.compile(
-    r"\[(?<=\S\[)(?=[A-Za-z_][\w.-]*?:?\d+\]:"
+    r"\[(?<=\S\[)(?=[A-Za-z_][\w.-]*?:?\d+\]:(?!\d)"
     r"|[FEWI]\d{0,4}(?: \d\d:\d\d:\d\d\.\d+)? [\w.+-]+\.(?:cpp|hpp|cc|h):\d+\] )"
 )
 """Another rank's header glued inside a line (the bulk parse leaves such lines to the decoder)."""

@@ -28,6 +28,8 @@ _BLOCK_EXIT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?(?:\s+\((SIG\w+)\))?")
 _BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
 
 FAILURE_ENTRY = "torchrun.failure_entry"
+CUT_TRACEBACK = "a traceback whose exception the log does not show"
+"""The message of a traceback kept as a failure of last resort (its exception never came)."""
 """Synthetic signature id of one entry of a ChildFailedError block."""
 UNRECOGNIZED = "unrecognized.error_line"
 """Synthetic signature id of an error-looking line that no signature knows: the
@@ -193,6 +195,10 @@ class Extractor:
                 # `caused by previous Xid 79`: the cleanup of a dead GPU says the GPU died
                 category = root.get("category", category)
                 severity = root.get("severity", severity)
+        if line.level == "W" and sig.role == "symptom" and severity == "error":
+            # the emitter's own logger calls it a warning (c10's `[W...]`, glog's `W1129`,
+            # Python's `WARNING`): a peer's trouble it saw and went on from
+            severity = "warning"
         if (
             sig.role == "summary"
             and "exit_code" not in fields
@@ -429,7 +435,7 @@ class Extractor:
                 replace(
                     start,
                     signature=UNRECOGNIZED,
-                    fields={"message": "a traceback whose exception the log does not show"},
+                    fields={"message": CUT_TRACEBACK},
                     category="python_exception",
                     severity="error",
                     role="cause",
