@@ -6,13 +6,16 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from logscope import analyze
 from logscope.engine.feed import default_library
 from logscope.match.prefilter import BLOCK_TRIGGERS, Prefilter
+from logscope.match.signatures import TriggerIndex
 from logscope.read.newlines import Newlines
 
 LIBRARY = default_library()
@@ -213,3 +216,27 @@ def test_trigger_index_cache_matches_a_scan_of_every_trigger(lines: list[str]) -
     assert index is not None
     for raw in lines:
         assert index.candidates(raw) == naive_signatures(raw), raw
+
+
+def test_a_line_of_many_progress_states_is_scanned_for_triggers_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a progress bar redrawn with `\r` thousands of times is one physical line of many records;
+    # each record's triggers are its line's, found by one scan, not one scan per record
+    states = [
+        f"Epoch 3:  {i // 3}%|#    | {i}/300 [00:{i % 60:02d}<01:10, 22.8it/s]" for i in range(300)
+    ]
+    log = tmp_path / "bar.log"
+    log.write_text(
+        "\r".join(states) + "Received SIGTERM: 15\nRuntimeError: CUDA error: out of memory\n"
+    )
+    scans: list[int] = []
+    scan = TriggerIndex.candidates_in
+    monkeypatch.setattr(
+        TriggerIndex,
+        "candidates_in",
+        lambda self, data, shape=None: scans.append(len(data)) or scan(self, data, shape),
+    )
+    result = analyze([str(log)])
+    assert result.verdict is not None and result.verdict.category == "oom_gpu"
+    assert sum(1 for n in scans if n > 10_000) <= 2, len(scans)

@@ -114,6 +114,9 @@ class TriggerIndex:
     _by_shape: dict[bytes, tuple[tuple[int, ...], tuple[bytes, ...]]] = field(
         default_factory=dict, compare=False
     )
+    _last_long: list[tuple[str, tuple[int, ...]]] = field(default_factory=list, compare=False)
+    """The last long line's answer: the records a line's `\r` states make share its raw text
+    (a progress bar redrawn thousands of times on one physical line), which is scanned once."""
 
     @classmethod
     def build(cls, trigger_sets: Sequence[Sequence[str]]) -> TriggerIndex:
@@ -130,8 +133,14 @@ class TriggerIndex:
 
     def candidates(self, raw: str) -> tuple[int, ...]:
         """Indexes of the signatures whose trigger the line holds, ascending."""
+        long = len(raw) > _SHAPE_MAX_LEN
+        if long and self._last_long and self._last_long[0][0] is raw:
+            return self._last_long[0][1]
         # UTF-8 keeps substrings: a trigger is in the text iff its bytes are in the text's bytes
-        return self.candidates_in(raw.encode("utf-8", "surrogatepass"))
+        found = self.candidates_in(raw.encode("utf-8", "surrogatepass"))
+        if long:
+            self._last_long[:] = [(raw, found)]
+        return found
 
     def candidates_in(self, data: bytes, shape: bytes | None = None) -> tuple[int, ...]:
         """`candidates` of a line's UTF-8 bytes (`shape`: the bytes with their digits made
