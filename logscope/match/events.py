@@ -28,9 +28,9 @@ _BLOCK_EXIT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?(?:\s+\((SIG\w+)\))?")
 _BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
 
 FAILURE_ENTRY = "torchrun.failure_entry"
+"""Synthetic signature id of one entry of a ChildFailedError block."""
 CUT_TRACEBACK = "a traceback whose exception the log does not show"
 """The message of a traceback kept as a failure of last resort (its exception never came)."""
-"""Synthetic signature id of one entry of a ChildFailedError block."""
 UNRECOGNIZED = "unrecognized.error_line"
 """Synthetic signature id of an error-looking line that no signature knows: the
 incident of last resort, so that a log with a plain failure is never called healthy."""
