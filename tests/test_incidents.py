@@ -13,7 +13,7 @@ import pytest
 
 from logscope.analysis.culprits import World
 from logscope.analysis.incidents import SPLIT_AFTER_PROGRESS, cascade_ranks
-from logscope.model import Event, Incident
+from logscope.model import Event, Incident, Stream
 
 from .helpers import Run, assert_root, fed, incidents_of, lineno, verdict_incident
 
@@ -528,6 +528,14 @@ def test_a_cut_traceback_is_explained_by_the_warning_just_before_it(run: Run) ->
     # a warning far from it says nothing of it
     far = [lines[0], warn, *[f"step {n} done" for n in range(8)], *lines[3:]]
     failed(run, far, "python_exception", far.index("Traceback (most recent call last):") + 1)
+
+
+def test_streams_agree_where_neither_contradicts_the_other() -> None:
+    nccl = Stream(None, "gpu-node-4", None, None)  # NCCL's prefix names the host only
+    assert nccl.agrees(Stream(None, None, None, None))
+    assert nccl.agrees(Stream(None, "gpu-node-4", 0, 3))
+    assert not nccl.agrees(Stream(None, "gpu-node-5", None, None))
+    assert not Stream(None, None, 1, None).agrees(Stream(None, None, 2, None))
 
 
 def test_state_dict_list_without_its_head(run: Run) -> None:

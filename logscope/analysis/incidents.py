@@ -52,13 +52,10 @@ def _order(e: Event) -> int:
 
 
 def _just_before(w: Event, e: Event) -> bool:
-    """`w` is a line of `e`'s process at most _LEAD_LINES lines before it (what one line's
-    prefix does not name, as a traceback's host, is the other's)."""
+    """`w` is a line of `e`'s process (Stream.agrees) at most _LEAD_LINES lines before it."""
     a, b = w.line, e.line
     return (
-        a.path == b.path
-        and 0 <= b.lineno - a.lineno <= _LEAD_LINES
-        and all(x == y or x is None or y is None for x, y in zip(a.stream, b.stream, strict=True))
+        a.path == b.path and 0 <= b.lineno - a.lineno <= _LEAD_LINES and a.stream.agrees(b.stream)
     )
 
 

@@ -103,6 +103,11 @@ class Stream(NamedTuple):
     rank: int | None
     """Global rank."""
 
+    def agrees(self, other: Stream) -> bool:
+        """Nothing one of the two names contradicts the other: what one line's prefixes leave
+        unsaid (a traceback's host, which only NCCL's prefix names) is the other's."""
+        return all(a == b or a is None or b is None for a, b in zip(self, other, strict=True))
+
 
 @dataclass(frozen=True, slots=True)
 class Line:
