@@ -204,6 +204,17 @@ def test_a_monitored_barrier_report_beats_the_silent_ranks() -> None:
     assert inc.culprit is not None and inc.culprit.rank == 2, inc.culprit
 
 
+def test_the_barrier_report_is_the_root_over_a_peer_s_bare_timeout() -> None:
+    # a waiting peer's Gloo recv timeout (gloo/transport/tcp/unbound_buffer.cc) comes first; rank
+    # 0's report of who never arrived is the line that explains it, a timeout of its own
+    gloo = "[rank3]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms for recv operation to complete"
+    engine = fed([gloo, BARRIER.format(which="Rank 1"), "[rank2]: waiting"])
+    (inc,) = incidents_of(engine)
+    assert inc.root_cause.signature == "gloo.monitored_barrier", inc.root_cause
+    assert inc.category == "collective_timeout"
+    assert inc.culprit is not None and inc.culprit.rank == 1
+
+
 def test_the_one_rank_never_seen_missed_the_store_barrier() -> None:
     lines = [STORE.format(r=r, joined=3) for r in (0, 3)] + ["[rank1]: loading data"]
     events = events_of(lines)

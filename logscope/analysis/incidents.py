@@ -203,7 +203,9 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     symptoms = [e for e in serious if e.role == "symptom"]
     if symptoms:
         timeouts = [e for e in symptoms if e.category == "collective_timeout"] or symptoms
-        root = timeouts[0]
+        # of the waits that timed out, the one report that names who never came (a monitored
+        # barrier's `Rank 2 failed to pass`) says more than the first bare timeout
+        root = next((e for e in timeouts if e.fields.get("missing")), timeouts[0])
         lead = next((w for w in events if _leads(w, root)), None)
         if lead is not None:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
