@@ -203,6 +203,17 @@ def test_a_hang_is_rooted_at_the_last_progress_line_with_the_end_as_evidence() -
     assert hang.start == START + timedelta(seconds=50)
 
 
+def test_a_hang_after_progress_without_numbers_names_no_iteration() -> None:
+    # HF Trainer's log dicts (trainer.py `self.log`) carry an epoch, no step number
+    dicts = [f"{{'loss': 2.{i}, 'learning_rate': 1e-05, 'epoch': 0.{i}}}" for i in range(1, 5)]
+    engine = fed(dicts)
+    last = engine.progress.last
+    assert last is not None and "iteration" not in last.fields
+    ending = Ending(Outcome.hung, "no progress for the last 1.0 min of the log", 60.0)
+    (hang,) = hang_incident([], last, ending)
+    assert hang.title == f"Training hung: {ending.reason}", hang.title
+
+
 def test_a_hang_with_no_incident_is_a_new_one() -> None:
     engine = fed(iterations(1, 5))
     ending = Ending(Outcome.hung, "no progress for the last 1.0 min of the log", 60.0)

@@ -206,7 +206,7 @@ def text_line(triggers: Sequence[str]) -> st.SearchStrategy[str]:
 
 
 @pytest.mark.hypothesis
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(text_line([t for s in SIGNATURES for t in s.trigger]), min_size=1, max_size=6))
 @example(["exitcode  : -11", "exitcode  : -7", "exitcode  : -99"])
 @example(["[Errno 5] x", "[Errno 6] x", "[Errno 116] x"])

@@ -184,7 +184,8 @@ def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incid
     """A hang rooted at the last progress line (the silence began there): `incident` (an end
     banner after a long silence: scancel, the time limit) recategorised, its banner the
     evidence, or, with no incident, a new one."""
-    stopped = f" after iteration {field_int(last, 'iteration')}" if last is not None else ""
+    it = field_int(last, "iteration") if last is not None else None
+    stopped = f" after iteration {it}" if it is not None else ""
     title = f"Training hung{stopped}: {reason}"
     if incident is not None:
         hung = replace(
