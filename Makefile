@@ -30,15 +30,20 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check logscope tests bench
 	$(VENV)/bin/mypy
 
+# The tests of real jobs (torchrun, SLURM) time how fast logscope notices a crash or a hang:
+# they run one at a time, after the others have run on every core (pytest-xdist).
+REAL_JOBS := lab or slurm
+
 test: $(VENV)/.installed-test lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto -m "not ($(REAL_JOBS))"
+	$(PY) -m pytest -q -m "$(REAL_JOBS)"
 
 # The edit-test loop: lint and the unit tests, without the expensive tiers (markers in
 # pyproject.toml); `make test` runs them all.
 CHECK_TIERS := not slow and not lab and not slurm and not browser and not statistical and not hypothesis
 
 check: $(VENV)/.installed-test lint
-	$(PY) -m pytest -q -m "$(CHECK_TIERS)"
+	$(PY) -m pytest -q -n auto -m "$(CHECK_TIERS)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
