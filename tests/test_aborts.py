@@ -28,6 +28,36 @@ def test_terminate_after_a_watchdog_timeout_is_not_the_cause() -> None:
     assert inc.root_cause.line.lineno == 1
 
 
+def test_terminate_whose_what_was_cut_after_the_watchdog_takes_the_process_down() -> None:
+    # a second process's abort, cut before its `what():`; then the agent's report of SIGABRT
+    # (torch/distributed/elastic/multiprocessing/api.py, torch 1.x logging.basicConfig header)
+    taking_down = "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down."
+    lines = [
+        WATCHDOG.format(line=828, rank=1, seq=4),
+        taking_down,
+        TERMINATE.format(cls="std::runtime_error"),
+        WHAT.format(message=WATCHDOG.format(line=828, rank=1, seq=4).split("] ", 1)[1]),
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 0 (pid: 95313) of binary: /usr/bin/python3",
+        taking_down,
+        TERMINATE.format(cls="std::runtime_error"),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "collective_timeout", inc.root_cause
+    assert inc.root_cause.line.lineno == 1
+
+
+def test_the_timeout_that_names_the_work_is_the_root_over_a_takedown_notice() -> None:
+    # another process's `taking the entire process down` comes first in the interleaved output;
+    # the watchdog line that names the collective (SeqNum, OpType) says what failed
+    lines = [
+        "[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire process down.",
+        WATCHDOG.format(line=587, rank=3, seq=412),
+        "[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire process down.",
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.root_cause.line.lineno == 2, inc.root_cause
+
+
 def test_terminate_whose_what_is_a_closed_peer_is_a_comm_error() -> None:
     tag = "Mon Mar  4 09:12:44 2024[{r}]<stderr>:"
     lines = [

@@ -5,7 +5,10 @@ Two shapes, both of a process taking itself down over a failure it already state
   `To avoid data inconsistency, we are taking the entire process down`);
 - a C++ `terminate called after throwing an instance of 'T'` whose `what():` line, printed right
   after it by libstdc++'s verbose terminate handler, is a known symptom (a watchdog timeout, a
-  peer that closed the connection): the terminate is how that symptom ended the process.
+  peer that closed the connection), or that comes right after ProcessGroupNCCL said it takes the
+  process down (its watchdog logs `To avoid data inconsistency, we are taking the entire process
+  down.`, then rethrows the failure it reported): the terminate is how that symptom ended the
+  process, whether or not its `what():` line made it into the log.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ WHAT_WITHIN = 3
 """libstdc++ prints `  what():  <message>` on the line after `terminate called ...`; a few lines
 of slack for another thread's line interleaved between them."""
 TERMINATE = "cpp.terminate"
+TAKING_DOWN = "nccl.taking_process_down"
 
 
 def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
@@ -32,27 +36,34 @@ def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
         local = field_int(death, "local_rank")
         if local is not None:
             rank = world.rank_of_stream(Stream(death.line.task, death.line.host, local, None))
-    if rank is None:
-        return False
-    return any(
-        e.role == "symptom"
-        and e.severity in SERIOUS
-        and e.signature != FAILURE_ENTRY
-        and e.seq < death.seq
-        and world.rank_of(e.line) == rank
-        for e in events
-    )
+    for e in events:
+        if e.seq >= death.seq or e.role != "symptom" or e.severity not in SERIOUS:
+            continue
+        if e.signature == FAILURE_ENTRY:
+            continue
+        said = world.rank_of(e.line)
+        if rank is not None and said == rank:
+            return True
+        if said is None and e.signature == TAKING_DOWN:
+            # a process with no rank prefix said it takes itself down: the SIGABRT that follows
+            # is that, unless a prefix shows it was another rank's
+            return True
+    return False
 
 
 def symptom_terminates(events: Sequence[Event]) -> frozenset[int]:
-    """The order keys of `terminate called ...` lines whose `what():` is a known symptom: a
-    symptom's `what():` line of the same stream at most WHAT_WITHIN lines after it."""
+    """The order keys of `terminate called ...` lines that end a known symptom: a symptom's
+    `what():` line of the same stream at most WHAT_WITHIN lines after it, or ProcessGroupNCCL's
+    `taking the entire process down` at most WHAT_WITHIN lines before it."""
     whats = {
         (e.line.path, e.line.stream, e.line.lineno)
         for e in events
         if e.role == "symptom" and e.severity in SERIOUS and "what():" in e.line.text
     }
-    if not whats:
+    downs = {
+        (e.line.path, e.line.stream, e.line.lineno) for e in events if e.signature == TAKING_DOWN
+    }
+    if not whats and not downs:
         return frozenset()
     return frozenset(
         t.seq
@@ -60,6 +71,7 @@ def symptom_terminates(events: Sequence[Event]) -> frozenset[int]:
         if t.signature == TERMINATE
         and any(
             (t.line.path, t.line.stream, t.line.lineno + k) in whats
+            or (t.line.path, t.line.stream, t.line.lineno - k) in downs
             for k in range(1, WHAT_WITHIN + 1)
         )
     )

@@ -204,8 +204,13 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     if symptoms:
         timeouts = [e for e in symptoms if e.category == "collective_timeout"] or symptoms
         # of the waits that timed out, the one report that names who never came (a monitored
-        # barrier's `Rank 2 failed to pass`) says more than the first bare timeout
-        root = next((e for e in timeouts if e.fields.get("missing")), timeouts[0])
+        # barrier's `Rank 2 failed to pass`) says more than the first bare timeout, and one that
+        # names the work (its op, its sequence number) more than a line that only says the
+        # process goes down over it (`we are taking the entire process down`)
+        root = next(
+            (e for e in timeouts if e.fields.get("missing")),
+            next((e for e in timeouts if _names_work(e)), timeouts[0]),
+        )
         lead = next((w for w in events if _leads(w, root)), None)
         if lead is not None:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
@@ -227,6 +232,11 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
     named = reported_culprit(events) or _reported_worker(root, world)
     return _Pick(root, named, root.category or "launcher_error")
+
+
+def _names_work(e: Event) -> bool:
+    """A timeout that says which work timed out: its op type or sequence number."""
+    return bool(e.fields.get("op_type") or e.fields.get("seq"))
 
 
 _BLOCK_SPAN = 200
