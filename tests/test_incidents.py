@@ -530,6 +530,24 @@ def test_a_cut_traceback_is_explained_by_the_warning_just_before_it(run: Run) ->
     failed(run, far, "python_exception", far.index("Traceback (most recent call last):") + 1)
 
 
+def test_a_launcher_s_ssh_failure_is_the_launch_s_not_the_code_s(run: Run) -> None:
+    # OpenSSH's own error (sshconnect.c), then the runner's CalledProcessError for the ssh command
+    # given as a list: the launch failed at the ssh, whatever host and error it names
+    lines = [
+        "ssh: connect to host 10.8.1.22 port 2222: Connection timed out",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/launcher", line 8, in <module>',
+        "    sys.exit(main())",
+        '  File "/usr/lib/python3.10/subprocess.py", line 526, in run',
+        "    raise CalledProcessError(retcode, process.args,",
+        "subprocess.CalledProcessError: Command '['ssh', '-p', '2222', '10.8.1.22', 'hostname']' "
+        "returned non-zero exit status 255.",
+    ]
+    failed(run, lines, "launcher_error", 1)
+    # without ssh's line, the runner's exception alone says the same
+    failed(run, lines[1:], "launcher_error", len(lines) - 1)
+
+
 def test_streams_agree_where_neither_contradicts_the_other() -> None:
     nccl = Stream(None, "gpu-node-4", None, None)  # NCCL's prefix names the host only
     assert nccl.agrees(Stream(None, None, None, None))
