@@ -345,3 +345,33 @@ def test_an_error_before_spawns_header_is_not_the_childs() -> None:
     events = events_of(lines)
     found = spawn_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
     assert found == FIRST_ERROR
+
+
+# -- srun's report of a task ---------------------------------------------------------------------
+
+# srun (src/srun/srun_job.c / step_launch): `srun: error: <node>: task <id>: <strsignal>`
+SRUN_SEGV = "srun: error: {host}: task {task}: Segmentation fault (core dumped)"
+
+
+def test_srun_s_first_dead_task_is_the_rank_when_srun_started_the_ranks() -> None:
+    lines = [
+        SRUN_SEGV.format(host="cn0417", task=3),
+        "srun: Terminating StepId=88121.0",
+        SRUN_SEGV.format(host="cn0416", task=0),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.culprit is not None, inc
+    assert (inc.culprit.rank, inc.culprit.host, inc.culprit.task) == (3, "cn0417", 3)
+    assert "task id = rank" in inc.culprit.reason
+
+
+def test_srun_s_task_is_no_rank_under_a_launcher_with_local_ranks() -> None:
+    # one torchrun agent a task: the tee headers show local ranks, so task 1 is a node, not rank 1
+    lines = [
+        "1: [default0]:step 10 loss 2.1",
+        "1: [default1]:step 10 loss 2.1",
+        "0: [default0]:step 10 loss 2.1",
+        SRUN_SEGV.format(host="cn0417", task=1),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.culprit is None or inc.culprit.rank != 1, inc.culprit

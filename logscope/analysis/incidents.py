@@ -230,7 +230,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     root = _first_observed(summaries) if summaries else events[0]
     # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
     # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
-    named = reported_culprit(events) or _reported_worker(root, world)
+    named = reported_culprit(events) or _reported_worker(root, world) or _reported_task(root, world)
     return _Pick(root, named, root.category or "launcher_error")
 
 
@@ -282,6 +282,32 @@ def _reported_worker(summary: Event, world: World) -> Culprit | None:
         task=summary.line.task,
         confidence=0.7,
         reason=f"the launcher reports this worker failed{said}; its own error is not in the log",
+    )
+
+
+def _reported_task(summary: Event, world: World) -> Culprit | None:
+    """The one srun task a summary says died (`srun: error: node12: task 1: Segmentation
+    fault`): its rank where the log ties the task to one, else, where no line shows a rank or a
+    launcher's local rank of its own (srun started the ranks itself), the task id, which SLURM
+    gives each task as SLURM_PROCID, its rank."""
+    tasks = summary.fields.get("tasks", "")
+    if summary.role != "summary" or not tasks.isdigit():
+        return None
+    task = int(tasks)
+    host = summary.fields.get("host") or summary.line.host
+    rank = world.rank_of_stream(Stream(task, host, None, None))
+    how = "the log ties the task to this rank"
+    if rank is None and not world.ranks and world.nproc_per_node is None:
+        rank, how = task, "srun started the ranks itself (no launcher's rank shows): task id = rank"
+    if rank is None:
+        return None
+    return Culprit(
+        rank=rank,
+        local_rank=None,
+        host=host,
+        task=task,
+        confidence=0.6,
+        reason=f"srun reports task {task} as the first that failed; {how}",
     )
 
 
