@@ -28,7 +28,9 @@ TAKING_DOWN = "nccl.taking_process_down"
 
 def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     """A SIGABRT of a rank that reported a failure first: its watchdog took the process down, so
-    the death is a symptom of what that rank reported, not a cause."""
+    the death is a symptom of what that rank reported, not a cause. A takedown line that no
+    prefix gives a rank (`To avoid data inconsistency, we are taking the entire process down`)
+    counts for whichever rank the launcher reports."""
     if field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
         return False
     rank = field_int(death, "rank")
