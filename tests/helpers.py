@@ -6,6 +6,7 @@ from __future__ import annotations
 import bz2
 import functools
 import gzip
+import importlib.util
 import json
 import lzma
 import os
@@ -50,15 +51,21 @@ LAB_PYTHON = os.environ.get("LAB_PYTHON") or sys.executable
 """The interpreter the lab's real torchrun jobs run with."""
 
 
+@functools.cache
+def _has_torch() -> bool:
+    """torch is installed beside LAB_PYTHON: found by this interpreter's import system when it is
+    LAB_PYTHON (no import: collecting the tests of `make check` pays nothing for it), else
+    imported by LAB_PYTHON once."""
+    if sys.executable == LAB_PYTHON:
+        return importlib.util.find_spec("torch") is not None
+    probe = [LAB_PYTHON, "-c", "import torch"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
 def lab_marks(*, pyspy: bool = False) -> list[pytest.MarkDecorator]:
     """The marks of a module of lab tests: `lab`, and a skip saying why where torch (and
     py-spy, with `pyspy`) is not installed beside LAB_PYTHON; in CI their absence fails."""
-    have = (
-        subprocess.run(
-            [LAB_PYTHON, "-c", "import torch"], capture_output=True, check=False
-        ).returncode
-        == 0
-    )
+    have = _has_torch()
     what = "torch"
     if pyspy:
         have = have and (Path(LAB_PYTHON).parent / "py-spy").exists()
