@@ -42,7 +42,7 @@ def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
         if e.seq >= death.seq or e.role != "symptom" or e.severity not in SERIOUS:
             continue
         if e.signature == FAILURE_ENTRY:
-            continue
+            continue  # the launcher's own report of the death, not the rank's
         said = world.rank_of(e.line)
         if rank is not None and said == rank:
             return True
