@@ -86,3 +86,21 @@ def test_a_silent_log_with_dumps_is_a_hung_job(tmp_path: Path) -> None:
     verdict = next(i for i in doc["incidents"] if i["id"] == doc["verdict"]["incident"])
     assert verdict["category"] == "hang" and verdict["culprit"]["rank"] == 2
     assert verdict["root_cause"]["file"].endswith("nccl_trace_rank_2")
+
+
+def test_a_py_spy_dump_pasted_into_the_log_shows_the_job_waiting(tmp_path: Path) -> None:
+    """A dump pasted under the log (its header cut, as posts do): the thread inside a c10d
+    collective says the job stood waiting there. Without the dump the same lines are only cut."""
+    log = (HANGS / "skip" / "run.log").read_text().splitlines()
+    progress = log[: next(i for i, t in enumerate(log) if "iteration        5/" in t) + 1]
+    dump = (HANGS / "skip" / "pyspy" / "rank0.txt").read_text().splitlines()
+    threads = dump[next(i for i, t in enumerate(dump) if t.startswith("Thread ")) :]
+    (tmp_path / "pasted.log").write_text("\n".join([*progress, "", *threads]) + "\n")
+    _code, doc, _err = analyze_doc(str(tmp_path / "pasted.log"))
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+    (inc,) = doc["incidents"]
+    assert (inc["category"], inc["root_cause"]["pattern"]) == ("hang", "pyspy.waits_in_collective")
+    assert "waiting in all_reduce" in inc["title"]
+    (tmp_path / "cut.log").write_text("\n".join(progress) + "\n")
+    _code, doc, _err = analyze_doc(str(tmp_path / "cut.log"))
+    assert (doc["job"]["outcome"], doc["incidents"]) == ("truncated", [])

@@ -20,7 +20,7 @@ from logscope.analysis.job_outcome import (
 from logscope.engine.feed import Engine
 from logscope.model import Outcome
 
-from .helpers import fed, incidents_of, megatron_iterations
+from .helpers import analyze_doc, fed, incidents_of, megatron_iterations, write
 
 START = datetime(2024, 4, 6, 2, 0, 0)
 CUDA = "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -268,3 +268,38 @@ def test_a_failure_the_job_sat_through_until_its_time_limit_is_a_hang() -> None:
 def test_srun_cancelling_a_step_right_after_a_crash_is_still_a_crash() -> None:
     cancel = "slurmstepd: error: *** STEP 4711.0 ON gpu-a17 CANCELLED AT 2024-04-06T02:01:12 ***"
     assert ending_of(fed([*iterations(1, 6), FAULT, cancel])).outcome is Outcome.crashed
+
+
+def _teardown(rank: int, how: str = "Destroy") -> str:
+    """NCCL's line (src/init.cc) when a process tears its communicator down."""
+    return f"gpu-b3:{700 + rank}:{700 + rank} [{rank}] NCCL INFO comm 0x5f{rank}a0 rank {rank} nranks 2 cudaDev {rank} busId {rank}b000 - {how} COMPLETE"
+
+
+def test_a_run_whose_processes_tore_their_communicators_down_completed(tmp_path) -> None:
+    """No failure and no end banner, but every process took its NCCL communicator down after the
+    last step: the run ended, it was not cut off. With a step after the teardown (a new
+    communicator, a next phase) the log is only cut; with a failure the abort is the crash's."""
+    steps = iterations(1, 5)
+    _, doc, _ = analyze_doc(
+        str(write(tmp_path, "a.log", [*steps, _teardown(0), _teardown(1, "Abort")]))
+    )
+    assert (doc["job"]["outcome"], doc["incidents"]) == ("completed", []), doc["job"]
+    assert "tore their communicators down" in doc["job"]["outcome_reason"]
+    assert "- Abort COMPLETE (line 7" in doc["job"]["outcome_reason"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps[:3], _teardown(0), *steps[3:]])))
+    assert doc["job"]["outcome"] == "truncated"
+    _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", [*steps, CUDA, _teardown(2, "Abort")])))
+    assert doc["job"]["outcome"] == "crashed"
+
+
+def test_detectron2_s_final_checkpoint_ends_its_training(tmp_path) -> None:
+    """fvcore's PeriodicCheckpointer writes `model_final.pth` once, after the last iteration:
+    the steps before it are progress, and the run completed (a periodic save is no end)."""
+    step = "[04/11 08:{m:02d}:40] d2.utils.events INFO:  eta: 0:{left:02d}:00  iter: {it}  total_loss: 1.204  loss_cls: 0.4412  time: 0.4410  data_time: 0.0107  lr: 0.0031968  max_mem: 5403M"
+    steps = [step.format(m=i, left=9 - i, it=20 * i + 19) for i in range(5)]
+    save = "[04/11 08:05:10] fvcore.common.checkpoint INFO: Saving checkpoint to ./output/model_{name}.pth"
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*steps, save.format(name="final")])))
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["job"]["last_iteration"] == 99
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps, save.format(name="0000099")])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]

@@ -79,10 +79,12 @@ def decide_outcome(
     cadence: float | None,
     started: bool = False,
     allowed_s: float | None = None,
+    teardowns: Sequence[Event] = (),
 ) -> Ending:
     """How the job ended, from the last incident, the end banners and the progress cadence
     (`Progress.median_interval_s`, which the caller has). `allowed_s`: the silence the phase it
-    ended in allows (allowed_silence), when the caller knows the phase."""
+    ended in allows (allowed_silence), when the caller knows the phase. `teardowns`: the lines
+    where processes tore their communicators down (`comm_teardown`)."""
     final = incidents[-1] if incidents else None
     if final is not None and progress.count_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
         final = None  # training went on after the last incident
@@ -129,6 +131,12 @@ def decide_outcome(
         return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
     if exits:
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
+    if teardowns and not progress.count_after(teardowns[-1].seq):
+        # no failure, and nothing ran after the processes took their communicators down
+        return Ending(
+            Outcome.completed,
+            f"no failure, and its processes tore their communicators down: {_quote(teardowns[-1])}",
+        )
     if gap is not None and gap > threshold:
         return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
     if len(progress):

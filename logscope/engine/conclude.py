@@ -57,6 +57,7 @@ def conclude(
     last_progress = progress.last_time()
     world = engine.world()
     exits = [m for m in engine.markers if m.kind == "exit"]
+    teardowns = [m for m in engine.markers if "comm_teardown" in m.fields]
     incidents, survived = outlived(
         _incidents(engine, failures, attempts, world),
         failures,
@@ -70,7 +71,7 @@ def conclude(
     endings: dict[int, tuple[str, Incident | None]] = {}
     if attempts:
         incidents, endings, ending = attempt_endings(
-            attempts, incidents, exits, progress, _started(engine)
+            attempts, incidents, exits, progress, _started(engine), teardowns
         )
     else:
         ending = decide_outcome(
@@ -81,6 +82,7 @@ def conclude(
             last_time,
             cadence,
             started=_started(engine),
+            teardowns=teardowns,
         )
     if all_empty(inputs):
         # an empty log says nothing of the job, least of all that it was healthy
