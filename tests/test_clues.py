@@ -375,3 +375,45 @@ def test_srun_s_task_is_no_rank_under_a_launcher_with_local_ranks() -> None:
     ]
     (inc,) = incidents_of(fed(lines))
     assert inc.culprit is None or inc.culprit.rank != 1, inc.culprit
+
+
+def test_an_error_on_an_srun_task_s_line_is_that_rank_s_when_srun_started_the_ranks() -> None:
+    # srun --label, no launcher between srun and the ranks: the task id is SLURM_PROCID
+    lines = ["0: step 10 loss 2.1", "1: step 10 loss 2.1", "1: " + OOM]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.culprit is not None, inc
+    assert (inc.culprit.rank, inc.culprit.task) == (1, 1), inc.culprit
+    assert "task id = rank" in inc.culprit.reason
+    # one torchrun agent a task: the local ranks show, so task 1 is a node, not rank 1
+    lines = ["0: [default0]:step 10 loss 2.1", "1: [default1]:step 10 loss 2.1", "1: " + OOM]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.culprit is None or inc.culprit.rank != 1, inc.culprit
+
+
+def test_a_launcher_that_kills_its_one_worker_ran_one_process() -> None:
+    # DeepSpeed's sigkill_handler logs one `Killing subprocess` line a worker
+    one = [
+        OOM,
+        "[2024-05-02 10:11:12,000] [INFO] [launch.py:318:sigkill_handler] "
+        + KILLING.format(pid=811),
+    ]
+    (inc,) = incidents_of(fed(one))
+    assert inc.culprit is not None, inc
+    assert (inc.culprit.rank, inc.culprit.local_rank) == (0, 0), inc.culprit
+    assert "names one worker (pid 811)" in inc.culprit.reason
+    # the kill list alone (the worker printed nothing) names it too
+    (inc,) = incidents_of(fed(one[1:]))
+    assert inc.culprit is not None and inc.culprit.rank == 0, inc
+    # two workers: the list says nothing of which one failed
+    two = [OOM, KILLING.format(pid=811), KILLING.format(pid=812)]
+    (inc,) = incidents_of(fed(two))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+    # two hosts (pdsh tags each node's lines): one worker on this node is no job of one process
+    step = "[2024-05-02 10:11:12,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[0.1], mom=[(0.9, 0.999)]"
+    hosts = ["node-1: " + OOM, "node-1: " + KILLING.format(pid=811), "node-2: " + step]
+    (inc,) = incidents_of(fed(hosts))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+    # nor is one where the launcher declared a larger world
+    world = "[2024-05-02 10:11:10,000] [INFO] [launch.py:163:main] dist_world_size=2"
+    (inc,) = incidents_of(fed([world, *one]))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit

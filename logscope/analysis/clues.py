@@ -348,3 +348,41 @@ def spawn_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world:
     )
     named = _named(culprit, rank, local, why, 0.8)
     return replace(named, host=culprit.host or head.line.host)
+
+
+def task_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
+    """An error on an srun `--label` line that names no rank, where no line shows a rank or a
+    launcher's local rank (srun started the ranks itself): the task id, which SLURM gives each
+    task as SLURM_PROCID, its rank."""
+    task = root.line.task
+    if task is None or world.ranks or world.nproc_per_node is not None:
+        return culprit
+    why = f"its srun task is {task}, and srun started the ranks itself: task id = rank"
+    return _named(culprit, task, None, why, 0.6)
+
+
+def sole_worker(events: Sequence[Event], world: World) -> Culprit | None:
+    """The launcher's kill list names one worker in all (`Killing subprocess <pid>` once, one
+    host, the log showing no other host and no larger world): the job ran one process, local
+    rank 0, rank 0."""
+    lists = {(e.line.path, e.line.host) for e in events if e.signature == KILL_LIST}
+    pids = {field_int(e, "pid") for e in events if e.signature == KILL_LIST}
+    hosts = {h for e in events if (h := e.line.host or e.fields.get("host"))} | world.hosts
+    if len(lists) != 1 or len(pids) != 1 or None in pids or len(hosts) > 1 or (world.size or 1) > 1:
+        return None
+    return Culprit(
+        rank=0,
+        local_rank=0,
+        host=hosts.pop() if hosts else None,
+        confidence=0.6,
+        reason=f"the launcher's kill list names one worker (pid {pids.pop()}): the job ran one "
+        "process, rank 0",
+    )
+
+
+def sole_worker_culprit(culprit: Culprit, events: Sequence[Event], world: World) -> Culprit:
+    """A culprit with no rank yet, in a job whose launcher had one worker (sole_worker)."""
+    found = sole_worker(events, world)
+    if found is None:
+        return culprit
+    return _named(culprit, 0, 0, found.reason, found.confidence)

@@ -13,7 +13,10 @@ from ..model import Culprit, Event, Stream, World, field_int
 
 
 def build_world(
-    streams: Sequence[Stream], declared_size: int | None = None, tasks: Collection[int] = ()
+    streams: Sequence[Stream],
+    declared_size: int | None = None,
+    tasks: Collection[int] = (),
+    hosts: Collection[str] = (),
 ) -> World:
     """The job's ranks from every stream seen, and how tee headers map to global ranks. `tasks`:
     the srun task ids seen; when no launcher's rank prefix shows (no agent under srun) and
@@ -32,7 +35,16 @@ def build_world(
         not streams and declared_size and len(tasks) > 1 and set(tasks) == set(range(declared_size))
     )
     task_ranks = _task_ranks(streams)
-    world = World(len(nodes), nproc, size, frozenset(), multi_node_tee, tasks_are_ranks, task_ranks)
+    world = World(
+        len(nodes),
+        nproc,
+        size,
+        frozenset(),
+        multi_node_tee,
+        tasks_are_ranks,
+        task_ranks,
+        frozenset(hosts),
+    )
     ranks = {r for w in streams if (r := world.rank_of_stream(w)) is not None}
     if tasks_are_ranks:
         ranks |= set(tasks)

@@ -28,8 +28,11 @@ from .clues import (
     oom_culprit,
     pid_culprit,
     same_error_culprit,
+    sole_worker,
+    sole_worker_culprit,
     spawn_culprit,
     store_barrier_culprit,
+    task_culprit,
 )
 from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
 from .reasons import stated_reason
@@ -164,6 +167,10 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             culprit = spawn_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = launcher_culprit(culprit, events, world)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = task_culprit(culprit, root, world)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = sole_worker_culprit(culprit, events, world)
         category = stated_reason(root, events, library) or root.category or "python_exception"
         if category == "unknown":
             category = _burst_category(root, causes, library) or category
@@ -230,7 +237,12 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     root = _first_observed(summaries) if summaries else events[0]
     # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
     # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
-    named = reported_culprit(events) or _reported_worker(root, world) or _reported_task(root, world)
+    named = (
+        reported_culprit(events)
+        or _reported_worker(root, world)
+        or _reported_task(root, world)
+        or sole_worker(events, world)
+    )
     return _Pick(root, named, root.category or "launcher_error")
 
 

@@ -334,7 +334,9 @@ class Engine:
 
     def world(self) -> World:
         """The ranks and hosts seen so far."""
-        return build_world(sorted(self.streams, key=repr), self.declared_world, self.tasks)
+        return build_world(
+            sorted(self.streams, key=repr), self.declared_world, self.tasks, self.hosts
+        )
 
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:

@@ -28,6 +28,8 @@ class World:
     """srun started every rank itself (one task a rank): a `--label` task id is the rank."""
     task_ranks: tuple[tuple[int, int], ...] = ()
     """(srun task, rank) where the log's own lines tie a task to one rank (`7: [rank7]:`)."""
+    hosts: frozenset[str] = frozenset()
+    """The hosts any line named (prefixes, NCCL's `host:pid:tid`)."""
 
     def rank_of(self, line: Line) -> int | None:
         return self.rank_of_stream(line.stream)
