@@ -4,7 +4,7 @@ and rank, and leave the verdict to what the job did not survive."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..match.events import FAILURE_ENTRY
@@ -68,6 +68,7 @@ def outlived(
     for e in completions:  # in log order: the first of each attempt
         first_done.setdefault(_attempt(e, attempts), e)
     ends = {a.index: a.last_seq for a in attempts}
+    passed = _barriers_passed(markers)
     kept: list[Incident] = []
     notes = caught(failures, library)
     harmed: set[int | None] = set()
@@ -77,7 +78,7 @@ def outlived(
             scope = _Scope(None, completions[0] if completions else None)
         else:
             scope = _Scope(ends[index], first_done.get(index))
-        verdict = _outlived(inc, scope, progress, library)
+        verdict = _answered(inc, passed) or _outlived(inc, scope, progress, library)
         if verdict is not None and verdict[0] == "survived" and _harmful(inc, index, harmed):
             verdict = None
         if verdict is None:
@@ -202,6 +203,33 @@ def _outlived(
     if after >= SPLIT_AFTER_PROGRESS:
         return "survived", f"training went on: {after} progress lines after it"
     return None
+
+
+def _barriers_passed(markers: Sequence[Event]) -> dict[tuple[str, str | None], Event]:
+    """The first line where each rank said it passed a barrier it had waited at (`Rank 3:
+    Completed store-based barrier for key:K`), by (key, rank)."""
+    passed: dict[tuple[str, str | None], Event] = {}
+    for m in markers:
+        if key := m.fields.get("barrier_done"):
+            passed.setdefault((key, m.fields.get("rank")), m)
+    return passed
+
+
+def _answered(
+    inc: Incident, passed: Mapping[tuple[str, str | None], Event]
+) -> tuple[SurvivedKind, str] | None:
+    """A hang made of waits at a barrier (a `key`) that every waiting rank later said it passed:
+    the wait ended, the job went on."""
+    if inc.category != "hang":
+        return None
+    waits = [e for e in _lines(inc) if e.category == "hang" and e.fields.get("key")]
+    if not waits or len(waits) != sum(1 for _ in _lines(inc)):
+        return None
+    answers = [passed.get((e.fields["key"], e.fields.get("rank"))) for e in waits]
+    if any(a is None or a.seq < e.seq for a, e in zip(answers, waits, strict=True)):
+        return None
+    last = max((a for a in answers if a is not None), key=lambda a: a.seq)
+    return "survived", f"every waiting rank passed the barrier later (line {last.line.lineno})"
 
 
 def _lines(inc: Incident) -> Iterator[Event]:
