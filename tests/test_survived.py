@@ -210,6 +210,19 @@ def test_two_progress_lines_after_an_error_do_not_outlive_it(tmp_path: Path) -> 
     assert doc["incidents"][0]["root_cause"]["text"] == CRASH
 
 
+def test_steps_numbered_past_an_error_outlive_it_in_fewer_lines(tmp_path: Path) -> None:
+    """A job that logs every 10th step: two lines after an error, but 19 steps of collectives
+    that every rank took part in. Before the first step, the steps after it count from the
+    first one logged."""
+    lines = [_iteration(n) for n in (1, 11)] + [CRASH, _iteration(21), _iteration(31)]
+    code, doc = _analyze(tmp_path, [line.replace("/      20 |", "/     100 |") for line in lines])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    [note] = doc["survived"]
+    assert "from iteration 11 to 31 after it" in note["reason"], note
+    code, doc = _analyze(tmp_path, [CRASH, _iteration(1), _iteration(11)])
+    assert code == 0 and "from iteration 1 to 11" in doc["survived"][0]["reason"], doc
+
+
 def test_a_fatal_error_followed_by_a_failure_is_kept(tmp_path: Path) -> None:
     oom = (
         "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 "

@@ -202,6 +202,14 @@ def _outlived(
     after = progress.count_between(last, until + 1)
     if after >= SPLIT_AFTER_PROGRESS:
         return "survived", f"training went on: {after} progress lines after it"
+    if after:
+        # fewer lines, but steps numbered: each step is a collective of every rank, so a job
+        # whose step count moved on by as many steps after the error lost no rank to it
+        first, now = progress.iterations_between(last, until + 1)
+        before = progress.last_iteration_before(last)
+        base = before if before is not None else first
+        if base is not None and now is not None and now - base >= SPLIT_AFTER_PROGRESS:
+            return "survived", f"training went on: from iteration {base} to {now} after it"
     return None
 
 

@@ -151,6 +151,14 @@ class Progress:
         numbered = np.flatnonzero(its >= 0)  # numpy: a log of HF dicts numbers none
         return int(its[numbered[-1]]) if len(numbered) else None
 
+    def iterations_between(self, after: int, before: int) -> tuple[int | None, int | None]:
+        """The first and last iteration numbers logged strictly between two order keys."""
+        its = self.iteration.numpy()[bisect_right(self.seq, after) : bisect_left(self.seq, before)]
+        numbered = np.flatnonzero(its >= 0)
+        if not len(numbered):
+            return None, None
+        return int(its[numbered[0]]), int(its[numbered[-1]])
+
     def iterations(self) -> tuple[int | None, int | None]:
         """The first and last iteration numbers logged."""
         its = self.iteration.numpy()
