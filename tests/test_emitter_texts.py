@@ -126,3 +126,18 @@ def test_an_ssh_launch_that_failed_is_a_launcher_error(run: Run) -> None:
     # the remote command's own failure (not ssh's 255) is no launch failure
     _, inc, _ = verdict(run, [*tb, ssh.format(code=1)])
     assert inc["category"] != "launcher_error", inc
+
+
+def test_the_launchers_exit_code_of_its_first_failed_process_says_how_it_died(run: Run) -> None:
+    """horovodrun (gloo_run.py) and mpirun (help-errmgr-base.txt) name the first process that
+    exited non-zero and its exit code: 137 is SIGKILL (killed from outside), 1 an exception."""
+    head = [
+        "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job to be terminated. The first process to do so was:",
+        "Process name: gpu-worker-3[0]",
+    ]
+    doc, inc, path = verdict(run, [*head, "Exit code: 137"])
+    assert inc["category"] == "process_killed", inc
+    assert_root(inc, path, 3, "Exit code: 137")
+    doc, inc, path = verdict(run, [*head, "Exit code: 1"])
+    assert inc["category"] == "python_exception", inc
+    assert_root(inc, path, 1, head[0])
