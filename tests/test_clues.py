@@ -417,3 +417,19 @@ def test_a_launcher_that_kills_its_one_worker_ran_one_process() -> None:
     world = "[2024-05-02 10:11:10,000] [INFO] [launch.py:163:main] dist_world_size=2"
     (inc,) = incidents_of(fed([world, *one]))
     assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+
+
+def test_nccls_proxy_thread_names_the_rank_of_its_own_process() -> None:
+    # src/misc/socket.cc and proxy.cc: both lines behind NCCL's `host:pid:tid [dev] ` head
+    cause = (
+        "gpu-b3:811:870 [1] misc/socket.cc:441 NCCL WARN socketFinalizeAccept: wrong type 4 != 3"
+    )
+    proxy = "{host}:{pid}:870 [1] proxy.cc:1519 NCCL WARN [Proxy Service {r}] Failed to execute operation Connect from rank 2, retcode 3"
+    returned = "gpu-b3:811:811 [1] NCCL INFO init.cc:1228 -> 3"  # the code reached the caller
+    (inc,) = incidents_of(fed([cause, proxy.format(host="gpu-b3", pid=811, r=5), returned]))
+    assert inc.culprit is not None and inc.culprit.rank == 5, inc.culprit
+    assert "[Proxy Service 5]" in inc.culprit.reason
+    # another process's proxy (another pid, or the same pid on another host) says nothing of it
+    for host, pid in (("gpu-b3", 812), ("gpu-b4", 811)):
+        (inc,) = incidents_of(fed([cause, proxy.format(host=host, pid=pid, r=6), returned]))
+        assert inc.culprit is None or inc.culprit.rank != 6, inc.culprit

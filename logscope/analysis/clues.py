@@ -24,6 +24,7 @@ rank, and says so in `culprit.reason`:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -386,3 +387,33 @@ def sole_worker_culprit(culprit: Culprit, events: Sequence[Event], world: World)
     if found is None:
         return culprit
     return _named(culprit, 0, 0, found.reason, found.confidence)
+
+
+_NCCL_PROCESS = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] ")
+"""NCCL's `host:pid:tid [cudaDev] ` line head: which process printed the line."""
+_PROXY_SERVICE = re.compile(r"\[Proxy Service (?P<rank>\d+)\]")
+"""NCCL proxy.cc: `[Proxy Service %d] Failed to execute operation ...` with the process's own
+rank (comm->rank, tpRank from 2.19: its rank in the top-level communicator)."""
+
+
+def nccl_process_culprit(culprit: Culprit, root: Event, events: Sequence[Event]) -> Culprit:
+    """A root printed by NCCL (`host:pid:tid [dev]`) with no rank: the rank another NCCL line
+    of the same process gives itself (its proxy thread's `[Proxy Service N]`)."""
+    head = _NCCL_PROCESS.search(root.line.raw)
+    if head is None:
+        return culprit
+    ranks = set()
+    for e in events:
+        other = _NCCL_PROCESS.search(e.line.raw)
+        if other is None or (other["host"], other["pid"]) != (head["host"], head["pid"]):
+            continue
+        if m := _PROXY_SERVICE.search(e.line.text):
+            ranks.add(int(m["rank"]))
+    if len(ranks) != 1:
+        return culprit
+    rank = ranks.pop()
+    why = (
+        f"NCCL's proxy thread of the same process ({head['host']}:{head['pid']}) names its "
+        f"rank: [Proxy Service {rank}]"
+    )
+    return _named(culprit, rank, None, why, 0.75)

@@ -25,6 +25,7 @@ from .clues import (
     barrier_culprit,
     first_exit,
     launcher_culprit,
+    nccl_process_culprit,
     oom_culprit,
     pid_culprit,
     same_error_culprit,
@@ -168,6 +169,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         if culprit.rank is None and culprit.local_rank is None:
             culprit = launcher_culprit(culprit, events, world)
         if culprit.rank is None and culprit.local_rank is None:
+            culprit = nccl_process_culprit(culprit, root, events)
+        if culprit.rank is None and culprit.local_rank is None:
             culprit = task_culprit(culprit, root, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = sole_worker_culprit(culprit, events, world)
@@ -230,6 +233,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             or silent_culprit(events, world)
             or reported_culprit(events)
             or first_exit(events, world)
+            or _own_nccl_rank(root, events)
         )
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return _Pick(root, named, category)
@@ -244,6 +248,13 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         or sole_worker(events, world)
     )
     return _Pick(root, named, root.category or "launcher_error")
+
+
+def _own_nccl_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
+    """The rank NCCL's own lines give the process that printed the root (clues)."""
+    unnamed = Culprit(None, None, root.line.host, 0.0, "")
+    named = nccl_process_culprit(unnamed, root, events)
+    return named if named.rank is not None else None
 
 
 def _names_work(e: Event) -> bool:
