@@ -135,9 +135,9 @@ def test_the_launchers_exit_code_of_its_first_failed_process_says_how_it_died(ru
         "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job to be terminated. The first process to do so was:",
         "Process name: gpu-worker-3[0]",
     ]
-    doc, inc, path = verdict(run, [*head, "Exit code: 137"])
+    _, inc, path = verdict(run, [*head, "Exit code: 137"])
     assert inc["category"] == "process_killed", inc
     assert_root(inc, path, 3, "Exit code: 137")
-    doc, inc, path = verdict(run, [*head, "Exit code: 1"])
+    _, inc, path = verdict(run, [*head, "Exit code: 1"])
     assert inc["category"] == "python_exception", inc
     assert_root(inc, path, 1, head[0])

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (log lines are kept whole)
 """What the run outlived is not what ended it: errors followed by progress or by the run's own
 completion marker are survived notes, errors after that marker teardown notes; the verdict names
 only what the job did not survive. Logs are constructed from the emitters' formats."""
