@@ -532,3 +532,21 @@ def test_a_wait_at_a_barrier_that_every_waiting_rank_passed_was_no_hang(tmp_path
         log.write_text("\n".join(lines) + "\n")
         _, doc, _ = analyze_doc(str(log))
         assert doc["job"]["outcome"] == "hung", lines
+
+
+RETRY = "gpu-b3:811:870 [1] NCCL INFO socketPollConnect: connect to 10.1.2.3<52333> returned Connection refused, retrying ({n}/34) after sleep for {ms} msec"
+
+
+def test_connect_retries_nccl_answered_were_a_peer_starting(tmp_path: Path) -> None:
+    """NCCL retries a refused connect while a peer starts (linux.cc) and says `Connected all
+    rings` once the ranks are joined: a survived note. A log that ends inside the retries ends
+    before the job's outcome: an incident, and the outcome unknown."""
+    retries = [RETRY.format(n=n, ms=100 * n) for n in (1, 2)]
+    connected = "gpu-b3:811:870 [1] NCCL INFO Connected all rings, use ring PXN 0 GDR 1"
+    code, doc = _analyze(tmp_path, [*retries, connected])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert "NCCL connected after the retries" in doc["survived"][0]["reason"], doc["survived"]
+    code, doc = _analyze(tmp_path, retries)
+    assert code == 1 and doc["incidents"][0]["category"] == "comm_error", doc["incidents"]
+    assert doc["job"]["outcome"] == "unknown", doc["job"]
+    assert "the log ends while it retries" in doc["job"]["outcome_reason"]

@@ -467,3 +467,19 @@ def test_one_process_exiting_is_no_end_of_the_job() -> None:
         at=5.5,
     )
     assert [a.kind for a in f.tick(12)] == ["hang"]
+
+
+def test_a_connect_being_retried_raises_no_crash() -> None:
+    """NCCL retrying to connect while a peer starts is routine: no crash alert (and no action);
+    the error when the retries run out is the crash."""
+    f = Feeder(stall=600)
+    retry = "gpu-b3:811:870 [1] NCCL INFO socketPollConnect: connect to 10.1.2.3<52333> returned Connection refused, retrying ({n}/34) after sleep for {ms} msec"
+    for n in range(1, 4):
+        assert f.lines(retry.format(n=n, ms=100 * n), at=float(n)) == []
+    assert f.tick(30.0) == []
+    f.lines(
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network error, NCCL version 2.21.5",
+        at=31.0,
+    )
+    (alert,) = f.tick(40.0)
+    assert alert.kind == "crash", alert

@@ -43,6 +43,12 @@ TOLD_TO_STOP = frozenset({"process_killed", "cancelled", "timelimit", "preemptio
 """What the scheduler or a person does to a job: after a long silence, the end of a hang."""
 
 
+def retries_only(incident: Incident) -> bool:
+    """An incident made only of connect attempts being retried (`retrying`): a wait still under
+    way, not a failure yet."""
+    return all(e.fields.get("retrying") for e in (incident.root_cause, *incident.cascade))
+
+
 def stops_the_job(incident: Incident) -> bool:
     """An end banner, or the word that the job's processes were killed or cancelled: what ends
     a job, which after a long silence ends a hang and after a failure is its consequence."""
@@ -98,6 +104,9 @@ def decide_outcome(
         ):
             # the log ends while ranks say they wait (for a rank at init, a barrier)
             return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
+        if retries_only(final):
+            # the log ends while a process still retries to connect: no end is in it yet
+            return Ending(Outcome.unknown, f"the log ends while it retries: {final.title}")
         if final.category in TOLD_TO_STOP:
             # told to stop after a long silence: it had hung
             end_at = end.time or end_time

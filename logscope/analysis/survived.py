@@ -24,6 +24,7 @@ from ..model import (
 )
 from .clock import timestamp
 from .incidents import SPLIT_AFTER_PROGRESS, fill_title
+from .job_outcome import retries_only
 from .ledger import attempt_of, owner
 
 _SERIOUS = ("fatal", "error")
@@ -69,6 +70,7 @@ def outlived(
         first_done.setdefault(_attempt(e, attempts), e)
     ends = {a.index: a.last_seq for a in attempts}
     passed = _barriers_passed(markers)
+    connected = [m for m in markers if "nccl_connected" in m.fields]
     kept: list[Incident] = []
     notes = caught(failures, library)
     harmed: set[int | None] = set()
@@ -78,7 +80,11 @@ def outlived(
             scope = _Scope(None, completions[0] if completions else None)
         else:
             scope = _Scope(ends[index], first_done.get(index))
-        verdict = _answered(inc, passed) or _outlived(inc, scope, progress, library)
+        verdict = (
+            _answered(inc, passed)
+            or _connected(inc, connected)
+            or _outlived(inc, scope, progress, library)
+        )
         if verdict is not None and verdict[0] == "survived" and _harmful(inc, index, harmed):
             verdict = None
         if verdict is None:
@@ -238,6 +244,17 @@ def _answered(
         return None
     last = max((a for a in answers if a is not None), key=lambda a: a.seq)
     return "survived", f"every waiting rank passed the barrier later (line {last.line.lineno})"
+
+
+def _connected(inc: Incident, connected: Sequence[Event]) -> tuple[SurvivedKind, str] | None:
+    """Connect retries that NCCL's `Connected all rings` later answered: the peer came up."""
+    if not retries_only(inc):
+        return None
+    last = max(e.seq for e in _lines(inc))
+    done = next((m for m in connected if m.seq > last and input_of(m.seq) == input_of(last)), None)
+    if done is None:
+        return None
+    return "survived", f"NCCL connected after the retries (line {done.line.lineno})"
 
 
 def _lines(inc: Incident) -> Iterator[Event]:

@@ -123,7 +123,13 @@ def _serious(e: Event) -> bool:
         return True
     if e.role == "summary":
         return signal_death(e)
-    return e.role == "symptom" and e.category in ("collective_timeout", "comm_error")
+    # a connect being retried is a wait under way (a peer still starting), never a crash by
+    # itself: when the retries run out, the error that ends the process is
+    return (
+        e.role == "symptom"
+        and e.category in ("collective_timeout", "comm_error")
+        and not e.fields.get("retrying")
+    )
 
 
 @dataclass(slots=True)
