@@ -303,3 +303,22 @@ def test_detectron2_s_final_checkpoint_ends_its_training(tmp_path) -> None:
     assert doc["job"]["last_iteration"] == 99
     _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps, save.format(name="0000099")])))
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_the_schedulers_last_word_decides_how_it_ended(tmp_path) -> None:
+    """slurmstepd cancels the step (no reason given), then the job `DUE TO PREEMPTION`: the job
+    was preempted (slurmstepd's `*** JOB %u ON %s CANCELLED AT %s DUE TO %s ***`)."""
+    step = "slurmstepd: error: *** STEP 4711.0 ON gpu-a17 CANCELLED AT 2024-04-06T02:01:10 ***"
+    job = "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T02:01:40 DUE TO PREEMPTION ***"
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*iterations(1, 5), step, job])))
+    assert doc["job"]["outcome"] == "preempted", doc["job"]
+    assert "then the scheduler: slurmstepd: error: *** JOB 4711" in doc["job"]["outcome_reason"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*iterations(1, 5), step])))
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    # torchrun's own SignalException after the time limit says no more than the limit did
+    limit = time_limit(datetime(2024, 4, 6, 2, 1, 10))
+    signal = (
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 2449 got signal: 15"
+    )
+    _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", [*iterations(1, 5), limit, signal])))
+    assert doc["job"]["outcome"] == "timelimit", doc["job"]

@@ -19,6 +19,8 @@ _END_OUTCOME = MappingProxyType(
         "node_failure": Outcome.node_failure,
     }
 )
+_SAYS_WHY = frozenset({"timelimit", "preemption", "node_failure"})
+"""The scheduler's ends that say why it stopped the job."""
 HANG_FLOOR_S = 30.0
 """Silence before a time limit or cancel shorter than this is not called a hang."""
 HANG_CADENCE_FACTOR = 5.0
@@ -132,6 +134,16 @@ def decide_outcome(
             if after is not None:
                 return after
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
+        # the scheduler's last word says why: a step cancelled, then its job `DUE TO
+        # PREEMPTION` (a plain cancel after it, torchrun's own SignalException, says no more)
+        last = max(
+            (e for e in (end, *final.cascade, *final.evidence) if e.category in _SAYS_WHY),
+            key=lambda e: e.seq,
+            default=end,
+        )
+        if last is not end and last.role == "end" and last.category != end.category:
+            outcome = _END_OUTCOME[last.category or ""]
+            return Ending(outcome, f"{final.title}; then the scheduler: {_quote(last)}")
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
         return Ending(outcome, final.title)
     _first, it = progress.iterations()
