@@ -709,9 +709,10 @@ def test_the_telling_line_of_the_first_failing_ranks_burst_is_the_root() -> None
 
 def test_an_nccl_warning_right_before_its_error_is_the_root() -> None:
     # NCCL prints `NCCL WARN <what failed>`, then the error code unwinding its stack
+    # (a connect being retried is an error of its own, nccl.connect_retrying: not this case)
     warn = (
-        "gpu-n04:31337:31401 [3] transport/net.cc:683 NCCL WARN Call to connect returned "
-        "Connection timed out, retrying"
+        "gpu-n04:31337:31401 [3] proxy.cc:1519 NCCL WARN [Proxy Service 3] Failed to execute "
+        "operation Connect from rank 4, retcode 6"
     )
     returned = "gpu-n04:31337:31401 [3] NCCL INFO init.cc:1378 -> 6"
     (inc,), _ = _built(
