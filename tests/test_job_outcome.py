@@ -303,6 +303,16 @@ def test_detectron2_s_final_checkpoint_ends_its_training(tmp_path) -> None:
     assert doc["job"]["last_iteration"] == 99
     _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps, save.format(name="0000099")])))
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # the writer hook reports the last step after the checkpointer: still the same step
+    last = step.format(m=5, left=0, it=119)
+    _, doc, _ = analyze_doc(
+        str(write(tmp_path, "c.log", [*steps, save.format(name="final"), last]))
+    )
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # the evaluation at the last iteration runs after it: its failure is the run's own
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 23.65 GiB of which 1.02 GiB is free."
+    _, doc, _ = analyze_doc(str(write(tmp_path, "d.log", [*steps, save.format(name="final"), oom])))
+    assert (doc["job"]["outcome"], doc["incidents"][0]["category"]) == ("crashed", "oom_gpu")
 
 
 def test_the_schedulers_last_word_decides_how_it_ended(tmp_path) -> None:

@@ -92,7 +92,8 @@ def decide_outcome(
     """How the job ended, from the last incident, the end banners and the progress cadence
     (`Progress.median_interval_s`, which the caller has). `allowed_s`: the silence the phase it
     ended in allows (allowed_silence), when the caller knows the phase. `teardowns`: the lines
-    where processes tore their communicators down (`comm_teardown`)."""
+    that say the run wound down without an exit line of its own: processes tearing their
+    communicators down (`comm_teardown`), the training loop's final checkpoint (`training_done`)."""
     final = incidents[-1] if incidents else None
     if final is not None and progress.count_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
         final = None  # training went on after the last incident
@@ -152,12 +153,18 @@ def decide_outcome(
         return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
     if exits:
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
-    if teardowns and not progress.count_after(teardowns[-1].seq):
-        # no failure, and nothing ran after the processes took their communicators down
-        return Ending(
-            Outcome.completed,
-            f"no failure, and its processes tore their communicators down: {_quote(teardowns[-1])}",
+    wound_down = teardowns[-1] if teardowns else None
+    # detectron2's writer hook reports the last step after its checkpointer saved: one line
+    same_step = 1 if wound_down is not None and "training_done" in wound_down.fields else 0
+    if wound_down is not None and progress.count_after(wound_down.seq) <= same_step:
+        # no failure, and no step after the processes took their communicators down or the
+        # training loop saved its last checkpoint
+        wound = (
+            "its processes tore their communicators down"
+            if "comm_teardown" in wound_down.fields
+            else "its training loop saved its final checkpoint"
         )
+        return Ending(Outcome.completed, f"no failure, and {wound}: {_quote(wound_down)}")
     if gap is not None and gap > threshold:
         return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
     if len(progress):

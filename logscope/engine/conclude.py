@@ -57,7 +57,7 @@ def conclude(
     last_progress = progress.last_time()
     world = engine.world()
     exits = [m for m in engine.markers if m.kind == "exit"]
-    teardowns = [m for m in engine.markers if "comm_teardown" in m.fields]
+    teardowns = [m for m in engine.markers if m.fields.keys() & {"comm_teardown", "training_done"}]
     incidents, survived = outlived(
         _incidents(engine, failures, attempts, world),
         failures,
