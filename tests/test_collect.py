@@ -37,6 +37,8 @@ from logscope.live.flight_recorder import NO_SERVER
 from logscope.live.ranks import choose_agents, find_agents, is_agent, rank_processes
 from logscope.live.watcher import Alert
 
+from .helpers import skip_or_fail
+
 PYSPY = find_tools().pyspy
 needs_pyspy = pytest.mark.skipif(PYSPY is None, reason="py-spy not installed (the test extra)")
 
@@ -331,6 +333,14 @@ def test_refused_ptrace_is_a_warning(tmp_path: Path) -> None:
     nobody = [shutil.which("setpriv") or "setpriv", "--reuid=65534", "--regid=65534"]
     argv = [*nobody, "--clear-groups", sys.executable, "-m", "logscope", "collect-local"]
     env = {**os.environ, "PYTHONPATH": str(repo), "PATH": str(Path(PYSPY or "").parent)}
+    probe = subprocess.run(
+        [*nobody, "--clear-groups", sys.executable, "-c", "import logscope"],
+        capture_output=True, text=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        shutil.rmtree(shared, ignore_errors=True)
+        # a clone under a private directory (mktemp -d, a 0700 home): `nobody` cannot run it
+        skip_or_fail(f"user nobody cannot run logscope from {repo}: {probe.stderr.strip()}")
     with launched(tmp_path, 1) as (proc, _):
         ran = subprocess.run(
             [*argv, "--out", str(out)], capture_output=True, text=True, timeout=60, env=env
