@@ -27,7 +27,7 @@ def attempt_endings(
     exits: Sequence[Event],
     progress: Progress,
     started: bool,
-    teardowns: Sequence[Event] = (),
+    wound_down: Event | None = None,
 ) -> tuple[list[Incident], dict[int, tuple[str, Incident | None]], Ending]:
     """Each attempt's ending (crash, hang, end) and the job's outcome from the last one; the
     incidents renumbered in attempt order. `started`: the job ran (conclude._started)."""
@@ -57,7 +57,7 @@ def attempt_endings(
                 cadence,
                 started,
                 allowed,
-                teardowns,
+                wound_down,
             )
             if ending.outcome is Outcome.hung:
                 incs = hang_incident(incs, a.last_event, ending)

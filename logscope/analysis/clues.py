@@ -356,7 +356,7 @@ def task_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
     launcher's local rank (srun started the ranks itself): the task id, which SLURM gives each
     task as SLURM_PROCID, its rank."""
     task = root.line.task
-    if task is None or world.ranks or world.nproc_per_node is not None:
+    if task is None or not world.srun_started_ranks:
         return culprit
     why = f"its srun task is {task}, and srun started the ranks itself: task id = rank"
     return _named(culprit, task, None, why, 0.6)
@@ -396,24 +396,35 @@ _PROXY_SERVICE = re.compile(r"\[Proxy Service (?P<rank>\d+)\]")
 rank (comm->rank, tpRank from 2.19: its rank in the top-level communicator)."""
 
 
-def nccl_process_culprit(culprit: Culprit, root: Event, events: Sequence[Event]) -> Culprit:
-    """A root printed by NCCL (`host:pid:tid [dev]`) with no rank: the rank another NCCL line
-    of the same process gives itself (its proxy thread's `[Proxy Service N]`)."""
+def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
+    """A root printed by NCCL (`host:pid:tid [dev]`): the rank another NCCL line of the same
+    process gives itself (its proxy thread's `[Proxy Service N]`)."""
     head = _NCCL_PROCESS.search(root.line.raw)
     if head is None:
-        return culprit
+        return None
+    process = (head["host"], head["pid"])
     ranks = set()
     for e in events:
-        other = _NCCL_PROCESS.search(e.line.raw)
-        if other is None or (other["host"], other["pid"]) != (head["host"], head["pid"]):
-            continue
-        if m := _PROXY_SERVICE.search(e.line.text):
-            ranks.add(int(m["rank"]))
+        said = _PROXY_SERVICE.search(e.line.text)
+        other = _NCCL_PROCESS.search(e.line.raw) if said else None
+        if said and other is not None and (other["host"], other["pid"]) == process:
+            ranks.add(int(said["rank"]))
     if len(ranks) != 1:
-        return culprit
+        return None
     rank = ranks.pop()
-    why = (
-        f"NCCL's proxy thread of the same process ({head['host']}:{head['pid']}) names its "
-        f"rank: [Proxy Service {rank}]"
+    return Culprit(
+        rank=rank,
+        local_rank=None,
+        host=head["host"],
+        confidence=0.75,
+        reason=f"NCCL's proxy thread of the same process ({head['host']}:{head['pid']}) names "
+        f"its rank: [Proxy Service {rank}]",
     )
-    return _named(culprit, rank, None, why, 0.75)
+
+
+def nccl_process_culprit(culprit: Culprit, root: Event, events: Sequence[Event]) -> Culprit:
+    """A culprit with no rank yet, named by its own process's NCCL lines (nccl_process_rank)."""
+    found = nccl_process_rank(root, events)
+    if found is None or found.rank is None:
+        return culprit
+    return _named(culprit, found.rank, None, found.reason, found.confidence)

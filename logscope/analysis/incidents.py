@@ -26,6 +26,7 @@ from .clues import (
     first_exit,
     launcher_culprit,
     nccl_process_culprit,
+    nccl_process_rank,
     oom_culprit,
     pid_culprit,
     same_error_culprit,
@@ -233,7 +234,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             or silent_culprit(events, world)
             or reported_culprit(events)
             or first_exit(events, world)
-            or _own_nccl_rank(root, events)
+            or nccl_process_rank(root, events)
         )
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return _Pick(root, named, category)
@@ -248,13 +249,6 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         or sole_worker(events, world)
     )
     return _Pick(root, named, root.category or "launcher_error")
-
-
-def _own_nccl_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
-    """The rank NCCL's own lines give the process that printed the root (clues)."""
-    unnamed = Culprit(None, None, root.line.host, 0.0, "")
-    named = nccl_process_culprit(unnamed, root, events)
-    return named if named.rank is not None else None
 
 
 def _names_work(e: Event) -> bool:
@@ -320,7 +314,7 @@ def _reported_task(summary: Event, world: World) -> Culprit | None:
     host = summary.fields.get("host") or summary.line.host
     rank = world.rank_of_stream(Stream(task, host, None, None))
     how = "the log ties the task to this rank"
-    if rank is None and not world.ranks and world.nproc_per_node is None:
+    if rank is None and world.srun_started_ranks:
         rank, how = task, "srun started the ranks itself (no launcher's rank shows): task id = rank"
     if rank is None:
         return None

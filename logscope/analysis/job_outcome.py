@@ -87,12 +87,12 @@ def decide_outcome(
     cadence: float | None,
     started: bool = False,
     allowed_s: float | None = None,
-    teardowns: Sequence[Event] = (),
+    wound_down: Event | None = None,
 ) -> Ending:
     """How the job ended, from the last incident, the end banners and the progress cadence
     (`Progress.median_interval_s`, which the caller has). `allowed_s`: the silence the phase it
-    ended in allows (allowed_silence), when the caller knows the phase. `teardowns`: the lines
-    that say the run wound down without an exit line of its own: processes tearing their
+    ended in allows (allowed_silence), when the caller knows the phase. `wound_down`: the last
+    line that says the run wound down without an exit line of its own: processes tearing their
     communicators down (`comm_teardown`), the training loop's final checkpoint (`training_done`)."""
     final = incidents[-1] if incidents else None
     if final is not None and progress.count_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
@@ -153,7 +153,6 @@ def decide_outcome(
         return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
     if exits:
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
-    wound_down = teardowns[-1] if teardowns else None
     # detectron2's writer hook reports the last step after its checkpointer saved: one line
     same_step = 1 if wound_down is not None and "training_done" in wound_down.fields else 0
     if wound_down is not None and progress.count_after(wound_down.seq) <= same_step:

@@ -57,7 +57,15 @@ def conclude(
     last_progress = progress.last_time()
     world = engine.world()
     exits = [m for m in engine.markers if m.kind == "exit"]
-    teardowns = [m for m in engine.markers if m.fields.keys() & {"comm_teardown", "training_done"}]
+    # the last line that says the run wound down without an exit line of its own
+    wound_down = next(
+        (
+            m
+            for m in reversed(engine.markers)
+            if m.fields.keys() & {"comm_teardown", "training_done"}
+        ),
+        None,
+    )
     incidents, survived = outlived(
         _incidents(engine, failures, attempts, world),
         failures,
@@ -71,7 +79,7 @@ def conclude(
     endings: dict[int, tuple[str, Incident | None]] = {}
     if attempts:
         incidents, endings, ending = attempt_endings(
-            attempts, incidents, exits, progress, _started(engine), teardowns
+            attempts, incidents, exits, progress, _started(engine), wound_down
         )
     else:
         ending = decide_outcome(
@@ -82,7 +90,7 @@ def conclude(
             last_time,
             cadence,
             started=_started(engine),
-            teardowns=teardowns,
+            wound_down=wound_down,
         )
     if all_empty(inputs):
         # an empty log says nothing of the job, least of all that it was healthy

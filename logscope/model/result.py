@@ -31,6 +31,12 @@ class World:
     hosts: frozenset[str] = frozenset()
     """The hosts any line named (prefixes, NCCL's `host:pid:tid`)."""
 
+    @property
+    def srun_started_ranks(self) -> bool:
+        """No line shows a rank or a launcher's local rank: srun started the ranks itself, so a
+        task id is the rank SLURM gave that task (SLURM_PROCID)."""
+        return not self.ranks and self.nproc_per_node is None
+
     def rank_of(self, line: Line) -> int | None:
         return self.rank_of_stream(line.stream)
 
