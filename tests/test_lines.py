@@ -276,6 +276,21 @@ ROWS = [
         level="E",
         time=datetime(2022, 4, 24, 20, 11, 54, 239000),
     ),
+    # Determined: the launcher's `[rank=N] ` (wrap_rank.py), the master's task log around it
+    row(
+        "[rank=5] OSError: [Errno 5] Input/output error",
+        "OSError: [Errno 5] Input/output error",
+        rank=5,
+    ),
+    row(
+        "[2023-09-14T08:01:02.250000Z] 7c1e9a02 [rank=13] || ERROR: KeyError: 'x'",
+        "KeyError: 'x'",
+        rank=13,
+        level="E",
+        time=datetime(2023, 9, 14, 8, 1, 2, 250000),
+    ),
+    row("[] [rank=2] || OSError: x", "OSError: x", rank=2),
+    row("[rank=1.5] loss 2.0", "[rank=1.5] loss 2.0"),
     # YARN's log collector: ISO time, then the container
     row(
         "2021-02-03T04:05:06.000Z /container_e12_1612345678901_0001_01_000003: OSError: x",

@@ -91,6 +91,16 @@ _RAY = re.compile(
 )
 # Ray's C++ logger (ray/util/logging.cc): `[2025-04-02 15:02:00,117 E 135782 135782] `
 _RAY_CPP = re.compile(r"\[" + _ASCTIME + r" (?P<lvl>[DIWEF]) \d+ \d+\] ")
+# Determined's launcher (harness/determined/launch/wrap_rank.py) writes `[rank=N] ` before every
+# line of worker N; its master's task log (master/pkg/model/task.go, TaskLog.Message) puts the
+# record's time and the container's id in front and `|| LEVEL: ` after it:
+# `[2022-03-02T02:15:18.299569Z] f6114bb3 [rank=1] || INFO: text` (an empty id is blank, older
+# masters bracket it: `[f6114bb3]`, `[]`). The rank is the worker's global rank.
+_DETERMINED = re.compile(
+    r"(?:\[(?P<date>\d{4}-\d\d-\d\d)T(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))?Z\] )?"
+    r"(?:\[[0-9a-f]{0,8}\] +|[0-9a-f]{8} +| {8} )?"
+    r"\[rank=(?P<rank>\d+)\] (?:\|\| (?:(?P<lvl>[A-Z]+): )?)?"
+)
 # Hadoop YARN's log collector: `<ISO time> /container_e559_1557431881457_79419_05_000002: `
 _CONTAINER = re.compile(r"/?container_\w+: ")
 _MONTHS = MappingProxyType(
@@ -244,6 +254,14 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
                 if m["colon"]:
                     p.host = m["role"]  # `--role $(hostname -s):` style
             text = rest
+            continue
+        m = _DETERMINED.match(text)
+        if m:
+            p.rank = int(m["rank"])
+            p.time = _time(m.groupdict(), year) or p.time
+            if m["lvl"]:
+                p.level = m["lvl"][0]
+            text = text[m.end() :]
             continue
         m = _C10.match(text) or _GLOG.match(text)
         if m:
