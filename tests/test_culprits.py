@@ -279,3 +279,13 @@ def test_a_worker_the_launcher_reports_failed_is_the_culprit_when_it_said_nothin
     own = "[rank1]: ValueError: bad batch"
     (inc,) = incidents_of(fed([own, *lines]))
     assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit
+
+
+def test_ray_trains_failed_worker_index_is_the_rank_of_a_worker_death_with_none() -> None:
+    # the raylet's report of a dead worker names its node, never its rank; Ray Train's driver
+    # then logs the index (world rank) of the worker whose actor died (train/_internal/utils.py)
+    died = "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff2b Worker ID: 9c Node ID: 4e Worker IP address: 10.4.0.17 Worker port: 10010 Worker PID: 5120"
+    (inc,) = incidents_of(fed([died, "(TorchTrainer pid=880) Worker 5 has failed."]))
+    assert inc.root_cause.signature == "ray.worker_died"
+    assert inc.culprit is not None and inc.culprit.rank == 5, inc.culprit
+    assert "launcher reports one failed worker only (rank 5)" in inc.culprit.reason
