@@ -141,3 +141,23 @@ def test_the_launchers_exit_code_of_its_first_failed_process_says_how_it_died(ru
     _, inc, path = verdict(run, [*head, "Exit code: 1"])
     assert inc["category"] == "python_exception", inc
     assert_root(inc, path, 1, head[0])
+
+
+def test_an_intel_gpu_runtime_result_is_that_ranks_failure_by_its_class(run: Run) -> None:
+    # torchtitan on XPU: steps, then the SYCL runtime's report of a Unified Runtime result on one
+    # rank (intel/llvm adapter.hpp), then the launcher's summary
+    head = [
+        f"[rank0]:[titan] 2025-03-01 10:00:{s:02d},000 - root - INFO - step: {s}  loss:  7.1"
+        for s in range(1, 6)
+    ]
+    for code, name, category in [
+        (40, "OUT_OF_RESOURCES", "oom_gpu"),
+        (20, "DEVICE_LOST", "gpu_hardware"),
+        (45, "INVALID_ARGUMENT", "cuda_error"),
+    ]:
+        error = f"[rank6]: RuntimeError: level_zero backend failed with error: {code} (UR_RESULT_ERROR_{name})"
+        lines = [*head, "[rank6]: Traceback (most recent call last):", error]
+        _doc, inc, path = verdict(run, lines)
+        assert inc["category"] == category, (name, inc)
+        assert_root(inc, path, len(lines), error)
+        assert inc["culprit"]["rank"] == 6, inc["culprit"]
