@@ -323,6 +323,7 @@ def test_a_crash_collects_nothing(tmp_path: Path) -> None:
 
 
 @needs_pyspy
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
 def test_refused_ptrace_is_a_warning(tmp_path: Path) -> None:
     """The collection run as `nobody` against root's processes: the kernel refuses ptrace."""

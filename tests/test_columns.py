@@ -77,6 +77,7 @@ def _bench_generator() -> Any:
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["sparse", "dense", "hf"])
 def test_bench_profiles_read_the_same_in_bulk_and_with_workers(
     tmp_path: Path, profile: str, monkeypatch: pytest.MonkeyPatch

@@ -299,6 +299,7 @@ def test_corpus_is_there_in_ci() -> None:
 # -- outputs ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bloom_like_run_with_a_slowdown_through_every_output(tmp_path: Path, run_cli) -> None:
     truth = bloom_run.generate(tmp_path, slowdown=(3, 1100, 0.05))
     code, out, _ = run_cli("analyze", str(tmp_path))

@@ -48,7 +48,10 @@ def _same(paths: list[str], chunk: int) -> None:
     assert many == one
 
 
-@pytest.mark.parametrize("chunk", [pytest.param(257, marks=pytest.mark.slow), 4096, 65536])
+@pytest.mark.parametrize(
+    "chunk",
+    [pytest.param(257, marks=pytest.mark.slow), pytest.param(4096, marks=pytest.mark.slow), 65536],
+)
 def test_bloom_run_is_the_same_with_workers(bloom: Path, chunk: int) -> None:
     _same([str(bloom)], chunk)
 
@@ -130,6 +133,7 @@ def test_since_a_mark() -> None:
     assert got == [Since([], 3, False), Since([4], None, False), Since([], 6, True)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tail", [b"", b"\n", b"x" * 50, b"x" * 51, b"Error " + b"y" * 60])
 def test_long_lines_fall_back_to_blocks(tmp_path: Path, tail: bytes) -> None:
     path = tmp_path / "a.log"

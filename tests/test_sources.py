@@ -273,6 +273,7 @@ def test_truncated_gzip_reads_the_lines_before_the_damage(truncated_gz: tuple[Pa
     assert "damaged or truncated" in warning, warning
 
 
+@pytest.mark.slow
 def test_truncated_gzip_through_cli_warns_and_does_not_crash(
     truncated_gz: tuple[Path, bytes],
 ) -> None:
@@ -287,6 +288,7 @@ def test_truncated_gzip_through_cli_warns_and_does_not_crash(
     assert info["lines"] >= complete, info
 
 
+@pytest.mark.slow
 def test_truncated_gzip_failure_before_damage_is_found(tmp_path: Path) -> None:
     # what follows the failure is no progress: training that went on would outlive it
     text = PLAIN * 5 + FAILURE + _noisy_log(4_000, what="prefetch")
