@@ -727,3 +727,20 @@ def test_an_nccl_warning_right_before_its_error_is_the_root() -> None:
     ]
     (inc,), _ = _built([warn, *channels, returned])
     assert inc.root_cause.line.lineno == 8
+
+
+@pytest.mark.parametrize("prefix", ["", "[rank2]: ", "[default2]:", "3: "])
+def test_a_frames_raise_statement_is_code_the_exception_line_is_the_message(
+    run: Run, prefix: str
+) -> None:
+    # CPython quotes each frame's source line four spaces in: the `raise` there names the
+    # exception (or even carries its text), but the line after the frames is what was raised
+    lines = [
+        f"{prefix}Traceback (most recent call last):",
+        f'{prefix}  File "/opt/venv/lib/python3.11/site-packages/trainer/io.py", line 88, in load',
+        f"{prefix}    shard = read_shard(path)",
+        f'{prefix}  File "/opt/venv/lib/python3.11/site-packages/io.py", line 41, in read_shard',
+        f'{prefix}    raise RuntimeError("CUDA error: an illegal memory access was encountered")',
+        f"{prefix}FileNotFoundError: [Errno 2] No such file or directory: '/data/shard-00017.bin'",
+    ]
+    failed(run, lines, "io_error", 6)

@@ -40,6 +40,10 @@ _TOLD_TO_STOP = frozenset({"cancelled", "timelimit", "preemption", "process_kill
 MAX_UNRECOGNIZED = 100
 """Unrecognized error lines kept as events (all are counted in the templates)."""
 TRACEBACK_TEXT = "Traceback (most recent call last):"
+# A traceback quotes each frame's source line under its `  File "...", line N, in f` line, indented
+# by four spaces (CPython Lib/traceback.py, StackSummary.format): `    raise X(...)` there is the
+# program's code, whatever its literal says. The exception line that follows is the message.
+_RAISE_SOURCE = re.compile(r" {4,}raise\b")
 CAUGHT_SPAN = 400
 """Lines from a caught traceback's opening line within which its exception line is looked for:
 every rank's few frames may interleave (64 ranks x 5 lines); past it, the traceback was cut and
@@ -181,6 +185,8 @@ class Extractor:
                     self.unrecognized_events.append(self._unrecognized(line, seq))
             return out
         sig, fields = hit
+        if sig.kind == "failure" and _RAISE_SOURCE.match(line.text):
+            return out
         category, severity = sig.category, sig.severity
         xid = fields.get("xid")
         if xid is not None and xid.isdigit() and int(xid) in self.library.xid:
