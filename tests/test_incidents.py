@@ -358,6 +358,23 @@ def test_nccl_warning_before_its_error_code_is_the_root(run: Run) -> None:
     failed(run, lines, "comm_error", lineno(lines, lines[1]))
 
 
+def test_with_no_nccl_warning_the_error_its_caller_reported_is_the_root(run: Run) -> None:
+    # NCCL's return trace, no WARN before it: the frames only point; torch's exception says what
+    # came back (a frame alone, with nothing after it, stays the root)
+    frames = [
+        "trn-04:7781:7790 [6] NCCL INFO misc/socket.cc:565 -> 2",
+        "trn-04:7781:7790 [6] NCCL INFO bootstrap.cc:274 -> 2",
+        "trn-04:7781:7790 [6] NCCL INFO init.cc:1378 -> 2",
+    ]
+    error = (
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1251, "
+        "unhandled system error, NCCL version 2.14.3"
+    )
+    lines = ["trn-04:7781:7781 [6] NCCL INFO Bootstrap : Using eth0:10.1.0.4<0>", *frames, error]
+    failed(run, lines, "comm_error", len(lines))
+    failed(run, lines[:-1], "comm_error", 4)
+
+
 def test_handled_nccl_error_frame_is_no_failure(run: Run) -> None:
     # an inner frame after an INFO probe: NCCL handles it and goes on
     lines = [

@@ -39,6 +39,8 @@ from .clues import (
 from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
 from .reasons import stated_reason
 
+NCCL_RETURN_FRAME = "nccl.error_return"
+"""NCCL's `file.cc:line -> code` frame of an error on its way to the caller (patterns/nccl.toml)."""
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
 _SEVERITY_RANK = MappingProxyType({"fatal": 3, "error": 2, "warning": 1, "info": 0})
 _SERIOUS = ("fatal", "error")
@@ -225,6 +227,13 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         lead = next((w for w in events if _leads(w, root)), None)
         if lead is not None:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
+        elif root.signature == NCCL_RETURN_FRAME:
+            # a frame of NCCL's return trace only points at an error; with no WARN before it,
+            # the error its caller reported (`unhandled system error`, an XLA status) says what
+            root = next(
+                (e for e in symptoms if e.seq > root.seq and e.signature != NCCL_RETURN_FRAME),
+                root,
+            )
         # what the ranks say beats the launcher's first failure: torchrun's Root Cause names the
         # first rank its watchdog took down, a victim when another rank hung
         # (a barrier's report of who did not arrive first: it names them outright)
