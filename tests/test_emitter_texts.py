@@ -161,3 +161,16 @@ def test_an_intel_gpu_runtime_result_is_that_ranks_failure_by_its_class(run: Run
         assert inc["category"] == category, (name, inc)
         assert_root(inc, path, len(lines), error)
         assert inc["culprit"]["rank"] == 6, inc["culprit"]
+
+
+def test_an_interactive_shells_killed_is_a_sigkill_not_an_unknown_error(run: Run) -> None:
+    # bash prints the signal's name alone for a foreground job that died of it (jobs.c)
+    lines = [f"Epoch {e}: 100%|##########| 163/163 [18:08<00:00, loss=0.99]" for e in range(2)]
+    lines.append("Killed")
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "process_killed", inc
+    assert_root(inc, path, 3, "Killed")
+    # a sentence that starts with the word is no report (the never-silent fallback may keep it)
+    _code, doc, _ = run([*lines[:-1], "Killed 3 stale workers before the restart"])
+    patterns = {i["root_cause"]["pattern"] for i in doc["incidents"]}
+    assert "signals.killed_alone" not in patterns, patterns
