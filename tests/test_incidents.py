@@ -358,6 +358,17 @@ def test_nccl_warning_before_its_error_code_is_the_root(run: Run) -> None:
     failed(run, lines, "comm_error", lineno(lines, lines[1]))
 
 
+def test_an_old_nccls_warning_before_its_cuda_file_frames_is_the_root(run: Run) -> None:
+    # NCCL <= 2.3 built its sources as CUDA files: its frames read `init.cu:568 -> 1`
+    lines = [
+        "gpu-a:2753:2762 [0] transport/p2p.cu:548 NCCL WARN failed to open CUDA IPC handle : 64 "
+        "peer access is not supported between these two devices",
+        "gpu-a:2753:2762 [0] NCCL INFO init.cu:568 -> 1",
+        "gpu-a:2753:2762 [0] NCCL INFO init.cu:642 -> 1",
+    ]
+    failed(run, lines, "comm_error", 1)
+
+
 def test_with_no_nccl_warning_the_error_its_caller_reported_is_the_root(run: Run) -> None:
     # NCCL's return trace, no WARN before it: the frames only point; torch's exception says what
     # came back (a frame alone, with nothing after it, stays the root)
