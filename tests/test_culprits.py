@@ -289,3 +289,20 @@ def test_ray_trains_failed_worker_index_is_the_rank_of_a_worker_death_with_none(
     assert inc.root_cause.signature == "ray.worker_died"
     assert inc.culprit is not None and inc.culprit.rank == 5, inc.culprit
     assert "launcher reports one failed worker only (rank 5)" in inc.culprit.reason
+
+
+def test_the_one_rank_absent_from_horovods_ready_ranks_is_the_culprit() -> None:
+    # Horovod 0.1x's stall warning lists, per stalled tensor, the ranks that did submit it
+    head = "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit different tensors or that only subset of ranks is submitting tensors, which will cause deadlock. Stalled ops: "
+    (inc,) = incidents_of(
+        fed(
+            [
+                head
+                + "allreduce.grad_0 [ready ranks: 3, 0, 1], allreduce.grad_1 [ready ranks: 0, 3, 1]"
+            ]
+        )
+    )
+    assert inc.culprit is not None and inc.culprit.rank == 2, inc.culprit
+    # the highest rank absent: the line alone cannot tell it from a smaller world
+    (inc,) = incidents_of(fed([head + "allreduce.grad_0 [ready ranks: 2, 0, 1]"]))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit

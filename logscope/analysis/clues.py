@@ -193,12 +193,18 @@ def same_error_culprit(
 
 def barrier_culprit(events: Sequence[Event]) -> Culprit | None:
     """The one rank the reports of absent ranks name (a signature's `missing` field: Gloo's
-    monitored barrier, Horovod's stall inspector)."""
+    monitored barrier, Horovod's stall inspector; or its `ready` field, the ranks that arrived, of
+    which a gap below the highest is the one absent)."""
     missing: set[int] = set()
     said: set[str] = set()
     for e in events:
         if e.fields.get("missing"):
             missing.update(int(x) for x in e.fields["missing"].split(",") if x.strip().isdigit())
+            said.add(e.signature)
+        elif e.fields.get("ready"):
+            # the ranks that did submit (Horovod 0.1x): those below the highest that did not
+            ready = {int(x) for x in e.fields["ready"].split(",") if x.strip().isdigit()}
+            missing.update(set(range(max(ready))) - ready)
             said.add(e.signature)
     if len(missing) != 1:
         return None
