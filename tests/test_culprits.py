@@ -306,3 +306,16 @@ def test_the_one_rank_absent_from_horovods_ready_ranks_is_the_culprit() -> None:
     # the highest rank absent: the line alone cannot tell it from a smaller world
     (inc,) = incidents_of(fed([head + "allreduce.grad_0 [ready ranks: 2, 0, 1]"]))
     assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+
+
+def test_an_error_that_names_its_own_rank_names_the_culprit() -> None:
+    # Megatron-Core's rerun state machine says which rank rejected the result (no rank prefix)
+    line = "ERROR:megatron.core.rerun_state_machine:Unexpected result nan on rank 6 at iteration #4100 invocation #1 (message='found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective')"
+    (inc,) = incidents_of(fed([line]))
+    assert inc.root_cause.signature == "python.megatron_unexpected_result"
+    assert inc.culprit is not None and inc.culprit.rank == 6, inc.culprit
+    assert "names its own rank (6)" in inc.culprit.reason
+    # its disabled-rerun form, with the node it ran on
+    line = "RuntimeError: Rank 11, node gpu-b04, device 3, iteration 77: Unexpected result inf (message='loss is infinite')"
+    (inc,) = incidents_of(fed([line]))
+    assert inc.culprit is not None and (inc.culprit.rank, inc.culprit.host) == (11, "gpu-b04")

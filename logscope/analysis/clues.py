@@ -55,6 +55,15 @@ def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf
     )
 
 
+def own_rank_culprit(culprit: Culprit, root: Event) -> Culprit:
+    """An error whose own words name the rank that prints it (a signature's `own_rank` field:
+    Megatron's `Unexpected result nan on rank 3`), where no prefix names it."""
+    rank = field_int(root, "own_rank")
+    if rank is None:
+        return culprit
+    return _named(culprit, rank, None, f"the error names its own rank ({rank})", 0.85)
+
+
 def _tasks(text: str) -> list[int]:
     """srun's task list (`3`, `0-3,5`, `[0-3]`) as task ids: SLURM's range syntax, expanded as
     a node list's brackets are (bounded: a hostile `0-99999999999` is not expanded)."""

@@ -28,6 +28,7 @@ from .clues import (
     nccl_process_culprit,
     nccl_process_rank,
     oom_culprit,
+    own_rank_culprit,
     pid_culprit,
     same_error_culprit,
     sole_worker,
@@ -154,6 +155,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             ),
         )
         culprit = locate(culprit, events)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = own_rank_culprit(culprit, root)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = attribute(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
