@@ -369,6 +369,30 @@ def test_an_old_nccls_warning_before_its_cuda_file_frames_is_the_root(run: Run) 
     failed(run, lines, "comm_error", 1)
 
 
+def test_a_processs_first_failure_is_not_replaced_by_a_later_other_one(run: Run) -> None:
+    # an IB completion error (an error), NCCL tears the communicator down, then the same process
+    # hits a CUDA fault (fatal): the network failure came first and is the root
+    ib = (
+        "gpu5:35917:35994 [0] transport/net_ib.cc:788 NCCL WARN NET/IB : Got completion with "
+        "error 12, opcode 1, len 0, vendor err 129"
+    )
+    lines = [
+        ib,
+        "gpu5:35917:35994 [0] NCCL INFO transport/net.cc:537 -> 2",
+        "gpu5:35917:35994 [0] NCCL INFO transport.cc:163 -> 2 [Proxy Thread]",
+        "gpu5:35917:35917 [0] NCCL INFO Destroyed comm 0x7f24c4001af0 rank 4",
+        "gpu5:35917:35917 [1] init.cc:194 NCCL WARN Cuda failure 'an illegal memory access was "
+        "encountered'",
+    ]
+    failed(run, lines, "comm_error", 1)
+    # the same report's stronger line still wins: `terminate called`, then its `what():`
+    lines = [
+        "[default1]:terminate called after throwing an instance of 'c10::CUDAError'",
+        "[default1]:  what():  CUDA error: an illegal memory access was encountered",
+    ]
+    failed(run, lines, "cuda_error", 2)
+
+
 def test_with_no_nccl_warning_the_error_its_caller_reported_is_the_root(run: Run) -> None:
     # NCCL's return trace, no WARN before it: the frames only point; torch's exception says what
     # came back (a frame alone, with nothing after it, stays the root)
