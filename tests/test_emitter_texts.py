@@ -174,3 +174,19 @@ def test_an_interactive_shells_killed_is_a_sigkill_not_an_unknown_error(run: Run
     _code, doc, _ = run([*lines[:-1], "Killed 3 stale workers before the restart"])
     patterns = {i["root_cause"]["pattern"] for i in doc["incidents"]}
     assert "signals.killed_alone" not in patterns, patterns
+
+
+def test_nccl_tests_own_cuda_check_is_the_root_before_srun_s_report(run: Run) -> None:
+    # nccl-tests' CUDACHECK (src/common.h) names the host and the CUDA text; srun reports after
+    lines = [
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0",
+        "gpu-node-7: Test CUDA failure common.cu:893 'no CUDA-capable device is detected'",
+        " .. gpu-node-7 pid 12377: Test failure common.cu:843",
+        "srun: error: gpu-node-7: task 3: Exited with exit code 2",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 2, lines[1])
+    lines[1] = "gpu-node-7: Test CUDA failure common.cu:1021 'out of memory'"
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "oom_gpu", inc
