@@ -101,6 +101,8 @@ _DETERMINED = re.compile(
     r"(?:\[[0-9a-f]{0,8}\] +|[0-9a-f]{8} +| {8} )?"
     r"\[rank=(?P<rank>\d+)\] (?:\|\| (?:(?P<lvl>[A-Z]+): )?)?"
 )
+_DETERMINED_REACH = 64
+"""How far into a line Determined's `[rank=N]` tag can start (after the master's time and id)."""
 # Hadoop YARN's log collector: `<ISO time> /container_e559_1557431881457_79419_05_000002: `
 _CONTAINER = re.compile(r"/?container_\w+: ")
 _MONTHS = MappingProxyType(
@@ -255,7 +257,8 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
                     p.host = m["role"]  # `--role $(hostname -s):` style
             text = rest
             continue
-        m = _DETERMINED.match(text)
+        # (a substring test first: the pattern is tried only where its tag can be)
+        m = _DETERMINED.match(text) if text.find("[rank=", 0, _DETERMINED_REACH) >= 0 else None
         if m:
             p.rank = int(m["rank"])
             p.time = _time(m.groupdict(), year) or p.time
