@@ -440,6 +440,6 @@ def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
 def nccl_process_culprit(culprit: Culprit, root: Event, events: Sequence[Event]) -> Culprit:
     """A culprit with no rank yet, named by its own process's NCCL lines (nccl_process_rank)."""
     found = nccl_process_rank(root, events)
-    if found is None or found.rank is None:
+    if found is None:
         return culprit
     return _named(culprit, found.rank, None, found.reason, found.confidence)

@@ -388,7 +388,8 @@ def _refine(first: Event, causes: Sequence[Event], world: World, library: Librar
             # the exception unwound): how the process died of it, not a better account of it
             break
         if same and _strength(e, library) > _strength(best, library):
-            if _own_report(best, library) and e.category != best.category and _apart(best, e):
+            apart = e.line.lineno - best.line.lineno > _SAME_REPORT_LINES
+            if apart and e.category != best.category and _own_report(best, library):
                 # a failure a signature of its own knows, then another kind of failure some
                 # lines on (a network error, then the CUDA fault of the torn-down communicator):
                 # the process's first failure, not a better account of it
@@ -404,10 +405,6 @@ _SAME_REPORT_LINES = 3
 def _own_report(e: Event, library: Library) -> bool:
     """A cause a signature of its own knows, not the start of a traceback or a catch-all."""
     return e.role == "cause" and e.signature != TRACEBACK_START and not _catch_all(e, library)
-
-
-def _apart(a: Event, b: Event) -> bool:
-    return b.line.lineno - a.line.lineno > _SAME_REPORT_LINES
 
 
 def _burst_category(root: Event, causes: Sequence[Event], library: Library) -> Category | None:

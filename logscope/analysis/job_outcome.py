@@ -19,6 +19,9 @@ _END_OUTCOME = MappingProxyType(
         "node_failure": Outcome.node_failure,
     }
 )
+WOUND_DOWN_FIELDS = frozenset({"comm_teardown", "training_done"})
+"""Fields of a status line that says the run wound down without an exit line of its own:
+processes tearing their communicators down, the training loop's final checkpoint."""
 _SAYS_WHY = frozenset({"timelimit", "preemption", "node_failure"})
 """The scheduler's ends that say why it stopped the job."""
 HANG_FLOOR_S = 30.0

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from ..analysis.attempt_endings import attempt_endings
 from ..analysis.incidents import build_incidents
-from ..analysis.job_outcome import Ending, decide_outcome, make_job
+from ..analysis.job_outcome import WOUND_DOWN_FIELDS, Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.slurm_jobs import name_jobs
 from ..analysis.survived import exit_after_completion, outlived
@@ -59,11 +59,7 @@ def conclude(
     exits = [m for m in engine.markers if m.kind == "exit"]
     # the last line that says the run wound down without an exit line of its own
     wound_down = next(
-        (
-            m
-            for m in reversed(engine.markers)
-            if m.fields.keys() & {"comm_teardown", "training_done"}
-        ),
+        (m for m in reversed(engine.markers) if m.fields.keys() & WOUND_DOWN_FIELDS),
         None,
     )
     incidents, survived = outlived(
