@@ -12,8 +12,8 @@ from logscope.analysis.clues import (
     launcher_culprit,
     oom_culprit,
     pid_culprit,
+    quoted_culprit,
     same_error_culprit,
-    spawn_culprit,
     store_barrier_culprit,
 )
 from logscope.analysis.culprits import build_world
@@ -334,7 +334,7 @@ SPAWN = [
 def test_the_traceback_spawn_quotes_for_a_child_is_that_childs() -> None:
     lines = [line.format(n=2) for line in SPAWN]
     events = events_of(lines)
-    found = spawn_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
+    found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
     assert (found.rank, found.local_rank) == (2, 2), found
     assert "mp.spawn quotes for process 2" in found.reason
 
@@ -343,7 +343,33 @@ def test_an_error_before_spawns_header_is_not_the_childs() -> None:
     # counter-case: the error comes before the header, so the header says nothing of it
     lines = [OOM, *[line.format(n=2) for line in SPAWN[:3]]]
     events = events_of(lines)
-    found = spawn_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
+    found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
+    assert found == FIRST_ERROR
+
+
+# Ray Train V2's WorkerGroupError (train/v2/_internal/execution/worker_group/poll.py,
+# get_error_string): `[Rank {ranks}]:` above each group's exception
+RAY_V2 = [
+    "ray.train.v2.api.exceptions.WorkerGroupError: Training failed due to worker errors:",
+    "[Rank {ranks}]:",
+    "Traceback (most recent call last):",
+    '  File "/home/ray/train.py", line 51, in train_func',
+    "    loss.backward()",
+    OOM,
+]
+
+
+def test_the_traceback_ray_train_quotes_under_one_rank_is_that_ranks() -> None:
+    events = events_of([line.format(ranks=5) for line in RAY_V2])
+    found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(8))
+    assert found.rank == 5, found
+    assert "Ray Train quotes for rank 5" in found.reason
+
+
+def test_a_ray_train_header_naming_several_ranks_names_no_culprit() -> None:
+    # counter-case: alike errors of ranks 1 and 3 are grouped under one header
+    events = events_of([line.format(ranks="1, 3") for line in RAY_V2])
+    found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(8))
     assert found == FIRST_ERROR
 
 

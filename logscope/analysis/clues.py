@@ -25,8 +25,9 @@ rank, and says so in `culprit.reason`:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from ..lines.hostlist import expand_hostlist
 from ..match.events import FAILURE_ENTRY
@@ -40,9 +41,14 @@ KILL_LIST = "deepspeed.killing_subprocess"
 <pid>` for its workers in the order it started them: local rank 0 first."""
 MONITORED_BARRIER = "gloo.monitored_barrier"
 STORE_BARRIER = frozenset({"torchrun.store_barrier_timeout", "torchrun.store_barrier_waiting"})
-SPAWN_RAISED = "spawn.process_raised"
-SPAWN_TRACEBACK_LINES = 400
-"""How far a child's traceback under spawn's header may run (deep stacks, chained exceptions)."""
+TRACEBACK_HEADS: Mapping[str, str] = MappingProxyType(
+    {"spawn.process_raised": "mp.spawn", "ray.train_worker_errors": "Ray Train"}
+)
+"""Headers a parent prints above the traceback it quotes for one worker: mp.spawn's `-- Process N
+terminated with the following error:` (N its local rank), Ray Train's `[Rank N]:` in a
+WorkerGroupError (N its world rank)."""
+QUOTED_TRACEBACK_LINES = 400
+"""How far a quoted traceback under its header may run (deep stacks, chained exceptions)."""
 
 
 def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf: float) -> Culprit:
@@ -341,27 +347,27 @@ def launcher_culprit(culprit: Culprit, events: Sequence[Event], world: World) ->
     return replace(named, host=culprit.host or found.host, task=culprit.task or found.task)
 
 
-def spawn_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
-    """An error with no rank on its line inside the traceback mp.spawn quotes for child N (the
-    nearest `-- Process N terminated with the following error:` above it, in the same file)."""
+def quoted_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """An error with no rank on its line inside the traceback a parent quotes for one worker (the
+    nearest header above it in the same file: `TRACEBACK_HEADS`)."""
     heads = [
         e
         for e in events
-        if e.signature == SPAWN_RAISED
+        if e.signature in TRACEBACK_HEADS
         and e.line.path == root.line.path
-        and 0 < root.line.lineno - e.line.lineno <= SPAWN_TRACEBACK_LINES
+        and 0 < root.line.lineno - e.line.lineno <= QUOTED_TRACEBACK_LINES
     ]
     if not heads:
         return culprit
     head = max(heads, key=lambda e: e.line.lineno)
-    local = field_int(head, "local_rank")
-    if local is None:
+    rank, local = field_int(head, "rank"), field_int(head, "local_rank")
+    if rank is None and local is None:
         return culprit
-    rank = world.rank_of_stream(Stream(head.line.task, head.line.host, local, None))
-    why = (
-        f"the error is in the traceback mp.spawn quotes for process {local} "
-        f"(line {head.line.lineno})"
-    )
+    if rank is None:
+        rank = world.rank_of_stream(Stream(head.line.task, head.line.host, local, None))
+    who = f"process {local}" if local is not None else f"rank {rank}"
+    quoter = TRACEBACK_HEADS[head.signature]
+    why = f"the error is in the traceback {quoter} quotes for {who} (line {head.line.lineno})"
     named = _named(culprit, rank, local, why, 0.8)
     return replace(named, host=culprit.host or head.line.host)
 

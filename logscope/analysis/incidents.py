@@ -36,10 +36,10 @@ from .clues import (
     oom_culprit,
     own_rank_culprit,
     pid_culprit,
+    quoted_culprit,
     same_error_culprit,
     sole_worker,
     sole_worker_culprit,
-    spawn_culprit,
     store_barrier_culprit,
     task_culprit,
 )
@@ -177,7 +177,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         if culprit.rank is None and culprit.local_rank is None:
             culprit = same_error_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
-            culprit = spawn_culprit(culprit, root, events, world)
+            culprit = quoted_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = launcher_culprit(culprit, events, world)
         if culprit.rank is None and culprit.local_rank is None:
