@@ -250,21 +250,26 @@ def test_a_rank_of_another_process_group_is_no_global_rank() -> None:
     assert pg("[PG ID 2 PG GUID 9 Rank 5]") == FIRST_ERROR
 
 
-def test_the_deepspeed_launchers_failed_worker_is_its_local_rank() -> None:
-    # launch.py logs the worker's argv list, `--local_rank=N` appended, then its return code
+def test_the_deepspeed_launchers_command_line_is_the_last_workers_and_names_no_culprit() -> None:
+    # launch.py's sigkill_handler logs `{cmd} exits with return code = {last_return_code}`, cmd
+    # the spawn loop's variable: the last worker's argv (`--local_rank=3` of 4), whoever failed
     line = (
         "[2024-05-02 11:03:07,411] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
         "'-u', 'train.py', '--local_rank={r}', '--deepspeed', 'ds.json'] exits with return "
         "code = {code}"
     )
+    kills = [
+        f"[2024-05-02 11:03:07,2{i}0] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 7{i}"
+        for i in range(4)
+    ]
     for code, signature in ((-9, "deepspeed.worker_killed"), (1, "deepspeed.worker_failed")):
         events = events_of([line.format(r=3, code=code)])
-        assert the(events, signature).fields.get("local_rank") == "3", code
-    (inc,) = incidents_of(fed([line.format(r=3, code=-9)]))
-    assert inc.culprit is not None and (inc.culprit.local_rank, inc.culprit.rank) == (3, 3)
-    # a command line hard-wrapped before its --local_rank names no one
-    (inc,) = incidents_of(fed(["'--log_path', './ckpt/'] exits with return code = -9"]))
-    assert inc.culprit is None or inc.culprit.local_rank is None
+        fields = the(events, signature).fields
+        assert fields.get("last_local_rank") == "3" and "local_rank" not in fields, code
+        (inc,) = incidents_of(fed([*kills, line.format(r=3, code=code)]))
+        # the return code, not the kill list (the launcher's reaction to it), is the root
+        assert inc.root_cause.signature == signature, code
+        assert inc.culprit is None or inc.culprit.local_rank is None, inc.culprit
 
 
 def test_a_worker_the_launcher_reports_failed_is_the_culprit_when_it_said_nothing() -> None:

@@ -28,6 +28,7 @@ from ..model import (
 )
 from .aborts import own_abort, symptom_terminates
 from .clues import (
+    KILL_LIST,
     barrier_culprit,
     first_exit,
     launcher_culprit,
@@ -257,7 +258,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return _Pick(root, named, category)
     summaries = [e for e in serious if e.role == "summary"]
-    root = _first_observed(summaries) if summaries else events[0]
+    root = _past_kill_list(_first_observed(summaries), summaries) if summaries else events[0]
     # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
     # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
     named = (
@@ -290,6 +291,24 @@ def _first_observed(failures: Sequence[Event]) -> Event:
             for e in failures
             if e.signature == FAILURE_ENTRY
             and e.fields.get("root") == "1"
+            and e.line.path == first.line.path
+            and 0 < e.line.lineno - first.line.lineno <= _BLOCK_SPAN
+        ),
+        first,
+    )
+
+
+def _past_kill_list(first: Event, summaries: Sequence[Event]) -> Event:
+    """A launcher's kill list (`Killing subprocess N`) is its reaction to a worker's failure; the
+    report that follows it in the same block (`... exits with return code = 1`) says what
+    failed, and is the root where there is one."""
+    if first.signature != KILL_LIST:
+        return first
+    return next(
+        (
+            e
+            for e in summaries
+            if e.signature != KILL_LIST
             and e.line.path == first.line.path
             and 0 < e.line.lineno - first.line.lineno <= _BLOCK_SPAN
         ),
