@@ -109,6 +109,16 @@ def test_a_job_that_says_it_exited_completed() -> None:
     assert ending.reason.endswith(" (line 6)")
 
 
+def test_wandb_s_exit_status_says_whether_the_script_ended_well() -> None:
+    # wandb/sdk/wandb_run.py _display_exit_status: the exit code its exit hook saw
+    ok = "wandb: Waiting for W&B process to finish... (success)."
+    ending = ending_of(fed([*iterations(1, 5), ok, "wandb: Run history:"]))
+    assert ending.outcome is Outcome.completed, ending
+    failed = "wandb: Waiting for W&B process to finish... (failed 1). Press ctrl-c to abort syncing."
+    ending = ending_of(fed([*iterations(1, 5), failed, "wandb: Run history:"]))
+    assert ending.outcome is Outcome.crashed, ending
+
+
 def test_a_long_exit_line_is_quoted_by_its_start() -> None:
     stop = (
         ':::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "INTERVAL_END", '
