@@ -41,6 +41,16 @@ def test_width_is_learned_from_cut_lines() -> None:
     assert wrap_width("\n".join(lines).encode() + b"\n") == WIDTH
 
 
+def test_one_line_longer_than_the_width_does_not_hide_it() -> None:
+    # a paste whose first line carries the poster's opening backtick: one stray line, one longer
+    lines = wrapped([*CHATTER, DS_ERROR])
+    lines[0] = "`" + lines[0]
+    assert wrap_width("\n".join(lines).encode() + b"\n") == WIDTH
+    # counter-case: two lines longer than the cut ones, of two lengths: no width is learned
+    lines[2] = "``" + lines[2]
+    assert wrap_width("\n".join(lines).encode() + b"\n") is None
+
+
 def test_no_width_for_an_unwrapped_log() -> None:
     varied = [*CHATTER, DS_ERROR, "short line"]
     assert wrap_width("\n".join(varied).encode() + b"\n") is None

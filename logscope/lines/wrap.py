@@ -59,6 +59,8 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     lengths = newlines - starts - (cr & (newlines > starts))
     width = int(lengths.max())
     at_width = np.flatnonzero(lengths == width)
+    if width >= _MIN_WIDTH and len(at_width) < _MIN_CUT:
+        width, at_width = _width_under_strays(lengths)
     # the common case ends here, in numpy: the longest line is short or alone
     if width < _MIN_WIDTH or len(at_width) < _MIN_CUT:
         return None
@@ -72,6 +74,23 @@ def wrap_width(data: bytes | bytearray) -> int | None:
             line, after = data[starts[i] : newlines[i]], data[starts[i + 1] : newlines[i + 1]]
             cut += _continues(line, after)
     return width if cut >= _MIN_CUT else None
+
+
+_STRAYS = 1
+"""Lines longer than the wrap width an input may hold: a paste's one line the wrap did not cut
+(the poster's own words or a markdown backtick glued to the log's first line)."""
+
+
+def _width_under_strays(lengths: np.ndarray) -> tuple[int, np.ndarray]:
+    """The longest length many lines share, where at most `_STRAYS` lines are longer."""
+    long = lengths[lengths >= _MIN_WIDTH]
+    if len(long) <= _STRAYS:
+        return 0, np.empty(0, np.intp)
+    values, counts = np.unique(long, return_counts=True)
+    width = int(values[-1 - _STRAYS :][np.argmax(counts[-1 - _STRAYS :])])
+    if int(np.count_nonzero(long > width)) > _STRAYS:
+        return 0, np.empty(0, np.intp)
+    return width, np.flatnonzero(lengths == width)
 
 
 _SAME_START = 12
