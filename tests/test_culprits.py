@@ -296,6 +296,24 @@ def test_ray_trains_failed_worker_index_is_the_rank_of_a_worker_death_with_none(
     assert "launcher reports one failed worker only (rank 5)" in inc.culprit.reason
 
 
+def test_the_rank_a_desync_report_names_is_the_culprit_of_the_timeout() -> None:
+    # ProcessGroupNCCL's watchdog with TORCH_NCCL_DESYNC_DEBUG=1 (c10d/TraceUtils.h)
+    timeout = "[rank2]:[E1203 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLGATHER, NumelIn=8, NumelOut=32, Timeout(ms)=60000) ran for 60071 milliseconds before timing out."
+    report = [
+        "[rank2]:\t - [2] Timeout at collective: ALLGATHER, #41",
+        "[rank2]:\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:",
+        "[rank2]:\t   - [{lagging}] joined but didn't finish collective #40 (count from 1)",
+    ]
+    lines = [timeout, *(line.format(lagging=3) for line in report)]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.root_cause.signature == "nccl.watchdog_timeout"
+    assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
+    # counter-case: two ranks behind name no one
+    lines = [timeout, *(line.format(lagging="0, 3") for line in report)]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.culprit is None or inc.culprit.rank != 3, inc.culprit
+
+
 def test_the_one_rank_absent_from_horovods_ready_ranks_is_the_culprit() -> None:
     # Horovod 0.1x's stall warning lists, per stalled tensor, the ranks that did submit it
     head = "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit different tensors or that only subset of ranks is submitting tensors, which will cause deadlock. Stalled ops: "
