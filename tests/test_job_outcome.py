@@ -114,7 +114,9 @@ def test_wandb_s_exit_status_says_whether_the_script_ended_well() -> None:
     ok = "wandb: Waiting for W&B process to finish... (success)."
     ending = ending_of(fed([*iterations(1, 5), ok, "wandb: Run history:"]))
     assert ending.outcome is Outcome.completed, ending
-    failed = "wandb: Waiting for W&B process to finish... (failed 1). Press ctrl-c to abort syncing."
+    failed = (
+        "wandb: Waiting for W&B process to finish... (failed 1). Press ctrl-c to abort syncing."
+    )
     ending = ending_of(fed([*iterations(1, 5), failed, "wandb: Run history:"]))
     assert ending.outcome is Outcome.crashed, ending
 
