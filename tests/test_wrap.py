@@ -6,7 +6,7 @@ from pathlib import Path
 
 from logscope.lines.wrap import rejoin, starts_record, wrap_width
 
-from .helpers import analyze_doc, verdict_incident
+from .helpers import analyze_doc, child_failed_block, verdict_incident
 
 WIDTH = 116
 # A DeepSpeed launcher failure as a terminal 116 columns wide shows it: the return code line is
@@ -48,6 +48,20 @@ def test_one_line_longer_than_the_width_does_not_hide_it() -> None:
     assert wrap_width("\n".join(lines).encode() + b"\n") == WIDTH
     # counter-case: two lines longer than the cut ones, of two lengths: no width is learned
     lines[2] = "``" + lines[2]
+    assert wrap_width("\n".join(lines).encode() + b"\n") is None
+
+
+def test_rules_of_one_length_are_no_wrap() -> None:
+    # torchrun's failure block: rules of 60 `=` and `-`, each followed by a line of another shape
+    lines = child_failed_block(
+        "/opt/train/pretrain.py",
+        time="2025-04-09_07:28:50",
+        host="gpu-a17",
+        rank=27,
+        local_rank=3,
+        exitcode=-6,
+        pid=1387,
+    )
     assert wrap_width("\n".join(lines).encode() + b"\n") is None
 
 

@@ -109,9 +109,13 @@ def _same_start(line: bytes | bytearray, after: bytes | bytearray) -> bool:
 
 def _continues(line: bytes | bytearray, after: bytes | bytearray) -> bool:
     """`after` goes on with `line` cut at the wrap: not the next line of its template (alike
-    but for its numbers, or beginning as it begins), not the start of a record of its own."""
+    but for its numbers, or beginning as it begins), not the start of a record of its own. A rule
+    (one character repeated: torchrun's `====` of 60) is a whole line, whatever its length."""
     return (
-        _shape(after) != _shape(line) and not _same_start(line, after) and not starts_record(after)
+        len(set(bytes(line).strip())) > 1
+        and _shape(after) != _shape(line)
+        and not _same_start(line, after)
+        and not starts_record(after)
     )
 
 
