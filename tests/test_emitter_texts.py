@@ -163,6 +163,25 @@ def test_an_intel_gpu_runtime_result_is_that_ranks_failure_by_its_class(run: Run
         assert inc["culprit"]["rank"] == 6, inc["culprit"]
 
 
+def test_composers_crashed_rank_owns_the_driver_abort_printed_without_a_rank(run: Run) -> None:
+    # Intel's driver runtime prints its abort bare (compute-runtime abortUnrecoverable), then
+    # Composer's launcher names the rank that died of it (composer/cli/launcher.py)
+    lines = [
+        "2024-02-11 09:12:40,118 - composer.utils.checkpoint - DEBUG - Saving checkpoint to ckpt/ep1-ba300-rank{rank}.pt",
+        "Abort was called at 231 line in file:",
+        "./shared/source/os_interface/linux/drm_neo.cpp",
+        "2024-02-11 09:12:44,501 - composer.cli.launcher - ERROR - Rank 5 crashed with exit code -6.",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 2, lines[1])
+    assert inc["culprit"]["rank"] == 5, inc["culprit"]
+    # the launcher's line alone: a worker that died of SIGABRT
+    _doc, inc, path = verdict(run, [lines[0], lines[3]])
+    assert inc["culprit"]["rank"] == 5, inc["culprit"]
+    assert_root(inc, path, 2, lines[3])
+
+
 def test_an_interactive_shells_killed_is_a_sigkill_not_an_unknown_error(run: Run) -> None:
     # bash prints the signal's name alone for a foreground job that died of it (jobs.c)
     lines = [f"Epoch {e}: 100%|##########| 163/163 [18:08<00:00, loss=0.99]" for e in range(2)]
