@@ -124,6 +124,13 @@ def test_several_silent_ranks_are_named_with_low_confidence() -> None:
     assert "ranks 3, 5 reported no timeout" in culprit.reason
 
 
+def test_one_reporting_rank_above_two_silent_ones_names_no_guess() -> None:
+    # the world is known only from the highest rank seen (2): the one rank that reports is as
+    # likely the one that hung as either silent rank below it
+    events = events_of([WATCHDOG.format(r=2)])
+    assert silent_culprit(events, build_world([(None, None, None, 2)])) is None
+
+
 def test_with_every_rank_reporting_the_one_behind_in_enqueued_work_is_the_culprit() -> None:
     lines = [DETECTED.format(r=r, enqueued=14217 if r == 5 else 14221) for r in range(8)]
     engine = fed(lines)

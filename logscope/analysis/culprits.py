@@ -236,7 +236,10 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                     f"collective; rank {r} reported nothing, so it is the one they waited for"
                 ),
             )
-        if 1 < len(silent) <= 8:
+        # a guess among several silent ranks, where the ranks that waited are the many: with
+        # more silent than reporting ranks (a world known only from the highest rank seen),
+        # the few that report are as likely the ones that hung
+        if 1 < len(silent) <= 8 and len(reporters) > len(silent):
             lst = ", ".join(map(str, silent))
             return Culprit(
                 rank=silent[0],
