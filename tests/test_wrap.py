@@ -100,6 +100,16 @@ def test_cut_message_is_matched_whole(tmp_path: Path) -> None:
     assert inc["root_cause"]["text"] in lines, inc["root_cause"]
 
 
+def test_a_cut_line_longer_than_the_width_is_rejoined_too(tmp_path: Path) -> None:
+    # the poster's backtick glued to the first piece of the record: one stray line, still cut
+    lines = wrapped([*CHATTER, DS_ERROR])
+    first = len(wrapped(CHATTER))
+    lines[first] = "`" + lines[first]
+    _code, doc, _ = analyze_doc(str(_write(tmp_path, lines)))
+    inc = verdict_incident(doc)
+    assert inc["category"] == "process_killed", inc
+
+
 def test_wrapped_file_read_in_ranges_gives_the_same_verdict(tmp_path: Path) -> None:
     # over 1 MiB: read in ranges (the workers' reader), with the width learned up front
     filler = wrapped(CHATTER) * 9000

@@ -141,13 +141,13 @@ def rejoin(
         while pieces < MAX_PIECES and start > 0:
             prev = data.rfind(b"\n", 0, start - 1) + 1
             here = data[start : end_of(data, start, size)]
-            if _length(data, prev, start - 1) != width or not _continues(
+            if _length(data, prev, start - 1) < width or not _continues(
                 data[prev : start - 1], here
             ):
                 break
             start, pieces = prev, pieces + 1
         last = data.rfind(b"\n", 0, end) + 1  # the start of the span's last physical line
-        while pieces < MAX_PIECES and _length(data, last, end) == width and end + 1 < size:
+        while pieces < MAX_PIECES and _length(data, last, end) >= width and end + 1 < size:
             nxt, nxt_end = end + 1, end_of(data, end + 1, size)
             if not _continues(data[last:end], data[nxt:nxt_end]):
                 break
