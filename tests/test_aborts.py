@@ -46,6 +46,25 @@ def test_terminate_whose_what_was_cut_after_the_watchdog_takes_the_process_down(
     assert inc.root_cause.line.lineno == 1
 
 
+def test_a_sigabrt_of_a_rank_the_log_does_not_show_follows_the_shown_ranks_takedown() -> None:
+    # only rank 0's output is kept (torchtitan's --local-ranks-filter 0); its watchdog times out
+    # and takes its process down, then the agent reports local rank 1's SIGABRT first
+    takedown = "[rank0]:[E520 06:32:05.050391214 ProcessGroupNCCL.cpp:832] [Rank 0] To avoid data inconsistency, we are taking the entire process down."
+    died = "E0520 06:32:08.379000 27616 torch/distributed/elastic/multiprocessing/api.py:988] failed (exitcode: -6) local_rank: {r} (pid: 27638) of binary: /usr/bin/python3"
+    lines = [
+        "[rank0]:" + WATCHDOG.format(line=757, rank=0, seq=3),
+        takedown,
+        died.format(r=1),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "collective_timeout", inc.root_cause
+    assert inc.root_cause.line.lineno == 1
+    # counter-case: a rank the log shows, which said no error of its own, died of its own abort
+    shown = ["[rank1]: step 3 loss 2.01", *lines]
+    (inc,) = incidents_of(fed(shown))
+    assert inc.root_cause.line.lineno == 4, inc.root_cause
+
+
 def test_the_timeout_that_names_the_work_is_the_root_over_a_takedown_notice() -> None:
     # another process's `taking the entire process down` comes first in the interleaved output;
     # the watchdog line that names the collective (SeqNum, OpType) says what failed

@@ -2,7 +2,8 @@
 
 Two shapes, both of a process taking itself down over a failure it already stated:
 - a SIGABRT that a launcher reports for a rank whose watchdog timed out first (ProcessGroupNCCL:
-  `To avoid data inconsistency, we are taking the entire process down`);
+  `To avoid data inconsistency, we are taking the entire process down`), or for a rank the log
+  holds no line of, after another rank's watchdog took its process down;
 - a C++ `terminate called after throwing an instance of 'T'` whose `what():` line, printed right
   after it by libstdc++'s verbose terminate handler, is a known symptom (a watchdog timeout, a
   peer that closed the connection), or that comes right after ProcessGroupNCCL said it takes the
@@ -49,6 +50,11 @@ def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
         if said is None and e.signature == TAKING_DOWN:
             # a process with no rank prefix said it takes itself down: the SIGABRT that follows
             # is that, unless a prefix shows it was another rank's
+            return True
+        if e.signature == TAKING_DOWN and rank is not None and rank not in world.ranks:
+            # a rank whose output the log does not hold (a launcher that keeps rank 0's only)
+            # died of SIGABRT after another rank's watchdog took its process down: the ranks
+            # time out the same collective, and it was the same takedown
             return True
     return False
 
