@@ -182,6 +182,21 @@ def test_composers_crashed_rank_owns_the_driver_abort_printed_without_a_rank(run
     assert_root(inc, path, 2, lines[3])
 
 
+def test_a_flight_recorder_dump_signal_is_a_collective_timeout_without_the_watchdog_line(
+    run: Run,
+) -> None:
+    # ProcessGroupNCCL logs the dump signal at ERROR before its watchdog's timeout line; a log
+    # cut between the two still shows that a collective timed out
+    lines = [
+        "[rank0]:[titan] 2025-08-04 23:00:01,000 - root - INFO - step: 40  loss:  3.1",
+        "[rank0]:[E804 23:05:54.816499929 ProcessGroupNCCL.cpp:1849] [PG ID 0 PG GUID 0(default_pg) Rank 0] Observed flight recorder dump signal from another rank via TCPStore.",
+        "[rank0]:[E804 23:05:54.817424543 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] Received a dump signal due to a collective timeout from  rank 5 and we will try our best to dump the debug info. Last enqueued NCCL work: 41, last completed NCCL work: 40.This is most likely caused by incorrect usages of collectives",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "collective_timeout", inc
+    assert_root(inc, path, 3, lines[2])
+
+
 def test_an_interactive_shells_killed_is_a_sigkill_not_an_unknown_error(run: Run) -> None:
     # bash prints the signal's name alone for a foreground job that died of it (jobs.c)
     lines = [f"Epoch {e}: 100%|##########| 163/163 [18:08<00:00, loss=0.99]" for e in range(2)]
