@@ -15,7 +15,15 @@ from logscope.analysis.culprits import World
 from logscope.analysis.incidents import SPLIT_AFTER_PROGRESS, cascade_ranks
 from logscope.model import Event, Incident, Stream
 
-from .helpers import Run, assert_root, fed, incidents_of, lineno, verdict_incident
+from .helpers import (
+    Run,
+    assert_root,
+    child_failed_block,
+    fed,
+    incidents_of,
+    lineno,
+    verdict_incident,
+)
 
 
 def failed(
@@ -796,3 +804,20 @@ def test_a_frames_raise_statement_is_code_the_exception_line_is_the_message(
         f"{prefix}FileNotFoundError: [Errno 2] No such file or directory: '/data/shard-00017.bin'",
     ]
     failed(run, lines, "io_error", 6)
+
+
+def test_torchruns_failure_block_alone_is_what_its_root_cause_entry_says() -> None:
+    # only the launcher's block is in the log: exit code 1 is a worker that raised, a signal
+    # one that was killed (torch/distributed/elastic/multiprocessing/errors)
+    for code, category in ((1, "python_exception"), (-9, "process_killed")):
+        lines = child_failed_block(
+            "tools/train.py",
+            time="2025-07-05_11:44:10",
+            host="841d68780d16",
+            rank=1,
+            local_rank=1,
+            exitcode=code,
+            pid=49992,
+        )
+        (inc,) = incidents_of(fed(lines))
+        assert inc.category == category, (code, inc.root_cause)

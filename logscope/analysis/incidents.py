@@ -267,7 +267,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         or _reported_task(root, world)
         or sole_worker(events, world)
     )
-    return _Pick(root, named, root.category or "launcher_error")
+    return _Pick(root, named, _block_category(root, summaries) or root.category or "launcher_error")
 
 
 def _names_work(e: Event) -> bool:
@@ -296,6 +296,29 @@ def _first_observed(failures: Sequence[Event]) -> Event:
         ),
         first,
     )
+
+
+CHILD_FAILED = "torchrun.child_failed"
+
+
+def _block_category(head: Event, summaries: Sequence[Event]) -> Category | None:
+    """torchrun's `ChildFailedError` heads its failure block; the block's `Root Cause` entry says
+    how that worker ended (exit code 1: it raised; a signal: it was killed), which is what
+    failed."""
+    if head.signature != CHILD_FAILED:
+        return None
+    entry = next(
+        (
+            e
+            for e in summaries
+            if e.signature == FAILURE_ENTRY
+            and e.fields.get("root") == "1"
+            and e.line.path == head.line.path
+            and 0 < e.line.lineno - head.line.lineno <= _BLOCK_SPAN
+        ),
+        None,
+    )
+    return entry.category if entry is not None else None
 
 
 def _past_kill_list(first: Event, summaries: Sequence[Event]) -> Event:
