@@ -197,6 +197,25 @@ def test_a_flight_recorder_dump_signal_is_a_collective_timeout_without_the_watch
     assert_root(inc, path, 3, lines[2])
 
 
+def test_detectron2s_exception_notice_is_the_root_only_without_the_exception(run: Run) -> None:
+    # engine/train_loop.py logs `Exception during training:`, then the traceback
+    lines = [
+        "[12/20 18:16:14 d2.utils.events]:  eta: 19:46:57  iter: 4979  total_loss: 9.924  lr: 0.0001",
+        "ERROR [12/20 18:16:20 d2.engine.train_loop]: Exception during training:",
+        "Traceback (most recent call last):",
+        '  File "/opt/detectron2/engine/train_loop.py", line 155, in train',
+        "    self.after_step()",
+        "OSError: [Errno 28] No space left on device",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "io_error", inc
+    assert_root(inc, path, 6, lines[5])
+    # a paste cut after the notice: the loop raised, what is not said
+    _doc, inc, path = verdict(run, lines[:2])
+    assert inc["category"] == "python_exception", inc
+    assert_root(inc, path, 2, lines[1])
+
+
 def test_an_interactive_shells_killed_is_a_sigkill_not_an_unknown_error(run: Run) -> None:
     # bash prints the signal's name alone for a foreground job that died of it (jobs.c)
     lines = [f"Epoch {e}: 100%|##########| 163/163 [18:08<00:00, loss=0.99]" for e in range(2)]
