@@ -341,8 +341,9 @@ def _past_kill_list(first: Event, summaries: Sequence[Event]) -> Event:
 
 def _reported_worker(summary: Event, world: World) -> Culprit | None:
     """The worker a launcher's summary says failed (torchrun's `failed (exitcode: 1) local_rank:
-    3`, DeepSpeed's `--local_rank=3 ... exits with return code = 1`) when no line of the worker's
-    own says why: the first failure the launcher saw."""
+    3`, Composer's `Rank 3 crashed with exit code 1.`) when no line of the worker's own says why:
+    the first failure the launcher saw. (DeepSpeed's `... exits with return code` names the last
+    worker it started, not the failed one: patterns/deepspeed.toml.)"""
     rank = field_int(summary, "rank")
     local = field_int(summary, "local_rank")
     if summary.role != "summary" or (rank is None and local is None):
