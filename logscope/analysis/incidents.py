@@ -279,23 +279,29 @@ _BLOCK_SPAN = 200
 """Lines a torchrun failure block may span (7 a failure entry)."""
 
 
+def _root_entry_below(head: Event, events: Sequence[Event]) -> Event | None:
+    """The `Root Cause (first observed failure)` entry of the torchrun failure block that `head`
+    (an entry, or the block's `ChildFailedError`) belongs to: below it, in the same file."""
+    return next(
+        (
+            e
+            for e in events
+            if e.signature == FAILURE_ENTRY
+            and e.fields.get("root") == "1"
+            and e.line.path == head.line.path
+            and 0 < e.line.lineno - head.line.lineno <= _BLOCK_SPAN
+        ),
+        None,
+    )
+
+
 def _first_observed(failures: Sequence[Event]) -> Event:
     """The first of `failures` in the log; but when that is an entry of torchrun's failure block,
     the block's `Root Cause (first observed failure)` entry, printed below the others."""
     first = failures[0]
     if first.signature != FAILURE_ENTRY or first.fields.get("root") == "1":
         return first
-    return next(
-        (
-            e
-            for e in failures
-            if e.signature == FAILURE_ENTRY
-            and e.fields.get("root") == "1"
-            and e.line.path == first.line.path
-            and 0 < e.line.lineno - first.line.lineno <= _BLOCK_SPAN
-        ),
-        first,
-    )
+    return _root_entry_below(first, failures) or first
 
 
 CHILD_FAILED = "torchrun.child_failed"
@@ -307,17 +313,7 @@ def _block_category(head: Event, summaries: Sequence[Event]) -> Category | None:
     failed."""
     if head.signature != CHILD_FAILED:
         return None
-    entry = next(
-        (
-            e
-            for e in summaries
-            if e.signature == FAILURE_ENTRY
-            and e.fields.get("root") == "1"
-            and e.line.path == head.line.path
-            and 0 < e.line.lineno - head.line.lineno <= _BLOCK_SPAN
-        ),
-        None,
-    )
+    entry = _root_entry_below(head, summaries)
     return entry.category if entry is not None else None
 
 
