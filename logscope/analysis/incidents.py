@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -279,29 +279,35 @@ _BLOCK_SPAN = 200
 """Lines a torchrun failure block may span (7 a failure entry)."""
 
 
-def _root_entry_below(head: Event, events: Sequence[Event]) -> Event | None:
-    """The `Root Cause (first observed failure)` entry of the torchrun failure block that `head`
-    (an entry, or the block's `ChildFailedError`) belongs to: below it, in the same file."""
+def _first_below(
+    head: Event, events: Sequence[Event], keep: Callable[[Event], bool]
+) -> Event | None:
+    """The first of `events` that `keep` takes, below `head` in its file and within a block of
+    a launcher's report (`_BLOCK_SPAN` lines)."""
     return next(
         (
             e
             for e in events
-            if e.signature == FAILURE_ENTRY
-            and e.fields.get("root") == "1"
-            and e.line.path == head.line.path
+            if e.line.path == head.line.path
             and 0 < e.line.lineno - head.line.lineno <= _BLOCK_SPAN
+            and keep(e)
         ),
         None,
     )
+
+
+def _is_root_entry(e: Event) -> bool:
+    """torchrun's `Root Cause (first observed failure)` entry of its failure block."""
+    return e.signature == FAILURE_ENTRY and e.fields.get("root") == "1"
 
 
 def _first_observed(failures: Sequence[Event]) -> Event:
     """The first of `failures` in the log; but when that is an entry of torchrun's failure block,
     the block's `Root Cause (first observed failure)` entry, printed below the others."""
     first = failures[0]
-    if first.signature != FAILURE_ENTRY or first.fields.get("root") == "1":
+    if first.signature != FAILURE_ENTRY or _is_root_entry(first):
         return first
-    return _root_entry_below(first, failures) or first
+    return _first_below(first, failures, _is_root_entry) or first
 
 
 CHILD_FAILED = "torchrun.child_failed"
@@ -313,7 +319,7 @@ def _block_category(head: Event, summaries: Sequence[Event]) -> Category | None:
     failed."""
     if head.signature != CHILD_FAILED:
         return None
-    entry = _root_entry_below(head, summaries)
+    entry = _first_below(head, summaries, _is_root_entry)
     return entry.category if entry is not None else None
 
 
@@ -323,16 +329,7 @@ def _past_kill_list(first: Event, summaries: Sequence[Event]) -> Event:
     failed, and is the root where there is one."""
     if first.signature != KILL_LIST:
         return first
-    return next(
-        (
-            e
-            for e in summaries
-            if e.signature != KILL_LIST
-            and e.line.path == first.line.path
-            and 0 < e.line.lineno - first.line.lineno <= _BLOCK_SPAN
-        ),
-        first,
-    )
+    return _first_below(first, summaries, lambda e: e.signature != KILL_LIST) or first
 
 
 def _reported_worker(summary: Event, world: World) -> Culprit | None:

@@ -60,7 +60,7 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     width = int(lengths.max())
     at_width = np.flatnonzero(lengths == width)
     if width >= _MIN_WIDTH and len(at_width) < _MIN_CUT:
-        width, at_width = _width_under_strays(lengths)
+        width, at_width = _width_under_a_stray(lengths)
     # the common case ends here, in numpy: the longest line is short or alone
     if width < _MIN_WIDTH or len(at_width) < _MIN_CUT:
         return None
@@ -76,20 +76,14 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     return width if cut >= _MIN_CUT else None
 
 
-_STRAYS = 1
-"""Lines longer than the wrap width an input may hold: a paste's one line the wrap did not cut
-(the poster's own words or a markdown backtick glued to the log's first line)."""
-
-
-def _width_under_strays(lengths: np.ndarray) -> tuple[int, np.ndarray]:
-    """The longest length many lines share, where at most `_STRAYS` lines are longer."""
-    long = lengths[lengths >= _MIN_WIDTH]
-    if len(long) <= _STRAYS:
+def _width_under_a_stray(lengths: np.ndarray) -> tuple[int, np.ndarray]:
+    """The wrap width where the longest line is alone: the next length down, and its lines (a
+    paste's one line longer than the wrap: the poster's backtick glued to a cut line). The caller
+    still asks that several lines have that width and are cut."""
+    below = lengths[lengths < lengths.max()]
+    if not below.size:
         return 0, np.empty(0, np.intp)
-    values, counts = np.unique(long, return_counts=True)
-    width = int(values[-1 - _STRAYS :][np.argmax(counts[-1 - _STRAYS :])])
-    if int(np.count_nonzero(long > width)) > _STRAYS:
-        return 0, np.empty(0, np.intp)
+    width = int(below.max())
     return width, np.flatnonzero(lengths == width)
 
 
