@@ -46,6 +46,8 @@ class _Open:
     """The seconds each of them covers (arrays: a log without times has millions)."""
     loop_start: float | None = None
     open_save: tuple[int | None, float | None] | None = None
+    open_save_sync: bool = False
+    """The open save is written before the loop's next step (Signature.saved_before_next_step)."""
     saves: list[list[float | int | None]] = field(default_factory=list)
     """[iteration, start, duration or None]"""
     unfinished: list[int | None] = field(default_factory=list)
@@ -164,6 +166,10 @@ class Timeline:
             for k, v, s in self._pre.pop(inp, []):
                 self._stamp_open(cur, k, v, s)
         self._has_progress.add(inp)
+        if cur.open_save is not None and cur.open_save_sync:
+            # the loop stepped again: the synchronous save before this line returned
+            cur.saves.append([cur.open_save[0], cur.open_save[1], None])
+            cur.open_save = None
         d = self.progress.iter_s[idx]
         d = 0.0 if math.isnan(d) else d
         if exact == exact:  # not NaN
@@ -222,6 +228,7 @@ class Timeline:
                 and cur.input not in self._pending
                 and cur.anchor is None
                 and cur.loop_anchor is None
+                and not (cur.open_save is not None and cur.open_save_sync)
             )
             if plain and cur is not None and cur.t_prev is None and cur.first_idx >= 0:
                 # no clock yet (a log without times): the lines wait for the backward fill
@@ -336,7 +343,9 @@ class Timeline:
         cur.start = min(cur.start, t)
         cur.unknown, cur.unknown_s = array("q"), array("d")
 
-    def save_start(self, e: Event) -> None:
+    def save_start(self, e: Event, sync: bool = False) -> None:
+        """A checkpoint save begins; `sync`: it is written before the training loop's next step,
+        so that step's line closes it (its emitter logs nothing when it is done)."""
         cur = self._cur
         if cur is None or cur.input != input_of(e.seq) or input_of(e.seq) in self._pending:
             return
@@ -347,6 +356,7 @@ class Timeline:
             cur.unfinished.append(cur.open_save[0])
         start = e.time.timestamp() if e.time is not None and e.time_exact else cur.t_prev
         cur.open_save = (it, start)
+        cur.open_save_sync = sync
 
     def save_done(self, e: Event) -> None:
         cur = self._cur

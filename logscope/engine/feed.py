@@ -391,7 +391,8 @@ class Engine:
                 changes.append(e)
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
-                self.timeline.save_start(e)
+                sig = self.library.by_id(e.signature)
+                self.timeline.save_start(e, sig is not None and sig.saved_before_next_step)
             elif e.kind == "checkpoint_saved":
                 self.timeline.save_done(e)
             self.saw_steps = True

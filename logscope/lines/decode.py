@@ -67,6 +67,12 @@ _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
     r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - )?"
 )
+# mmengine's MMLogger (mmengine/logging/logger.py): `%(asctime)s - %(name)s - %(levelname)s - `
+# with datefmt `%m/%d %H:%M:%S` on the terminal and `%Y/%m/%d %H:%M:%S` in its log file
+_MMLOG = re.compile(
+    r"(?:(?P<y>\d{4})/)?(?P<mo>\d\d)/(?P<dd>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    r" - [\w.]+ - (?P<lvl>[A-Z]+) - "
+)
 _DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
 _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
@@ -155,6 +161,11 @@ def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
                 return None
             md = int(str(g["md"]))
             y, mo, d = year, md // 100, md % 100
+        elif g.get("mo"):
+            stated = int(str(g["y"])) if g.get("y") else year
+            if stated is None:
+                return None
+            y, mo, d = stated, int(str(g["mo"])), int(str(g["dd"]))
         elif g.get("mon"):
             if year is None:
                 return None
@@ -175,7 +186,7 @@ def _stamped(text: str, pos: int) -> bool:
     layers (syslog, syslog_tag)."""
     if _PYLOG_NAMED.match(text, pos) or _DEEPSPEED.match(text, pos) or _HF.match(text, pos):
         return True
-    if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos):
+    if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _MMLOG.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
     return m is not None and m["lvl"] is not None
@@ -289,7 +300,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             p.time = _time(m.groupdict(), year) or p.time
             text = text[m.end() :]
             continue
-        m = _BRACKET_TIME.match(text) or _ISO_START.match(text)
+        m = _BRACKET_TIME.match(text) or _ISO_START.match(text) or _MMLOG.match(text)
         if m:
             p.time = _time(m.groupdict(), year) or p.time
             if m.groupdict().get("lvl"):

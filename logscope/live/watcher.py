@@ -156,6 +156,8 @@ class Watcher:
     _fired_crash_attempt: int | None = None
     _fired_hang_progress: int = -1
     _last_checkpoint: int | None = None
+    _sync_save: tuple[int | None] | None = None
+    """A save written before the loop's next step (Signature.saved_before_next_step), open."""
     warnings: list[HealthWarning] = field(default_factory=list)
     outlived: list[Outlived] = field(default_factory=list)
     """Crash alerts the job went on after, in the order seen."""
@@ -184,6 +186,13 @@ class Watcher:
             elif self._phase == "eval" and self._phase_since is not None:
                 self._eval_max = max(self._eval_max or 0.0, now - self._phase_since)
             self.last_progress_at = now
+            if self._sync_save is not None:
+                # the loop stepped again: the synchronous save before this line is written
+                if self._phase == "save" and self._phase_since is not None:
+                    self._save_max = max(self._save_max or 0.0, now - self._phase_since)
+                saved_at = self._sync_save[0]
+                self._last_checkpoint = saved_at if saved_at is not None else self._last_checkpoint
+                self._sync_save = None
             self._phase, self._phase_since = "training", now
             it, total = field_int(e, "iteration"), self.engine.progress.train_iters
             if it is not None and total is not None and it >= total:
@@ -192,6 +201,9 @@ class Watcher:
             return
         if e.kind == "checkpoint_save":
             self._phase, self._phase_since = "save", now
+            sig = self.engine.library.by_id(e.signature)
+            if sig is not None and sig.saved_before_next_step:
+                self._sync_save = (field_int(e, "iteration"),)
         elif e.kind == "checkpoint_saved":
             if self._phase == "save" and self._phase_since is not None:
                 self._save_max = max(self._save_max or 0.0, now - self._phase_since)

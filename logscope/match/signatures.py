@@ -59,6 +59,10 @@ class Signature:
     reason_follows: bool = False
     """A result code whose reason the same process states a few lines later (NCCL >= 2.19 appends
     `Last error:` and the WARN text that set it): the incident takes that line's category."""
+    saved_before_next_step: bool = False
+    """A checkpoint notice logged before a synchronous write (HF Trainer's, OpenMMLab's): the
+    training loop's next step shows the checkpoint was written (their emitters say nothing
+    after it)."""
     columns: tuple[Regex, ...] = ()
     """Optional fields of a line `regex` matched, each searched on its own in the message: a
     progress line's loss, grad norm, batch size (see logscope.scan.bulk_progress)."""

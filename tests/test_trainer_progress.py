@@ -1,0 +1,111 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""Whole-log behaviour of trainers' own progress and ending lines read from their sources
+(patterns/openmmlab.toml, timm.toml): a run by iterations that reached its last one completed,
+an error the steps went on after is a survived note, a save notice is a checkpoint. Lines are
+constructed from the emitters' format strings (see each pattern file's header)."""
+
+from __future__ import annotations
+
+from .helpers import Run
+
+
+def _mmcv_iter(i: int, total: int, t: str) -> str:
+    return f"2021-08-02 {t},567 - mmseg - INFO - Iter [{i}/{total}]\tlr: 9.103e-03, eta: 0:12:00, time: 0.629, data_time: 0.007, memory: 9872, decode.loss_seg: 0.2719, loss: 0.3821"
+
+
+def test_an_openmmlab_run_by_iterations_that_reached_max_iters_completed(run: Run) -> None:
+    steps = [_mmcv_iter(i, 400, f"16:{i // 50:02d}:00") for i in range(50, 401, 50)]
+    # a corrupt image the data pipeline logged with its traceback, and the steps went on
+    lines = [
+        *steps[:2],
+        "Traceback (most recent call last):",
+        '  File "mmseg/datasets/pipelines/loading.py", line 61, in __call__',
+        "OSError: image file is truncated (4 bytes not processed)",
+        *steps[2:4],
+        "2021-08-02 16:04:01,999 - mmseg - INFO - Saving checkpoint at 200 iterations",
+        *steps[4:],
+    ]
+    code, doc, _path = run(lines)
+    assert code == 0, doc["job"]
+    job = doc["job"]
+    assert (job["outcome"], job["last_iteration"], job["train_iters"]) == ("completed", 400, 400)
+    [note] = doc["survived"]
+    assert note["kind"] == "survived" and note["first"]["line"] == 5, note
+    # the same log cut before its last step: a run still going, not a completed one
+    code, doc, _path = run(lines[:-1])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_an_openmmlab_save_notice_is_the_last_checkpoint_before_a_crash(run: Run) -> None:
+    lines = [
+        *(_mmcv_iter(i, 9000, f"16:{i // 50:02d}:00") for i in range(50, 201, 50)),
+        "2021-08-02 16:04:01,999 - mmseg - INFO - Saving checkpoint at 200 iterations",
+        *(_mmcv_iter(i, 9000, f"16:{i // 50:02d}:00") for i in range(250, 401, 50)),
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
+    ]
+    code, doc, _path = run(lines)
+    assert code == 1, doc["job"]
+    # the loop's next step shows the save written: the work since it is what the crash lost
+    [attempt] = doc["attempts"]
+    assert [c["iteration"] for c in attempt["checkpoints"]] == [200], attempt
+    assert attempt["unfinished_saves"] == [], attempt
+    [lost] = doc["ledger"]["incidents"]
+    assert lost["last_checkpoint_iteration"] == 200, lost
+
+
+def test_mmengines_logger_header_is_read_with_its_time_and_its_steps_are_progress(
+    run: Run,
+) -> None:
+    # mmengine's terminal datefmt has no year, its file datefmt one; epochs are right-aligned
+    lines = [
+        f"2023/02/14 19:{m:02d}:27 - mmengine - INFO - Epoch(train)  [{e}][{s:>4}/1250]  lr: 4.0000e-04  eta: 0:03:11  time: 0.3803  data_time: 0.0034  memory: 9870  loss: 0.4121  loss_cls: 0.1000"
+        for m, (e, s) in enumerate((e, s) for e in (9, 10) for s in (50, 600, 1250))
+    ]
+    lines.append("2023/02/14 19:06:30 - mmengine - ERROR - Traceback (most recent call last):")
+    lines.append("KeyError: 'gt_bboxes'")
+    code, doc, _path = run(lines)
+    assert code == 1, doc["job"]
+    assert doc["job"]["start"] == "2023-02-14T19:00:27", doc["job"]
+    assert doc["training"]["loss"] == [0.4121] * 6, doc["training"]
+    assert doc["job"]["last_progress"] == "2023-02-14T19:05:27", doc["job"]
+    [inc] = doc["incidents"]
+    assert inc["root_cause"]["line"] == 8, inc["root_cause"]
+
+
+def _timm_step(epoch: int, step: int) -> str:
+    return f"Train: {epoch} [{step:>4d}/1251 ({100 * (step + 1) / 1251:>3.0f}%)]  Loss: 3.41 (3.52)  Time: 0.377s, 2718.34/s  (0.381s, 2687.01/s)  LR: 9.834e-04  Data: 0.012 (0.015)"
+
+
+def test_timms_best_metric_line_ends_its_training_loop(run: Run) -> None:
+    lines = [
+        "Training in distributed mode with multiple processes, 1 device per process.Process 0, total 8, device cuda:0.",
+        *(_timm_step(e, s) for e in (298, 299) for s in (0, 600, 1200, 1250)),
+        "Current checkpoints:",
+        " ('./output/train/model_best.pth.tar', 80.412)",
+        "*** Best metric: 80.412 (epoch 296)",
+    ]
+    code, doc, _path = run(lines)
+    assert code == 0, doc["job"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert len(doc["training"]["loss"]) == 8, doc["training"]
+    # without it the log stops while training still progressed
+    code, doc, _path = run(lines[:-1])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_an_hf_trainer_save_is_complete_once_the_loop_logs_again(run: Run) -> None:
+    # Trainer._save_checkpoint writes everything before the loop goes on and logs nothing after
+    lines = [
+        "{'loss': 2.1043, 'grad_norm': 1.52, 'learning_rate': 4.8e-05, 'epoch': 0.31}",
+        "[INFO|trainer.py:3503] 2024-06-01 10:00:00,123 >> Saving model checkpoint to out/run1/checkpoint-500",
+        "{'loss': 2.0011, 'grad_norm': 1.48, 'learning_rate': 4.7e-05, 'epoch': 0.33}",
+        "{'loss': 1.9871, 'grad_norm': 1.41, 'learning_rate': 4.6e-05, 'epoch': 0.35}",
+        "[INFO|trainer.py:3503] 2024-06-01 10:20:00,123 >> Saving model checkpoint to out/run1/checkpoint-1000",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.12 GiB is free.",
+    ]
+    code, doc, _path = run(lines)
+    assert code == 1, doc["job"]
+    [attempt] = doc["attempts"]
+    # the save the loop stepped past is written; the one the crash came during is not
+    assert [c["iteration"] for c in attempt["checkpoints"]] == [500], attempt
+    assert attempt["unfinished_saves"] == [1000], attempt
