@@ -243,3 +243,44 @@ def test_nccl_tests_own_cuda_check_is_the_root_before_srun_s_report(run: Run) ->
     lines[1] = "gpu-node-7: Test CUDA failure common.cu:1021 'out of memory'"
     _doc, inc, path = verdict(run, lines)
     assert inc["category"] == "oom_gpu", inc
+
+
+def test_nccls_proxy_thread_failure_is_the_root_not_the_closed_connection_it_causes(
+    run: Run,
+) -> None:
+    # src/proxy.cc: the service loop logs the failed operation and closes the asking rank's
+    # connection; that rank's main thread then reads a closed socket and a failed proxy call
+    lines = [
+        "gpu-a07:51234:51301 [3] NCCL INFO transport/net_ib.cc:605 -> 2",
+        "gpu-a07:51234:51301 [3] NCCL INFO proxy.cc:968 -> 2",
+        "gpu-a07:51234:51301 [3] proxy.cc:1097 NCCL WARN [Proxy Service 11] Failed to execute operation Connect from rank 11, retcode 2",
+        "gpu-a07:51234:51288 [3] misc/socket.cc:521 NCCL WARN Net : Connection closed by remote peer 10.1.4.7<41233>",
+        "gpu-a07:51234:51288 [3] proxy.cc:862 NCCL WARN Proxy Call to rank 11 failed (Connect)",
+        "gpu-a07:51234:51288 [3] NCCL INFO init.cc:1045 -> 6",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 3, lines[2])
+    # the rank whose own thread failed is no peer that stopped answering
+    assert "stopped answering" not in inc["title"], inc["title"]
+    # a peer's failure the proxy passes on (ncclRemoteError) is not a cause of its own
+    remote = lines[2].replace("retcode 2", "retcode 6")
+    _doc, inc, _path = verdict(run, [*lines[:2], remote, *lines[3:]])
+    assert inc["root_cause"]["pattern"] != "nccl.proxy_op_failed", inc["root_cause"]
+
+
+def test_aws_ofi_nccls_memory_registration_failure_names_the_provider_error(run: Run) -> None:
+    # src/nccl_ofi_sendrecv.cpp's WARN, printed by every rank of a node whose NIC cannot
+    # register GPU memory, after the provider's own warnings
+    lines = [
+        "nid00212:3310:3402 [0] NCCL INFO NET/OFI Selected Provider is cxi (found 4 nics)",
+        "libfabric:3311:1726869859::cxi:mr:cxip_do_map():94<warn> nid00212: cxil_map failed: -22:Invalid argument",
+        "nid00212:3311:3404 [1] register_mr_buffers:647 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 1. RC: -22, Error: Invalid argument",
+        "nid00212:3311:3404 [1] NCCL INFO transport/net.cc:660 -> 2",
+        "nid00212:3312:3405 [2] register_mr_buffers:647 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 2. RC: -22, Error: Invalid argument",
+        "srun: error: nid00212: tasks 0-3: Exited with exit code 3",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 3, lines[2])
+    assert inc["title"].endswith(": Invalid argument"), inc["title"]

@@ -557,7 +557,9 @@ def build_incidents(
             pick.culprit
             and category in ("collective_timeout", "comm_error")
             and culprit_rank is not None
+            and culprit_rank not in (root.line.rank, field_int(root, "own_rank"))
         ):
+            # a peer the root's rank waited on; not the rank whose own failure the root is
             title = f"{title} (rank {culprit_rank} stopped answering)"
         out.append(
             Incident(
