@@ -284,3 +284,29 @@ def test_aws_ofi_nccls_memory_registration_failure_names_the_provider_error(run:
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 3, lines[2])
     assert inc["title"].endswith(": Invalid argument"), inc["title"]
+
+
+@pytest.mark.parametrize(
+    "terminating",
+    ["srun: Terminating StepId=88123.0", "srun: launch/slurm: _step_signal: Terminating StepId=88123.0"],
+)
+def test_a_step_srun_took_down_after_a_failed_task_is_that_tasks_crash_not_a_cancel(
+    run: Run, terminating: str
+) -> None:
+    # srun's kill-on-bad-exit: it terminates the step itself after a task exits non-zero, and
+    # slurmstepd (< 25.05) prints the step's bare CANCELLED banner
+    lines = [
+        "epoch 3 step 200 loss 1.93",
+        "srun: error: gpu-c12: task 2: Exited with exit code 1",
+        terminating,
+        "slurmstepd: error: *** STEP 88123.0 ON gpu-c12 CANCELLED AT 2024-03-01T11:02:09 ***",
+        "srun: error: gpu-c12: tasks 0-1,3: Killed",
+        "srun: Force Terminated StepId=88123.0",
+    ]
+    doc, inc, path = verdict(run, lines)
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    assert_root(inc, path, 2, lines[1])
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+    # the banner without srun's own takedown before it: somebody cancelled the step
+    doc, inc, _path = verdict(run, [lines[0], lines[1], *lines[3:]])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]

@@ -115,6 +115,17 @@ _SIGNAL_CATEGORY: Mapping[str, Category] = MappingProxyType(dict(EXIT_SIGNALS.va
 (`process 0 terminated with signal SIGBUS`)."""
 
 
+def _srun_took_down(events: Sequence[Event]) -> bool:
+    """srun terminated the step itself (kill-on-bad-exit) after a task exited non-zero: the
+    bare CANCELLED banner that follows is srun's doing (Slurm < 25.05 states no reason), and
+    the task's exit is what ended the step."""
+    down = next((e for e in events if "takedown" in e.fields), None)
+    return down is not None and any(
+        e.role == "summary" and (field_int(e, "exit_code") or 0) != 0 and _order(e) < _order(down)
+        for e in events
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Pick:
     root: Event
@@ -128,8 +139,10 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         # Everything after the scheduler ended the job is its consequence (SIGTERMs, the
         # launcher's SignalException, srun's exit codes): only what came before can be a cause.
         before = [e for e in events if _order(e) < _order(ends[0])]
-        if any(e.severity in _SERIOUS and e.role in ("cause", "symptom") for e in before) or any(
-            signal_death(e) for e in before
+        if (
+            any(e.severity in _SERIOUS and e.role in ("cause", "symptom") for e in before)
+            or any(signal_death(e) for e in before)
+            or _srun_took_down(before)
         ):
             return _pick(before, world, library)
         return _Pick(ends[0], None, ends[0].category or "cancelled")
