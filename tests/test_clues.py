@@ -456,6 +456,8 @@ def test_nccls_proxy_thread_names_the_rank_of_its_own_process() -> None:
     assert inc.culprit is not None and inc.culprit.rank == 5, inc.culprit
     assert "[Proxy Service 5]" in inc.culprit.reason
     # another process's proxy (another pid, or the same pid on another host) says nothing of it
+    # (passing a peer's failure on, retcode 6: a failure of its own would be a cause itself)
+    remote = proxy.replace("retcode 3", "retcode 6")
     for host, pid in (("gpu-b3", 812), ("gpu-b4", 811)):
-        (inc,) = incidents_of(fed([cause, proxy.format(host=host, pid=pid, r=6), returned]))
+        (inc,) = incidents_of(fed([cause, remote.format(host=host, pid=pid, r=6), returned]))
         assert inc.culprit is None or inc.culprit.rank != 6, inc.culprit

@@ -263,6 +263,14 @@ def test_nccls_proxy_thread_failure_is_the_root_not_the_closed_connection_it_cau
     assert_root(inc, path, 3, lines[2])
     # the rank whose own thread failed is no peer that stopped answering
     assert "stopped answering" not in inc["title"], inc["title"]
+    # the WARN of the call that failed, printed by the same process before the frames: the root
+    connect = "gpu-a07:51234:51301 [3] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.1.4.9<45763> failed : Software caused connection abort"
+    _doc, inc, path = verdict(run, [connect, *lines])
+    assert_root(inc, path, 1, connect)
+    # another process's WARN (another pid) is not this one's reason
+    other = connect.replace("gpu-a07:51234:", "gpu-a07:51240:")
+    _doc, inc, path = verdict(run, [other, *lines])
+    assert_root(inc, path, 4, lines[2])
     # a peer's failure the proxy passes on (ncclRemoteError) is not a cause of its own
     remote = lines[2].replace("retcode 2", "retcode 6")
     _doc, inc, _path = verdict(run, [*lines[:2], remote, *lines[3:]])
@@ -288,7 +296,10 @@ def test_aws_ofi_nccls_memory_registration_failure_names_the_provider_error(run:
 
 @pytest.mark.parametrize(
     "terminating",
-    ["srun: Terminating StepId=88123.0", "srun: launch/slurm: _step_signal: Terminating StepId=88123.0"],
+    [
+        "srun: Terminating StepId=88123.0",
+        "srun: launch/slurm: _step_signal: Terminating StepId=88123.0",
+    ],
 )
 def test_a_step_srun_took_down_after_a_failed_task_is_that_tasks_crash_not_a_cancel(
     run: Run, terminating: str
@@ -310,3 +321,35 @@ def test_a_step_srun_took_down_after_a_failed_task_is_that_tasks_crash_not_a_can
     # the banner without srun's own takedown before it: somebody cancelled the step
     doc, inc, _path = verdict(run, [lines[0], lines[1], *lines[3:]])
     assert doc["job"]["outcome"] == "cancelled", doc["job"]
+
+
+@pytest.mark.parametrize(
+    ("code", "signal", "category"), [(-6, "SIGABRT", "unknown"), (-9, "SIGKILL", "process_killed")]
+)
+def test_a_rank_that_aborted_with_nothing_else_said_is_of_unknown_cause_not_killed(
+    run: Run, code: int, signal: str, category: str
+) -> None:
+    # torch.distributed.elastic's failure block for a worker that died of a signal: SIGABRT is
+    # the process's own abort (a C++ terminate, an assert, the NCCL watchdog), whose reason the
+    # log does not hold; SIGKILL came from outside it (the OOM killer, a kill)
+    lines = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-07-26_10:59:45",
+        "  host      : node-17",
+        "  rank      : 10 (local_rank: 2)",
+        f"  exitcode  : {code} (pid: 214033)",
+        "  error_file: <N/A>",
+        f"  traceback : Signal {-code} ({signal}) received by PID 214033",
+        "============================================================",
+    ]
+    _doc, inc, _path = verdict(run, lines)
+    assert inc["category"] == category, inc
+    assert inc["culprit"]["rank"] == 10, inc["culprit"]

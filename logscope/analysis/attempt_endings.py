@@ -113,7 +113,8 @@ def _fold_ends(incidents: list[Incident], companions: Sequence[int] = ()) -> lis
 
     def caused(i: Incident) -> bool:
         return i.root_cause.role == "end" or (
-            input_of(i.root_cause.seq) in companions and stops_the_job(i)
+            input_of(i.root_cause.seq) in companions
+            and (stops_the_job(i) or i.root_cause.role == "summary")
         )
 
     main = next((i for i in incidents if not caused(i)), None)

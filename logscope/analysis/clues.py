@@ -417,6 +417,12 @@ _PROXY_SERVICE = re.compile(r"\[Proxy Service (?P<rank>\d+)\]")
 rank (comm->rank, tpRank from 2.19: its rank in the top-level communicator)."""
 
 
+def nccl_process(e: Event) -> tuple[str, str] | None:
+    """The (host, pid) of the process that printed an NCCL line (`host:pid:tid [dev] `)."""
+    head = _NCCL_PROCESS.search(e.line.raw)
+    return (head["host"], head["pid"]) if head is not None else None
+
+
 def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
     """A root printed by NCCL (`host:pid:tid [dev]`): the rank another NCCL line of the same
     process gives itself (its proxy thread's `[Proxy Service N]`)."""

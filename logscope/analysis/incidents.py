@@ -32,6 +32,7 @@ from .clues import (
     barrier_culprit,
     first_exit,
     launcher_culprit,
+    nccl_process,
     nccl_process_culprit,
     nccl_process_rank,
     oom_culprit,
@@ -77,6 +78,32 @@ def _just_before(w: Event, e: Event) -> bool:
 def _leads(w: Event, e: Event) -> bool:
     """`w` is a warning a signature knows, just before `e` in the same process."""
     return w.severity == "warning" and w.signature != UNRECOGNIZED and _just_before(w, e)
+
+
+def _reason_precedes(e: Event, library: Library) -> bool:
+    sig = library.by_id(e.signature)
+    return sig is not None and sig.reason_precedes
+
+
+def _stated_before(root: Event, events: Sequence[Event]) -> Event:
+    """The first failure line its own process printed in the burst before a report whose
+    emitter states the reason first (Signature.reason_precedes: NCCL's proxy thread, after the
+    WARN of the call that failed; the return-code frames it unwound say where, not what), or
+    the report itself."""
+    process = nccl_process(root)
+    for e in events:
+        if e.seq >= root.seq:
+            break
+        if (
+            e.signature not in (UNRECOGNIZED, NCCL_RETURN_FRAME)
+            and e.severity in ("warning", *_SERIOUS)
+            and e.line.path == root.line.path
+            and 0 < root.line.lineno - e.line.lineno <= _BURST_LINES
+            and e.line.stream.agrees(root.line.stream)
+            and nccl_process(e) == process
+        ):
+            return e
+    return root
 
 
 def _strength(e: Event, library: Library) -> tuple[int, int, int]:
@@ -160,6 +187,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             # a traceback cut before its exception says nothing of what failed: a warning the
             # process printed just before it does (`NCCL WARN Call to bind failed`)
             root = next((w for w in events if _leads(w, root)), root)
+        elif _reason_precedes(root, library):
+            root = _stated_before(root, events)
         rank = world.rank_of(root.line)
         culprit = Culprit(
             rank=rank,

@@ -56,7 +56,7 @@ EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
         -9: ("SIGKILL", "process_killed"),
         -11: ("SIGSEGV", "segfault"),
         -7: ("SIGBUS", "segfault"),
-        -6: ("SIGABRT", "process_killed"),
+        -6: ("SIGABRT", "unknown"),
         -15: ("SIGTERM", "process_killed"),
         -2: ("SIGINT", "cancelled"),
         137: ("SIGKILL", "process_killed"),

@@ -31,6 +31,7 @@ _KNOWN = frozenset(
         "counter_samples",
         "classify",
         "reason_follows",
+        "reason_precedes",
         "saved_before_next_step",
         "columns",
     }
@@ -141,6 +142,7 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         source=path,
         classify=_flag(entry, "classify", path, where),
         reason_follows=_flag(entry, "reason_follows", path, where),
+        reason_precedes=_flag(entry, "reason_precedes", path, where),
         saved_before_next_step=_flag(entry, "saved_before_next_step", path, where),
         columns=tuple(columns),
     )

@@ -59,6 +59,10 @@ class Signature:
     reason_follows: bool = False
     """A result code whose reason the same process states a few lines later (NCCL >= 2.19 appends
     `Last error:` and the WARN text that set it): the incident takes that line's category."""
+    reason_precedes: bool = False
+    """A failure report whose specific reason the same process printed just before it as a
+    warning (NCCL's proxy service loop, after the WARN of the call that failed): that warning is
+    the root, the report the way the process took it."""
     saved_before_next_step: bool = False
     """A checkpoint notice logged before a synchronous write (HF Trainer's, OpenMMLab's): the
     training loop's next step shows the checkpoint was written (their emitters say nothing
