@@ -353,3 +353,19 @@ def test_a_rank_that_aborted_with_nothing_else_said_is_of_unknown_cause_not_kill
     _doc, inc, _path = verdict(run, lines)
     assert inc["category"] == category, inc
     assert inc["culprit"]["rank"] == 10, inc["culprit"]
+
+
+def test_nccls_shared_memory_transport_failing_at_set_up_is_a_communication_failure(
+    run: Run,
+) -> None:
+    # src/misc/shmutils.cc: the segment NCCL's SHM transport needs could not be made (a
+    # container's small /dev/shm); the communicator fails at creation
+    lines = [
+        "node-4:7312:7312 [2] NCCL INFO Channel 00 : 2[2] -> 3[3] via SHM/direct/direct",
+        "node-4:7312:7390 [2] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Q1w2E3 to 33554432 bytes, error: No space left on device (28)",
+        "node-4:7312:7390 [2] NCCL INFO transport/shm.cc:114 -> 2",
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.18.1",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 2, lines[1])
