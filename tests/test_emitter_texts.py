@@ -369,3 +369,21 @@ def test_nccls_shared_memory_transport_failing_at_set_up_is_a_communication_fail
     _doc, inc, path = verdict(run, lines)
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 2, lines[1])
+
+
+def test_megatrons_nan_grad_norm_check_names_the_rank_device_and_node_that_found_it(
+    run: Run,
+) -> None:
+    # megatron/core/distributed/param_and_grad_buffer.py: the assertion message names the
+    # process's own global rank, CUDA device and node; its traceback carries no rank prefix
+    lines = [
+        " iteration     1200/  500000 | consumed samples:      1228800 | elapsed time per iteration (ms): 912.3 | lm loss: 2.310411E+00 |",
+        "Traceback (most recent call last):",
+        '  File "/workspace/megatron/core/distributed/param_and_grad_buffer.py", line 114, in start_grad_sync',
+        "    assert not norm.isnan(), (",
+        "AssertionError: Rank 12: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 4, node: gpu-node-2",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert_root(inc, path, 5, lines[4])
+    culprit = inc["culprit"]
+    assert (culprit["rank"], culprit["host"]) == (12, "gpu-node-2"), culprit
