@@ -109,3 +109,29 @@ def test_an_hf_trainer_save_is_complete_once_the_loop_logs_again(run: Run) -> No
     # the save the loop stepped past is written; the one the crash came during is not
     assert [c["iteration"] for c in attempt["checkpoints"]] == [500], attempt
     assert attempt["unfinished_saves"] == [1000], attempt
+
+
+def _megatron_iteration(n: int, total: int) -> str:
+    return (
+        f" iteration {n:8d}/{total:8d} | consumed samples: {n * 64:12d} | elapsed time per "
+        f"iteration (ms): 812.4 | learning rate: 1.000E-04 | global batch size:    64 | "
+        f"lm loss: {7.0 - n * 0.01:.6E} | loss scale: 1.0 | grad norm: 1.234 |"
+    )
+
+
+def test_megatrons_training_loop_returning_with_nothing_failing_after_is_a_finished_run(
+    run: Run,
+) -> None:
+    # pretrain() prints `[after training is done]` when train() returns; a run whose log
+    # interval does not divide train_iters never logs its last iteration
+    lines = [
+        *(_megatron_iteration(n, 1005) for n in range(100, 1001, 100)),
+        "[after training is done] datetime: 2025-03-21 13:17:29 ",
+        "rank:0, trace log has been written to txt...",
+    ]
+    code, doc, _path = run(lines)
+    assert code == 0, doc["job"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # without it the log stops while training still progressed
+    code, doc, _path = run([*lines[:10], lines[-1]])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]

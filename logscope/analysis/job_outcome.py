@@ -19,9 +19,17 @@ _END_OUTCOME = MappingProxyType(
         "node_failure": Outcome.node_failure,
     }
 )
-WOUND_DOWN_FIELDS = frozenset({"comm_teardown", "training_done"})
+WOUND_DOWN_FIELDS = frozenset({"comm_teardown", "training_done", "loop_done"})
 """Fields of a status line that says the run wound down without an exit line of its own:
-processes tearing their communicators down, the training loop's final checkpoint."""
+processes tearing their communicators down, the training loop's final checkpoint, the training
+loop's return (Megatron's `[after training is done]`)."""
+_WOUND = MappingProxyType(
+    {
+        "comm_teardown": "its processes tore their communicators down",
+        "training_done": "its training loop saved its final checkpoint",
+        "loop_done": "its training loop returned",
+    }
+)
 _SAYS_WHY = frozenset({"timelimit", "preemption", "node_failure"})
 """The scheduler's ends that say why it stopped the job."""
 HANG_FLOOR_S = 30.0
@@ -96,7 +104,8 @@ def decide_outcome(
     (`Progress.median_interval_s`, which the caller has). `allowed_s`: the silence the phase it
     ended in allows (allowed_silence), when the caller knows the phase. `wound_down`: the last
     line that says the run wound down without an exit line of its own: processes tearing their
-    communicators down (`comm_teardown`), the training loop's final checkpoint (`training_done`)."""
+    communicators down (`comm_teardown`), the training loop's final checkpoint (`training_done`),
+    its return (`loop_done`)."""
     final = incidents[-1] if incidents else None
     if final is not None and progress.count_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
         final = None  # training went on after the last incident
@@ -161,11 +170,7 @@ def decide_outcome(
     if wound_down is not None and progress.count_after(wound_down.seq) <= same_step:
         # no failure, and no step after the processes took their communicators down or the
         # training loop saved its last checkpoint
-        wound = (
-            "its processes tore their communicators down"
-            if "comm_teardown" in wound_down.fields
-            else "its training loop saved its final checkpoint"
-        )
+        wound = next(_WOUND[k] for k in _WOUND if k in wound_down.fields)
         return Ending(Outcome.completed, f"no failure, and {wound}: {_quote(wound_down)}")
     if gap is not None and gap > threshold:
         return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)

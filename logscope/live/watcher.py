@@ -440,9 +440,7 @@ def _finished(e: Event) -> bool:
         # one process's exit (a rank that ran out of data early) leaves its peers waiting
         return "process_exit" not in e.fields
     if e.kind == "status":
-        return e.fields.get("which") == "END" or e.fields.get("what", "").startswith(
-            "after training is done"
-        )
+        return e.fields.get("which") == "END" or "loop_done" in e.fields
     return False
 
 
