@@ -540,7 +540,7 @@ RETRY = "gpu-b3:811:870 [1] NCCL INFO socketPollConnect: connect to 10.1.2.3<523
 def test_connect_retries_nccl_answered_were_a_peer_starting(tmp_path: Path) -> None:
     """NCCL retries a refused connect while a peer starts (linux.cc) and says `Connected all
     rings` once the ranks are joined: a survived note. A log that ends inside the retries ends
-    before the job's outcome: an incident, and the outcome unknown."""
+    before the job did: an incident, and the log truncated."""
     retries = [RETRY.format(n=n, ms=100 * n) for n in (1, 2)]
     connected = "gpu-b3:811:870 [1] NCCL INFO Connected all rings, use ring PXN 0 GDR 1"
     code, doc = _analyze(tmp_path, [*retries, connected])
@@ -548,5 +548,5 @@ def test_connect_retries_nccl_answered_were_a_peer_starting(tmp_path: Path) -> N
     assert "NCCL connected after the retries" in doc["survived"][0]["reason"], doc["survived"]
     code, doc = _analyze(tmp_path, retries)
     assert code == 1 and doc["incidents"][0]["category"] == "comm_error", doc["incidents"]
-    assert doc["job"]["outcome"] == "unknown", doc["job"]
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
     assert "the log ends while it retries" in doc["job"]["outcome_reason"]

@@ -120,8 +120,9 @@ def decide_outcome(
             # the log ends while ranks say they wait (for a rank at init, a barrier)
             return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
         if retries_only(final):
-            # the log ends while a process still retries to connect: no end is in it yet
-            return Ending(Outcome.unknown, f"the log ends while it retries: {final.title}")
+            # the log ends while a process still retries to connect: the job had not ended
+            # when the log stopped (the retries may still succeed or give up)
+            return Ending(Outcome.truncated, f"the log ends while it retries: {final.title}")
         if final.category in TOLD_TO_STOP:
             # told to stop after a long silence: it had hung
             end_at = end.time or end_time
