@@ -387,3 +387,33 @@ def test_megatrons_nan_grad_norm_check_names_the_rank_device_and_node_that_found
     assert_root(inc, path, 5, lines[4])
     culprit = inc["culprit"]
     assert (culprit["rank"], culprit["host"]) == (12, "gpu-node-2"), culprit
+
+
+@pytest.mark.parametrize(
+    ("death", "category", "outcome"),
+    [
+        ("the actor's node was preempted: spot instance reclaimed", "preemption", "preempted"),
+        (
+            "the actor's node was terminated unexpectedly: health check failed due to missing too many heartbeats",
+            "node_failure",
+            "node_failure",
+        ),
+    ],
+)
+def test_a_ray_worker_whose_node_died_names_how_the_node_went(
+    run: Run, death: str, category: str, outcome: str
+) -> None:
+    # the GCS's death cause of an actor on a node that died (gcs_actor_manager GenNodeDiedCause),
+    # as Ray Train's controller prints the failed worker's ActorDiedError
+    lines = [
+        "(RayTrainWorker pid=5120, ip=10.0.3.17) step 40 loss 2.31",
+        "(TrainController pid=4121) The actor died unexpectedly before finishing this task.",
+        "(TrainController pid=4121) \tclass_name: RayTrainWorker",
+        "(TrainController pid=4121) \tpid: 5120",
+        "(TrainController pid=4121) The actor died because its node has died. Node Id: 9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d",
+        f"(TrainController pid=4121) \t{death}",
+    ]
+    doc, inc, path = verdict(run, lines)
+    assert inc["category"] == category, inc
+    assert_root(inc, path, 6, lines[5])
+    assert doc["job"]["outcome"] == outcome, doc["job"]

@@ -141,9 +141,11 @@ def decide_outcome(
                 return Ending(
                     Outcome.node_failure, f"{final.title}; then the scheduler said the node failed"
                 )
-            if final.category == "node_failure":
-                # the node itself went away (a cluster manager's word, not a scheduler's end)
-                return Ending(Outcome.node_failure, f"{final.title} ({end.signature})")
+            if final.category in ("node_failure", "preemption"):
+                # the node itself went away or was reclaimed (a cluster manager's word, not a
+                # scheduler's end)
+                outcome = _END_OUTCOME[final.category]
+                return Ending(outcome, f"{final.title} ({end.signature})")
             after = _ended_after(final, end, end_time, threshold)
             if after is not None:
                 return after
