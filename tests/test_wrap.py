@@ -226,3 +226,23 @@ def test_whole_records_carries_a_record_into_the_next_block() -> None:
         (piece + piece + last + other, 2),
     ]
     assert b"".join(b.data for b in whole_records(blocks, None)) == b"".join(b.data for b in blocks)
+
+
+def test_a_cut_record_is_reported_where_its_phrase_begins(tmp_path: Path) -> None:
+    # the phrase a signature knows runs back from its trigger to the last bracketed field: the
+    # watchdog's words begin at the end of the first piece, the launcher's at the `]` that
+    # closes the command list
+    stuck = (
+        "[rank2]:[E0429 13:55:49.384372190 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 2] ProcessGroupNCCL's watchdog got stuck for 480 seconds without "
+        "making progress in monitoring enqueued collectives."
+    )
+    for record, phrase in ((stuck, "ProcessGroupNCCL's"), (DS_ERROR, "exits with return code")):
+        lines = wrapped([*CHATTER, record])
+        pieces = wrapped([record])
+        # the trigger is not on the piece the phrase begins on: a test that can tell them apart
+        start = next(i for i, p in enumerate(pieces) if phrase[:10] in p)
+        _code, doc, _ = analyze_doc(str(_write(tmp_path, lines)))
+        root = verdict_incident(doc)["root_cause"]
+        assert root["text"] == pieces[start], (root, pieces)
+        assert root["line"] == len(wrapped(CHATTER)) + start + 1, root

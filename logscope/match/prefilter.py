@@ -225,8 +225,11 @@ def _matched_record(
     cut: bool,
     layers: Layers | None = None,
 ) -> Iterator[tuple[Line, Hit | None]]:
-    """A hard-wrapped record: matched as one line, reported at the physical line that holds
-    the words its signature was found by (a trigger), so that it reads as in the file."""
+    """A hard-wrapped record: matched as one line, reported at the physical line where the
+    phrase its signature was found by (a trigger) begins, so that it reads as in the file: the
+    phrase runs back from the trigger to the message's start or the last `] ` before it (a
+    bracketed field: `[PG ID 0 ... Rank 6] ProcessGroupNCCL's watchdog got stuck`, a command
+    list's `['python', ...] exits with return code`)."""
     texts = [decode(p).rstrip("\r") for p in pieces]
     whole = "".join(texts)
     for line in parse_line(whole, path, lineno, year, layers):
@@ -235,7 +238,10 @@ def _matched_record(
         if hit is not None:
             where = [i for t in hit[0].trigger if (i := whole.find(t)) >= 0]
             if where:
-                offset, at = min(where), 0
+                found = min(where)
+                message = len(whole) - len(line.text)  # the text is the record's end
+                field = whole.rfind("] ", message, found)
+                offset, at = (field + 2 if field >= 0 else min(message, found)), 0
                 while at + 1 < len(texts) and offset >= len(texts[at]):
                     offset -= len(texts[at])
                     at += 1
