@@ -417,3 +417,20 @@ def test_a_ray_worker_whose_node_died_names_how_the_node_went(
     assert inc["category"] == category, inc
     assert_root(inc, path, 6, lines[5])
     assert doc["job"]["outcome"] == outcome, doc["job"]
+
+
+def test_the_rank_waiting_in_another_collective_at_the_same_number_is_the_culprit(
+    run: Run,
+) -> None:
+    # ProcessGroupNCCL's watchdog names each rank's timed-out work; the ranks of one group issue
+    # the same collectives in order, so one rank in another operation at that number diverged
+    line = "[rank{r}]:[E1201 10:00:0{r}.000000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600091 milliseconds before timing out."
+    ops = {0: "_ALLGATHER_BASE", 1: "_ALLGATHER_BASE", 2: "REDUCE", 3: "_ALLGATHER_BASE"}
+    lines = [line.format(r=r, op=op) for r, op in ops.items()]
+    _doc, inc, _path = verdict(run, lines)
+    assert inc["category"] == "collective_timeout", inc
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+    # all in one operation: nothing singles a rank out by it
+    same = [line.format(r=r, op="_ALLGATHER_BASE") for r in ops]
+    _doc, inc, _path = verdict(run, same)
+    assert inc["culprit"] is None or "another path" not in inc["culprit"]["reason"], inc

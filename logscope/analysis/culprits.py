@@ -259,3 +259,40 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                 reason=f"rank {r} has the lowest last enqueued collective ({behind[r]})",
             )
     return None
+
+
+def mismatch_culprit(events: Sequence[Event], world: World) -> Culprit | None:
+    """The ranks of a process group issue the same collectives in the same order, so at one
+    sequence number every rank waits in the same operation. A rank whose timed-out work at that
+    number is another operation than the one two or more others wait in took another code path
+    (a collective mismatch, which ProcessGroupNCCL's watchdog reports only as timeouts): it alone
+    differs, so it is the culprit."""
+    ops: dict[tuple[str | None, str], dict[int, str]] = {}
+    for e in events:
+        seq, op = e.fields.get("seq"), e.fields.get("op_type")
+        if e.category != "collective_timeout" or seq is None or op is None:
+            continue
+        m = _PG_RANK.match(e.line.text)
+        pg = m["pg"] if m is not None else None
+        rank = world.rank_of(e.line)
+        if rank is None and pg in (None, "0"):
+            rank = field_int(e, "pg_rank")  # the default group's rank is the global one
+        if rank is not None:
+            ops.setdefault((pg, seq), {})[rank] = op
+    for (_pg, seq), by_rank in ops.items():
+        counts: dict[str, list[int]] = {}
+        for rank, op in by_rank.items():
+            counts.setdefault(op, []).append(rank)
+        if len(counts) != 2:
+            continue
+        (one, alone), (many, agree) = sorted(counts.items(), key=lambda kv: len(kv[1]))
+        if len(alone) == 1 and len(agree) >= 2:
+            return Culprit(
+                rank=alone[0],
+                local_rank=None,
+                host=None,
+                confidence=0.7,
+                reason=f"at collective #{seq} rank {alone[0]} waited in {one} while ranks "
+                f"{', '.join(map(str, sorted(agree)))} waited in {many}: it took another path",
+            )
+    return None

@@ -45,7 +45,14 @@ from .clues import (
     store_barrier_culprit,
     task_culprit,
 )
-from .culprits import attribute, locate, pg_culprit, reported_culprit, silent_culprit
+from .culprits import (
+    attribute,
+    locate,
+    mismatch_culprit,
+    pg_culprit,
+    reported_culprit,
+    silent_culprit,
+)
 from .reasons import stated_reason
 
 NCCL_RETURN_FRAME = "nccl.error_return"
@@ -292,6 +299,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         named = (
             barrier_culprit(events)
             or store_barrier_culprit(events, world)
+            or mismatch_culprit(events, world)
             or silent_culprit(events, world)
             or reported_culprit(events)
             or first_exit(events, world)
