@@ -306,8 +306,10 @@ def test_horovods_stall_list_names_its_one_missing_rank() -> None:
 
 
 def test_an_srun_task_with_no_rank_is_the_culprit_in_every_output(tmp_path: Path) -> None:
+    # a launcher of its own under srun (its tee headers): srun's task 4 is a node, not a rank
     log = tmp_path / "job.out"
-    log.write_text(f"{SLURM_OOM}\n{SRUN_OOM.format(task=4)}\n")
+    step = "[default0]:epoch 3 step 200 loss 1.93"
+    log.write_text(f"{step}\n{SLURM_OOM}\n{SRUN_OOM.format(task=4)}\n")
     _, doc, _ = analyze_doc(str(log))
     culprit = doc["incidents"][0]["culprit"]
     assert (culprit["rank"], culprit["task"]) == (None, 4), culprit

@@ -434,3 +434,23 @@ def test_the_rank_waiting_in_another_collective_at_the_same_number_is_the_culpri
     same = [line.format(r=r, op="_ALLGATHER_BASE") for r in ops]
     _doc, inc, _path = verdict(run, same)
     assert inc["culprit"] is None or "another path" not in inc["culprit"]["reason"], inc
+
+
+def test_a_cgroup_oom_kill_of_one_srun_task_names_its_rank_where_srun_started_the_ranks(
+    run: Run,
+) -> None:
+    # slurmstepd's cgroup OOM notice, then srun's report of the task it killed; with no
+    # launcher of its own (no tee header), srun's task id is the rank (SLURM_PROCID)
+    lines = [
+        "Epoch [3][1200/7330]\tlr: 2.000e-02, eta: 14:33:02, time: 0.598, loss: 1.2035",
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7712.0. Some of your processes may have been killed by the cgroup out-of-memory handler.",
+        "srun: error: gpu-a03: task 3: Out Of Memory",
+        "srun: Terminating StepId=7712.0",
+    ]
+    _doc, inc, _path = verdict(run, lines)
+    assert inc["category"] == "oom_host", inc
+    assert inc["culprit"]["rank"] == 3, inc["culprit"]
+    # under torchrun (tee headers), an srun task is a node: no rank from it
+    torchrun = ["[default0]:" + lines[0], *lines[1:]]
+    _doc, inc, _path = verdict(run, torchrun)
+    assert inc["culprit"] is None or inc["culprit"]["rank"] != 3, inc["culprit"]

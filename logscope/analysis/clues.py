@@ -373,11 +373,18 @@ def quoted_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world
 
 
 def task_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
-    """An error on an srun `--label` line that names no rank, where no line shows a rank or a
-    launcher's local rank (srun started the ranks itself): the task id, which SLURM gives each
-    task as SLURM_PROCID, its rank."""
+    """An error on an srun `--label` line that names no rank, or a culprit another clue named
+    by its srun task only, where no line shows a rank or a launcher's local rank (srun started
+    the ranks itself): the task id, which SLURM gives each task as SLURM_PROCID, its rank."""
     task = root.line.task
-    if task is None or not world.srun_started_ranks:
+    if task is None:
+        # the srun task another clue named (a cgroup OOM kill's `task N: Out Of Memory`)
+        task = culprit.task
+        if task is None or not world.srun_started_ranks:
+            return culprit
+        why = "srun started the ranks itself: task id = rank"
+        return _named(culprit, task, None, why, min(0.6, culprit.confidence))
+    if not world.srun_started_ranks:
         return culprit
     why = f"its srun task is {task}, and srun started the ranks itself: task id = rank"
     return _named(culprit, task, None, why, 0.6)
