@@ -454,3 +454,26 @@ def test_a_cgroup_oom_kill_of_one_srun_task_names_its_rank_where_srun_started_th
     torchrun = ["[default0]:" + lines[0], *lines[1:]]
     _doc, inc, _path = verdict(run, torchrun)
     assert inc["culprit"] is None or inc["culprit"]["rank"] != 3, inc["culprit"]
+
+
+def test_an_exception_a_launcher_raises_after_the_interrupt_is_its_teardown(run: Run) -> None:
+    # Ctrl-C: the ranks print KeyboardInterrupt, and DeepSpeed's runner, killing its workers in
+    # its SIGINT handler, fails there itself (deepspeed/launcher/runner.py sigkill_handler)
+    lines = [
+        "[2022-10-29 00:11:40,001] [INFO] [logging.py:68:log_dist] [Rank 0] step=2120, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]",
+        "[2022-10-29 00:11:48,109] [INFO] [launch.py:286:sigkill_handler] Killing subprocess 58799",
+        "KeyboardInterrupt",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.8/site-packages/deepspeed/launcher/runner.py", line 548, in sigkill_handler',
+        "    result_kill = subprocess.Popen(kill_cmd, env=env)",
+        "NameError: free variable 'kill_cmd' referenced before assignment in enclosing scope",
+    ]
+    doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "cancelled", inc
+    assert_root(inc, path, 3, lines[2])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    # a failure before the interrupt is still the root: the launcher interrupted the others
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    doc, inc, path = verdict(run, [lines[0], oom, *lines[1:]])
+    assert inc["category"] == "oom_gpu", inc
+    assert_root(inc, path, 2, oom)
