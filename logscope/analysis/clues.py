@@ -433,15 +433,13 @@ def nccl_process(e: Event) -> tuple[str, str] | None:
 def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
     """A root printed by NCCL (`host:pid:tid [dev]`): the rank another NCCL line of the same
     process gives itself (its proxy thread's `[Proxy Service N]`)."""
-    head = _NCCL_PROCESS.search(root.line.raw)
-    if head is None:
+    process = nccl_process(root)
+    if process is None:
         return None
-    process = (head["host"], head["pid"])
     ranks = set()
     for e in events:
         said = _PROXY_SERVICE.search(e.line.text)
-        other = _NCCL_PROCESS.search(e.line.raw) if said else None
-        if said and other is not None and (other["host"], other["pid"]) == process:
+        if said and nccl_process(e) == process:
             ranks.add(int(said["rank"]))
     if len(ranks) != 1:
         return None
@@ -449,9 +447,9 @@ def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
     return Culprit(
         rank=rank,
         local_rank=None,
-        host=head["host"],
+        host=process[0],
         confidence=0.75,
-        reason=f"NCCL's proxy thread of the same process ({head['host']}:{head['pid']}) names "
+        reason=f"NCCL's proxy thread of the same process ({process[0]}:{process[1]}) names "
         f"its rank: [Proxy Service {rank}]",
     )
 
