@@ -179,11 +179,9 @@ def decide_outcome(
         return Ending(Outcome.hung, f"no progress for the last {duration(gap)} of the log", gap)
     if len(progress):
         return Ending(Outcome.truncated, "the log ends while training was still progressing")
-    if started or end_time is not None:
-        # the job ran (a launch banner, stamped lines) and nothing says it ended: the log stops
-        # while it runs (a window of a longer log, or a job still going)
-        return Ending(Outcome.truncated, "the log ends with no sign that the job ended")
-    return Ending(Outcome.unknown, "no progress markers and no failure found")
+    # lines of the job and nothing says it ended: the log stops while it runs (a window of
+    # a longer log, or a job still going)
+    return Ending(Outcome.truncated, "the log ends with no sign that the job ended")
 
 
 def make_job(
