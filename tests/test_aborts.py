@@ -60,9 +60,22 @@ def test_a_sigabrt_of_a_rank_the_log_does_not_show_follows_the_shown_ranks_taked
     assert inc.category == "collective_timeout", inc.root_cause
     assert inc.root_cause.line.lineno == 1
     # counter-case: a rank the log shows, which said no error of its own, died of its own abort
-    shown = ["[rank1]: step 3 loss 2.01", *lines]
+    # before the others' wait ran out (the agent reports a death within seconds)
+    shown = ["[rank1]: step 3 loss 2.01", died.format(r=1), *lines[:2]]
     (inc,) = incidents_of(fed(shown))
-    assert inc.root_cause.line.lineno == 4, inc.root_cause
+    assert inc.root_cause.line.lineno == 2, inc.root_cause
+
+
+def test_a_death_torchrun_reports_after_a_collective_timeout_did_not_cause_it() -> None:
+    # the agent polls its workers: a SIGKILL it reports after rank 0's watchdog ran its whole
+    # timeout came after the wait (the takedown, or a stuck rank killed), not before it
+    died = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 12076) of binary: /usr/bin/python3"
+    lines = [WATCHDOG.format(line=737, rank=0, seq=3424), died]
+    (inc,) = incidents_of(fed(lines))
+    assert (inc.category, inc.root_cause.line.lineno) == ("collective_timeout", 1), inc.root_cause
+    # counter-case: reported first, the kill is what the others then waited for
+    (inc,) = incidents_of(fed(lines[::-1]))
+    assert (inc.category, inc.root_cause.line.lineno) == ("process_killed", 1), inc.root_cause
 
 
 def test_the_timeout_that_names_the_work_is_the_root_over_a_takedown_notice() -> None:

@@ -25,6 +25,7 @@ from ..model import (
     Stream,
     World,
     field_int,
+    input_of,
 )
 from .aborts import own_abort, symptom_terminates
 from .clues import (
@@ -149,6 +150,22 @@ _SIGNAL_CATEGORY: Mapping[str, Category] = MappingProxyType(dict(EXIT_SIGNALS.va
 (`process 0 terminated with signal SIGBUS`)."""
 
 
+def _after_timeout(death: Event, serious: Sequence[Event]) -> bool:
+    """torchrun's agent reports a worker's death within seconds (it polls its workers): one it
+    reports after a collective timeout in the same log came after that wait ran out, so it did
+    not cause it (the takedown that followed, or a rank killed while stuck)."""
+    if not death.signature.startswith("torchrun."):
+        return False
+    inp = input_of(death.seq)
+    return any(
+        e.category == "collective_timeout"
+        and e.role == "symptom"
+        and e.seq < death.seq
+        and input_of(e.seq) == inp
+        for e in serious
+    )
+
+
 def _srun_took_down(events: Sequence[Event]) -> bool:
     """srun terminated the step itself (kill-on-bad-exit) after a task exited non-zero: the
     bare CANCELLED banner that follows is srun's doing (Slurm < 25.05 states no reason), and
@@ -243,7 +260,11 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
             category = "gpu_hardware"
         return _Pick(root, culprit, category)
-    deaths = [e for e in serious if signal_death(e) and not own_abort(e, events, world)]
+    deaths = [
+        e
+        for e in serious
+        if signal_death(e) and not own_abort(e, events, world) and not _after_timeout(e, serious)
+    ]
     if deaths:
         root = _first_observed(deaths)
         rank = field_int(root, "rank")
