@@ -81,6 +81,8 @@ HOST_LAYERS = (
     Layer("bracket-host", lambda r, h: f"[{h}] ", frozenset({"host"})),
     Layer("compose", lambda r, h: f"{h:<12} | ", frozenset({"host"})),
     Layer("kubectl", lambda r, h: f"[pod/{h}/trainer] ", frozenset({"host"})),
+    # torchx's `{role}/{replica_id} ` (util/log_tee_helpers.py): peeled, it names no rank or host
+    Layer("torchx", lambda r, h: f"nemo.collections.llm.api.pretrain/{r % 2} ", frozenset()),
     # syslog's HOSTNAME and TAG, after its TIMESTAMP
     Layer(
         "syslog-tag",

@@ -20,6 +20,8 @@ The formats, from their emitters:
 - pdsh (src/pdsh/dsh.c): `"%S: %s"`, the host as in the host list (FORMATS.md §1.6).
 - docker compose `up` / `logs`: the service name padded to the longest and ` | `.
 - `kubectl logs --prefix` (kubectl pkg/cmd/logs): `[pod/<pod>/<container>] `; the pod is the host.
+- torchx `log` and its tee of a local job (torchx/util/log_tee_helpers.py, cli/cmd_log.py):
+  `{role}/{replica_id} ` (colored on a terminal), as NeMo-Run's local and SLURM executors print it.
 - A syslog / journal record after its time (RFC 3164 HOSTNAME and TAG, `journalctl -o
   short-iso`): `<host> <program>[<pid>]: `.
 - CRI container log files (kubelet, kubernetes/cri-api logs format): `<RFC 3339 nano time>
@@ -96,6 +98,9 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         ),
         "compose": re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*) +\| " + _NEXT),
         "kubectl": re.compile(r"\[pod/(?P<host>[\w.-]+)/[\w.-]+\] " + _NEXT),
+        # torchx (and NeMo-Run through it) `{role}/{replica_id} `: one role's replica (a node
+        # running its own launcher); peeled, the names say nothing of rank or host
+        "torchx": re.compile(r"[A-Za-z_][\w.-]*/\d+ " + _NEXT),
         "syslog_tag": re.compile(
             r"(?P<host>[A-Za-z0-9][\w.-]*) [A-Za-z][\w./-]*(?:\[\d+\])?: " + _NEXT
         ),
