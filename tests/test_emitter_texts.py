@@ -466,3 +466,63 @@ def test_an_exception_a_launcher_raises_after_the_interrupt_is_its_teardown(run:
     doc, inc, path = verdict(run, [lines[0], oom, *lines[1:]])
     assert inc["category"] == "oom_gpu", inc
     assert_root(inc, path, 2, oom)
+
+
+def test_nccl_tests_footer_says_the_sweep_finished(run: Run) -> None:
+    # nccl-tests src/util.cu writeResultFooter, behind mpirun --tag-output; nothing follows it
+    # but MPI's finalize
+    rows = [
+        f"[1,0]<stdout>:  {n:>10}  {n // 4:>10}     float     sum      -1   {t:7.1f}   10.80   20.25  5e-07"
+        for n, t in ((33554432, 3106.8), (67108864, 5567.2))
+    ]
+    lines = [
+        *rows,
+        "[1,0]<stdout>:# Out of bounds values : 0 OK",
+        "[1,0]<stdout>:# Avg bus bandwidth    : 7.80081 ",
+    ]
+    code, doc, _path = run(lines)
+    assert (code, doc["job"]["outcome"]) == (0, "completed"), doc["job"]
+    # cut inside the sweep: the run's end is not in the log
+    code, doc, _path = run(rows)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_the_kernels_hung_task_report_of_the_trainer_is_a_hang(run: Run) -> None:
+    # kernel/hung_task.c check_hung_task, as dmesg -T prints it, then the task's stack
+    lines = [
+        "[Tue Jun 11 02:10:01 2024] nvidia-nvswitch0: open (major=508)",
+        "[Tue Jun 11 02:14:07 2024] INFO: task pt_main_thread:91723 blocked for more than 241 seconds.",
+        "[Tue Jun 11 02:14:07 2024]       Tainted: P           OE     5.15.0-91-generic #101-Ubuntu",
+        '[Tue Jun 11 02:14:07 2024] "echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.',
+        "[Tue Jun 11 02:14:07 2024] task:pt_main_thread  state:D stack:    0 pid:91723 ppid:91700 flags:0x00004002",
+        "[Tue Jun 11 02:14:07 2024]  nfs_wait_bit_killable+0x1f/0x70 [nfs]",
+    ]
+    doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "hang", inc
+    assert_root(inc, path, 2, lines[1])
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+
+
+def test_the_bare_cublas_sample_error_names_the_rank_that_repeats_it(run: Run) -> None:
+    # `!!!! kernel execution error.` (NVIDIA's CUDA samples, DeepSpeed's kernels before 0.3.x)
+    # from one OpenMPI rank, its first copy glued behind another rank's progress bar
+    bar = "Iteration:  31%|███▏      | 491/1559 [04:35<07:28,  2.38it/s]"
+    lines = [
+        "[1,0]<stdout>:step=3599, loss=1.78",
+        f"{bar}[1,17]<stderr>:!!!! kernel execution error.",
+        *["[1,17]<stderr>:!!!! kernel execution error."] * 3,
+    ]
+    _doc, inc, _path = verdict(run, lines)
+    assert inc["category"] == "cuda_error", inc
+    assert inc["culprit"]["rank"] == 17, inc["culprit"]
+
+
+def test_a_store_client_still_retrying_when_the_log_ends_is_cut_not_crashed(run: Run) -> None:
+    # torch's TCPStore client warns before each new attempt (TCPStore.cpp, torch >= 2.4)
+    retry = "[W1104 03:12:{s:02d}.019281734 TCPStore.cpp:343] [c10d] TCP client failed to connect/validate to host node-0.cluster:29500 - retrying (try={n}, timeout=600000ms, delay=1766ms): Connection refused"
+    lines = [retry.format(s=10 + 2 * n, n=n) for n in range(3)]
+    _code, doc, path = run(lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 1, lines[0])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
