@@ -132,3 +132,49 @@ def test_where_a_cuda_error_surfaced_does_not_change_what_it_was() -> None:
     assert bug.category == "cuda_error"
     (dead,) = incidents_of(fed(_watchdog_query("unknown error")))
     assert dead.category == "gpu_hardware"
+
+
+def _failure_entry(n: int, rank: int, second: int) -> list[str]:
+    return [
+        f"[{n}]:",
+        f"  time      : 2025-03-02_10:41:{second:02d}",
+        "  host      : node-7",
+        f"  rank      : {rank} (local_rank: {rank})",
+        f"  exitcode  : -6 (pid: {5300 + rank})",
+        "  error_file: <N/A>",
+        f"  traceback : Signal 6 (SIGABRT) received by PID {5300 + rank}",
+    ]
+
+
+def _abort_block(seconds: dict[int, int]) -> list[str]:
+    # torchrun's failure block (torch/distributed/elastic/multiprocessing/errors/error_handler):
+    # the other failures, then the Root Cause entry; then a line that closes the block
+    (first, *others) = seconds
+    lines = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "=" * 53,
+        "train.py FAILED",
+        "-" * 53,
+        "Failures:",
+    ]
+    for n, r in enumerate(others, 1):
+        lines += _failure_entry(n, r, seconds[r])
+    lines += [
+        "-" * 53,
+        "Root Cause (first observed failure):",
+        *_failure_entry(0, first, seconds[first]),
+        "=" * 53,
+    ]
+    return lines
+
+
+def test_ranks_that_abort_in_the_same_second_were_taken_down_over_one_collective() -> None:
+    # ProcessGroupNCCL's watchdog aborts each rank whose collective failed: several SIGABRTs at
+    # once, with no error text of their own, are that takedown (the victims), not a cause
+    (inc,) = incidents_of(fed([*_abort_block({1: 51, 2: 51, 3: 51}), "done"]))
+    assert inc.category == "collective_timeout", inc.root_cause
+    assert inc.culprit is not None and inc.culprit.rank is None, inc.culprit
+    # counter-case: aborts seconds apart are each their own
+    (inc,) = incidents_of(fed([*_abort_block({1: 12, 2: 51}), "done"]))
+    assert inc.category == "unknown", inc.root_cause
+    assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit

@@ -166,6 +166,28 @@ def _after_timeout(death: Event, serious: Sequence[Event]) -> bool:
     )
 
 
+def _aborted_together(root: Event, deaths: Sequence[Event]) -> list[str]:
+    """The ranks that died of SIGABRT in the same second as `root` (one of them), when there are
+    two or more: ProcessGroupNCCL's watchdog aborts each rank whose collective failed, so ranks
+    aborting together with no error text of their own were taken down over one collective."""
+    if root.time is None or not _is_abort(root):
+        return []
+    host = root.fields.get("host") or root.line.host
+    ranks = {
+        e.fields.get("rank") or e.fields.get("local_rank") or ""
+        for e in deaths
+        if _is_abort(e)
+        and e.time == root.time
+        and (e.fields.get("host") or e.line.host) == host
+    }
+    ranks.discard("")
+    return sorted(ranks, key=int) if len(ranks) >= 2 else []
+
+
+def _is_abort(e: Event) -> bool:
+    return field_int(e, "exit_code") == -6 or e.fields.get("signal_name") == "SIGABRT"
+
+
 def _srun_took_down(events: Sequence[Event]) -> bool:
     """srun terminated the step itself (kill-on-bad-exit) after a task exited non-zero: the
     bare CANCELLED banner that follows is srun's doing (Slurm < 25.05 states no reason), and
@@ -292,6 +314,21 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             if code is not None and code in EXIT_SIGNALS
             else _SIGNAL_CATEGORY.get(name or "") or root.category or "process_killed"
         )
+        together = _aborted_together(root, deaths)
+        if together:
+            # each rank's watchdog took its own process down when the collective they were in
+            # failed: they are the victims, and the rank they waited for is not named
+            culprit = Culprit(
+                rank=None,
+                local_rank=None,
+                host=culprit.host,
+                task=None,
+                confidence=0.0,
+                reason=f"ranks {', '.join(together)} aborted in the same second with no error of "
+                "their own: their watchdogs' takedown after a failed collective, the rank they "
+                "waited for is not named",
+            )
+            category = "collective_timeout"
         return _Pick(root, culprit, category)
     symptoms = [e for e in serious if e.role == "symptom"]
     if symptoms:
