@@ -526,3 +526,16 @@ def test_a_store_client_still_retrying_when_the_log_ends_is_cut_not_crashed(run:
     assert inc["category"] == "launcher_error", inc
     assert_root(inc, path, 1, lines[0])
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_srun_that_cannot_get_a_munge_credential_never_launched(run: Run) -> None:
+    # auth_munge.c (cred_create) then slurm_protocol_api.c, as srun prints them, over and over
+    lines = [
+        "+ srun -p gpu --gres=gpu:8 --ntasks-per-node=8 python -u train.py",
+        "srun: error: If munged is up, restart with --num-threads=10",
+        'srun: error: Munge encode failed: Failed to access "/run/munge/munge.socket.2": Connection refused',
+        "srun: error: slurm_send_node_msg: auth_g_create: REQUEST_RESOURCE_ALLOCATION has authentication error",
+    ] * 2
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 3, lines[2])
