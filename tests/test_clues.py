@@ -432,6 +432,10 @@ def test_a_launcher_that_kills_its_one_worker_ran_one_process() -> None:
     # the kill list alone (the worker printed nothing) names it too
     (inc,) = incidents_of(fed(one[1:]))
     assert inc.culprit is not None and inc.culprit.rank == 0, inc
+    # and the worker's death of a signal the launcher then reports (runner.py sigkill_handler)
+    died = "[2024-05-02 10:11:12,006] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=0'] exits with return code = -9"
+    (inc,) = incidents_of(fed([*one[1:], died]))
+    assert (inc.category, inc.culprit and inc.culprit.rank) == ("process_killed", 0), inc.culprit
     # two workers: the list says nothing of which one failed
     two = [OOM, KILLING.format(pid=811), KILLING.format(pid=812)]
     (inc,) = incidents_of(fed(two))

@@ -309,6 +309,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         )
         if culprit.rank is None:
             culprit = pid_culprit(culprit, root, events, world)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = sole_worker_culprit(culprit, events, world)
         category = (
             EXIT_SIGNALS[code][1]
             if code is not None and code in EXIT_SIGNALS
