@@ -467,3 +467,19 @@ def test_nccls_proxy_thread_names_the_rank_of_its_own_process() -> None:
     for host, pid in (("gpu-b3", 812), ("gpu-b4", 811)):
         (inc,) = incidents_of(fed([cause, remote.format(host=host, pid=pid, r=6), returned]))
         assert inc.culprit is None or inc.culprit.rank != 6, inc.culprit
+
+
+def test_a_record_only_the_primary_rank_prints_names_rank_0() -> None:
+    # detectron2's setup_logger attaches its console handler on rank 0 only (the other ranks
+    # write log.txt.rankN), so the train loop's `Exception during training:` there is rank 0's
+    lines = [
+        "[12/20 18:16:14 d2.utils.events]:  eta: 19:46:57  iter: 4979  total_loss: 9.924  lr: 0.0001  max_mem: 20712M",
+        "[12/20 18:16:20 fvcore.common.checkpoint]: Saving checkpoint to ./output/model_0004999.pth",
+        "ERROR [12/20 18:16:20 d2.engine.train_loop]: Exception during training:",
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.culprit is not None and inc.culprit.rank == 0, inc.culprit
+    assert "rank 0 only" in inc.culprit.reason
+    # behind srun's label the task that printed it is known: no guess from the emitter
+    (inc,) = incidents_of(fed([f"3: {t}" for t in lines] * 3))
+    assert inc.culprit is None or "rank 0 only" not in inc.culprit.reason, inc.culprit

@@ -31,6 +31,7 @@ from types import MappingProxyType
 
 from ..lines.hostlist import expand_hostlist
 from ..match.events import FAILURE_ENTRY
+from ..match.signatures import Library
 from ..model import Culprit, Event, Stream, World, field_int
 
 OOM_KILLS = frozenset({"signals.kernel_oom_kill", "signals.kernel_oom_constraint"})
@@ -68,6 +69,25 @@ def own_rank_culprit(culprit: Culprit, root: Event) -> Culprit:
     if rank is None:
         return culprit
     return _named(culprit, rank, None, f"the error names its own rank ({rank})", 0.85)
+
+
+def primary_rank(root: Event, library: Library) -> Culprit | None:
+    """Rank 0, for an error whose emitter prints from the primary rank only (a signature's
+    `primary_rank_only`: detectron2's console logger), where no prefix names the rank."""
+    sig = library.by_id(root.signature)
+    line = root.line
+    if sig is None or not sig.primary_rank_only:
+        return None
+    if line.rank is not None or line.local_rank is not None or line.task is not None:
+        return None  # a prefix says which process printed it
+    why = f"{root.signature} is printed by rank 0 only"
+    return Culprit(rank=0, local_rank=None, host=root.line.host, confidence=0.7, reason=why)
+
+
+def primary_rank_culprit(culprit: Culprit, root: Event, library: Library) -> Culprit:
+    """A culprit with no rank yet, named by primary_rank."""
+    found = primary_rank(root, library)
+    return culprit if found is None else _named(culprit, 0, None, found.reason, found.confidence)
 
 
 def _tasks(text: str) -> list[int]:

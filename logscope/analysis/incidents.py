@@ -39,6 +39,8 @@ from .clues import (
     oom_culprit,
     own_rank_culprit,
     pid_culprit,
+    primary_rank,
+    primary_rank_culprit,
     quoted_culprit,
     same_error_culprit,
     sole_worker,
@@ -176,9 +178,7 @@ def _aborted_together(root: Event, deaths: Sequence[Event]) -> list[str]:
     ranks = {
         e.fields.get("rank") or e.fields.get("local_rank") or ""
         for e in deaths
-        if _is_abort(e)
-        and e.time == root.time
-        and (e.fields.get("host") or e.line.host) == host
+        if _is_abort(e) and e.time == root.time and (e.fields.get("host") or e.line.host) == host
     }
     ranks.discard("")
     return sorted(ranks, key=int) if len(ranks) >= 2 else []
@@ -252,6 +252,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         culprit = locate(culprit, events)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = own_rank_culprit(culprit, root)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = primary_rank_culprit(culprit, root, library)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = attribute(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
@@ -376,6 +378,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         or _reported_worker(root, world)
         or _reported_task(root, world)
         or sole_worker(events, world)
+        or primary_rank(root, library)
     )
     return _Pick(root, named, _block_category(root, summaries) or root.category or "launcher_error")
 

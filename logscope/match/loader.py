@@ -32,6 +32,7 @@ _KNOWN = frozenset(
         "classify",
         "reason_follows",
         "reason_precedes",
+        "primary_rank_only",
         "saved_before_next_step",
         "columns",
     }
@@ -143,6 +144,7 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         classify=_flag(entry, "classify", path, where),
         reason_follows=_flag(entry, "reason_follows", path, where),
         reason_precedes=_flag(entry, "reason_precedes", path, where),
+        primary_rank_only=_flag(entry, "primary_rank_only", path, where),
         saved_before_next_step=_flag(entry, "saved_before_next_step", path, where),
         columns=tuple(columns),
     )

@@ -63,6 +63,10 @@ class Signature:
     """A failure report whose specific reason the same process printed just before it as a
     warning (NCCL's proxy service loop, after the WARN of the call that failed): that warning is
     the root, the report the way the process took it."""
+    primary_rank_only: bool = False
+    """Its emitter prints it from the primary rank only (detectron2's console logger, which
+    other ranks do not attach): with no prefix naming a rank, the process that printed it is
+    rank 0."""
     saved_before_next_step: bool = False
     """A checkpoint notice logged before a synchronous write (HF Trainer's, OpenMMLab's): the
     training loop's next step shows the checkpoint was written (their emitters say nothing
