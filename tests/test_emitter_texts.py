@@ -539,3 +539,46 @@ def test_srun_that_cannot_get_a_munge_credential_never_launched(run: Run) -> Non
     _doc, inc, path = verdict(run, lines)
     assert inc["category"] == "launcher_error", inc
     assert_root(inc, path, 3, lines[2])
+
+
+def test_amdgpus_fatal_ras_interrupt_is_the_root_over_the_other_gpus_error_banks(run: Run) -> None:
+    # amdgpu_ras.c's fatal interrupt report, then amdgpu_aca.c's banks on the node's other GPUs
+    lines = [
+        "[ 5120.004117] amdgpu 0000:75:00.0: amdgpu: {2}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!",
+        "[ 5120.019310] amdgpu 0000:05:00.0: {2}[Hardware Error]: Accelerator Check Architecture events logged",
+        "[ 5120.019322] amdgpu 0000:05:00.0: {2}[Hardware Error]: aca entry[00].STATUS=0x98000800003e0000",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "gpu_hardware", inc
+    assert_root(inc, path, 1, lines[0])
+
+
+def test_ignites_launcher_says_the_training_function_returned(run: Run) -> None:
+    # ignite/distributed/launcher.py Parallel.run: `End of run` after the function returned
+    lines = [
+        "2025-01-06 20:55:18,014 ignite.distributed.launcher.Parallel INFO: - Run '<function training at 0x7f2e1c>' in 8 processes",
+        "2025-01-06 20:58:03,608 trainer INFO: Engine run complete. Time taken: 00:01:45.348",
+        "2025-01-06 20:58:03,681 ignite.distributed.launcher.Parallel INFO: End of run",
+    ]
+    code, doc, _path = run(lines)
+    assert (code, doc["job"]["outcome"]) == (0, "completed"), doc["job"]
+    # an evaluator's or trainer's Engine run alone is no end of the program
+    code, doc, _path = run(lines[:2])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_the_watchdogs_failed_or_timed_out_notice_yields_to_the_failure_before_it(run: Run) -> None:
+    # torch 1.x: NCCL's WARN of the socket call that failed and its return frames, then
+    # ProcessGroupNCCL's `Some NCCL operations have failed or timed out` (either, it says)
+    lines = [
+        "gpu-a1:36759:36970 [0] include/socket.h:421 NCCL WARN Call to recv failed : Connection reset by peer",
+        "gpu-a1:36759:36970 [0] NCCL INFO transport/net_ib.cc:593 -> 2",
+        "gpu-a1:36759:36970 [0] NCCL INFO proxy.cc:198 -> 2 [Proxy Thread]",
+        "[E ProcessGroupNCCL.cpp:325] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid this inconsistency, we are taking the entire process down.",
+    ]
+    _doc, inc, path = verdict(run, lines)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 1, lines[0])
+    # alone, it is the timeout it most often reports
+    _doc, inc, path = verdict(run, lines[3:])
+    assert inc["category"] == "collective_timeout", inc

@@ -99,7 +99,8 @@ def _stated_before(root: Event, events: Sequence[Event]) -> Event:
     """The first failure line its own process printed in the burst before a report whose
     emitter states the reason first (Signature.reason_precedes: NCCL's proxy thread, after the
     WARN of the call that failed; the return-code frames it unwound say where, not what), or
-    the report itself."""
+    the report itself. A report with no NCCL process head takes the first failure of its
+    stream in that burst."""
     process = nccl_process(root)
     for e in events:
         if e.seq >= root.seq:
@@ -110,7 +111,7 @@ def _stated_before(root: Event, events: Sequence[Event]) -> Event:
             and e.line.path == root.line.path
             and 0 < root.line.lineno - e.line.lineno <= _BURST_LINES
             and e.line.stream.agrees(root.line.stream)
-            and nccl_process(e) == process
+            and (process is None or nccl_process(e) == process)
         ):
             return e
     return root
@@ -348,6 +349,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         lead = next((w for w in events if _leads(w, root)), None)
         if lead is not None:
             root = lead  # `NCCL WARN <what failed>` before the error code it returned
+        elif _reason_precedes(root, library):
+            root = _stated_before(root, events)
         elif root.signature == NCCL_RETURN_FRAME:
             # a frame of NCCL's return trace only points at an error; with no WARN before it,
             # the error its caller reported (`unhandled system error`, an XLA status) says what
