@@ -178,3 +178,43 @@ def test_ranks_that_abort_in_the_same_second_were_taken_down_over_one_collective
     (inc,) = incidents_of(fed([*_abort_block({1: 12, 2: 51}), "done"]))
     assert inc.category == "unknown", inc.root_cause
     assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit
+
+
+def test_workers_the_agent_killed_after_the_first_failure_are_its_teardown() -> None:
+    # rank 3 raised (exit 1) at :58; 31 s later the agent stopped the group: rank 0 SIGKILL
+    # (after the SIGTERM grace), rank 2 SIGTERM. The kills are not the failure.
+    lines = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "=" * 60,
+        "train.py FAILED",
+        "-" * 60,
+        "Failures:",
+    ]
+    entries = [(1, 0, -9, "13:03:29"), (2, 2, -15, "13:03:29")]
+    for n, rank, code, when in entries:
+        sig = {-9: "Signal 9 (SIGKILL)", -15: "Signal 15 (SIGTERM)"}[code]
+        lines += [
+            f"[{n}]:",
+            f"  time      : 2026-09-07_{when}",
+            "  host      : node-1",
+            f"  rank      : {rank} (local_rank: {rank})",
+            f"  exitcode  : {code} (pid: {1400 + rank})",
+            "  error_file: <N/A>",
+            f"  traceback : {sig} received by PID {1400 + rank}",
+        ]
+    lines += [
+        "-" * 60,
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-09-07_13:02:58",
+        "  host      : node-1",
+        "  rank      : 3 (local_rank: 3)",
+        "  exitcode  : 1 (pid: 1403)",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "=" * 60,
+        "done",
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "python_exception", inc.root_cause
+    assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit

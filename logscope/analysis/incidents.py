@@ -169,6 +169,22 @@ def _after_timeout(death: Event, serious: Sequence[Event]) -> bool:
     )
 
 
+def _killed_in_teardown(death: Event, serious: Sequence[Event]) -> bool:
+    """An entry of torchrun's failure block whose worker died of a signal after another entry's
+    worker had already failed: the agent's own stop of the group (SIGTERM, then SIGKILL after
+    its grace period), not a failure of its own."""
+    if death.signature != FAILURE_ENTRY or death.time is None:
+        return False
+    return any(
+        e.signature == FAILURE_ENTRY
+        and e.time is not None
+        and e.time < death.time
+        and e.line.path == death.line.path
+        and abs(e.line.lineno - death.line.lineno) <= _BLOCK_SPAN
+        for e in serious
+    )
+
+
 def _aborted_together(root: Event, deaths: Sequence[Event]) -> list[str]:
     """The ranks that died of SIGABRT in the same second as `root` (one of them), when there are
     two or more: ProcessGroupNCCL's watchdog aborts each rank whose collective failed, so ranks
@@ -288,7 +304,10 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     deaths = [
         e
         for e in serious
-        if signal_death(e) and not own_abort(e, events, world) and not _after_timeout(e, serious)
+        if signal_death(e)
+        and not own_abort(e, events, world)
+        and not _after_timeout(e, serious)
+        and not _killed_in_teardown(e, serious)
     ]
     if deaths:
         root = _first_observed(deaths)
