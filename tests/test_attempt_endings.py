@@ -54,7 +54,7 @@ def endings_of(
     attempts = engine.timeline.finish()
     assert [a.index for a in attempts] == list(range(len(attempts)))
     exits = [m for m in engine.markers if m.kind == "exit"]
-    return attempt_endings(attempts, incidents_of(engine), exits, engine.progress, True)
+    return attempt_endings(attempts, incidents_of(engine), exits, engine.progress)
 
 
 def lines_of(incident: Incident) -> tuple[int, list[int]]:

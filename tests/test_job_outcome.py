@@ -40,7 +40,6 @@ def time_limit(at: datetime) -> str:
 def ending_of(
     engine: Engine,
     end_time: datetime | None = None,
-    started: bool = False,
     allowed_s: float | None = None,
 ) -> Ending:
     """decide_outcome as the Engine asks it for a log of one attempt; `end_time`: where the log
@@ -53,7 +52,6 @@ def ending_of(
         progress.last_time(),
         end_time or engine.last_time,
         progress.median_interval_s(),
-        started,
         allowed_s,
     )
 

@@ -26,11 +26,10 @@ def attempt_endings(
     incidents: Sequence[Incident],
     exits: Sequence[Event],
     progress: Progress,
-    started: bool,
     wound_down: Event | None = None,
 ) -> tuple[list[Incident], dict[int, tuple[str, Incident | None]], Ending]:
     """Each attempt's ending (crash, hang, end) and the job's outcome from the last one; the
-    incidents renumbered in attempt order. `started`: the job ran (conclude._started)."""
+    incidents renumbered in attempt order."""
     cadence = progress.median_interval_s()
     base = hang_threshold(cadence)
     save_max = max((s.duration_s for at in attempts for s in at.saves), default=0.0) or None
@@ -55,7 +54,6 @@ def attempt_endings(
                 alive,
                 a.end,
                 cadence,
-                started,
                 allowed,
                 wound_down,
             )

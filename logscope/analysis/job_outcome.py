@@ -96,7 +96,6 @@ def decide_outcome(
     last_progress: datetime | None,
     end_time: datetime | None,
     cadence: float | None,
-    started: bool = False,
     allowed_s: float | None = None,
     wound_down: Event | None = None,
 ) -> Ending:

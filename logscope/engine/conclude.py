@@ -75,7 +75,7 @@ def conclude(
     endings: dict[int, tuple[str, Incident | None]] = {}
     if attempts:
         incidents, endings, ending = attempt_endings(
-            attempts, incidents, exits, progress, _started(engine), wound_down
+            attempts, incidents, exits, progress, wound_down
         )
     else:
         ending = decide_outcome(
@@ -85,7 +85,6 @@ def conclude(
             last_progress,
             last_time,
             cadence,
-            started=_started(engine),
             wound_down=wound_down,
         )
     if all_empty(inputs):
@@ -172,12 +171,6 @@ def _attempt_hosts(engine: Engine, attempts: Sequence[Attempt]) -> dict[int, fro
         if hosts is not None:
             out[a.index] = before = hosts
     return out
-
-
-def _started(engine: Engine) -> bool:
-    """The job ran: ranks printed (their prefixes were found), or a launcher, a step or a
-    save said so."""
-    return bool(engine.streams) or bool(engine.markers) or engine.saw_steps
 
 
 def _failures(engine: Engine) -> list[Event]:

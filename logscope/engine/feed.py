@@ -62,8 +62,6 @@ class Engine:
     markers: list[Event] = field(default_factory=list)
     """Exit, launch and status lines (a checkpoint's or a validation's go to the timeline: a run
     saving every 100 steps has tens of thousands, ~800 bytes each as Events)."""
-    saw_steps: bool = False
-    """A checkpoint or validation line was seen: the job ran."""
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
     streams: set[Stream] = field(default_factory=set)
@@ -395,7 +393,6 @@ class Engine:
                 self.timeline.save_start(e, sig is not None and sig.saved_before_next_step)
             elif e.kind == "checkpoint_saved":
                 self.timeline.save_done(e)
-            self.saw_steps = True
             return
         if e.kind == "config":
             # how the job was set up: a few lines of each kind are enough
