@@ -1,6 +1,15 @@
-"""Aborts that are consequences: a process that reported a failure, then died of it.
+"""Deaths that are consequences: a process that reported a failure, then died of it, and the
+deaths a launcher reports after the failure that started them.
 
-Two shapes, both of a process taking itself down over a failure it already stated:
+Deaths a launcher reports that did not start the failure:
+- one torchrun reports after a collective timeout in the same log (its agent polls its workers
+  and would have reported the death before the others' wait ran out);
+- an entry of torchrun's failure block whose worker died of a signal after another entry's
+  worker had failed (the agent stopping the group: SIGTERM, then SIGKILL after its grace);
+- SIGABRTs of two or more ranks of a node in the same second (aborted_together): each rank's
+  watchdog taking its process down over one collective.
+
+Two shapes of a process taking itself down over a failure it already stated:
 - a SIGABRT that a launcher reports for a rank whose watchdog timed out first (ProcessGroupNCCL:
   `To avoid data inconsistency, we are taking the entire process down`), or for a rank the log
   holds no line of, after another rank's watchdog took its process down;
@@ -17,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..match.events import FAILURE_ENTRY
-from ..model import Event, Stream, World, field_int
+from ..model import Event, Stream, World, field_int, input_of
 
 SERIOUS = ("fatal", "error")
 WHAT_WITHIN = 3
@@ -25,6 +34,25 @@ WHAT_WITHIN = 3
 of slack for another thread's line interleaved between them."""
 TERMINATE = "cpp.terminate"
 TAKING_DOWN = "nccl.taking_process_down"
+BLOCK_SPAN = 200
+"""Lines a torchrun failure block may span (7 a failure entry)."""
+
+
+def is_abort(e: Event) -> bool:
+    """A launcher's report of a death by SIGABRT (exit code -6, or the signal named)."""
+    return field_int(e, "exit_code") == -6 or e.fields.get("signal_name") == "SIGABRT"
+
+
+def consequent_death(death: Event, serious: Sequence[Event], world: World) -> bool:
+    """A launcher's report of a death by a signal that did not start the failure: the rank's own
+    abort over what it reported (own_abort), a death torchrun reports after a collective
+    timeout, or a worker its agent killed after another had failed. `serious`: the incident's
+    fatal and error events (own_abort reads no others)."""
+    return (
+        own_abort(death, serious, world)
+        or _after_timeout(death, serious)
+        or _killed_in_teardown(death, serious)
+    )
 
 
 def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
@@ -32,7 +60,7 @@ def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
     the death is a symptom of what that rank reported, not a cause. A takedown line that no
     prefix gives a rank (`To avoid data inconsistency, we are taking the entire process down`)
     counts for whichever rank the launcher reports."""
-    if field_int(death, "exit_code") != -6 and death.fields.get("signal_name") != "SIGABRT":
+    if not is_abort(death):
         return False
     rank = field_int(death, "rank")
     if rank is None:
@@ -83,3 +111,51 @@ def symptom_terminates(events: Sequence[Event]) -> frozenset[int]:
             for k in range(1, WHAT_WITHIN + 1)
         )
     )
+
+
+def _after_timeout(death: Event, serious: Sequence[Event]) -> bool:
+    """torchrun's agent reports a worker's death within seconds (it polls its workers): one it
+    reports after a collective timeout in the same log came after that wait ran out, so it did
+    not cause it (the takedown that followed, or a rank killed while stuck)."""
+    if not death.signature.startswith("torchrun."):
+        return False
+    inp = input_of(death.seq)
+    return any(
+        e.category == "collective_timeout"
+        and e.role == "symptom"
+        and e.seq < death.seq
+        and input_of(e.seq) == inp
+        for e in serious
+    )
+
+
+def _killed_in_teardown(death: Event, serious: Sequence[Event]) -> bool:
+    """An entry of torchrun's failure block whose worker died of a signal after another entry's
+    worker had already failed: the agent's own stop of the group (SIGTERM, then SIGKILL after
+    its grace period), not a failure of its own."""
+    if death.signature != FAILURE_ENTRY or death.time is None:
+        return False
+    return any(
+        e.signature == FAILURE_ENTRY
+        and e.time is not None
+        and e.time < death.time
+        and e.line.path == death.line.path
+        and abs(e.line.lineno - death.line.lineno) <= BLOCK_SPAN
+        for e in serious
+    )
+
+
+def aborted_together(root: Event, deaths: Sequence[Event]) -> list[str]:
+    """The ranks that died of SIGABRT in the same second as `root` (one of them), when there are
+    two or more: ProcessGroupNCCL's watchdog aborts each rank whose collective failed, so ranks
+    aborting together with no error text of their own were taken down over one collective."""
+    if root.time is None or not is_abort(root):
+        return []
+    host = root.fields.get("host") or root.line.host
+    ranks = {
+        e.fields.get("rank") or e.fields.get("local_rank") or ""
+        for e in deaths
+        if is_abort(e) and e.time == root.time and (e.fields.get("host") or e.line.host) == host
+    }
+    ranks.discard("")
+    return sorted(ranks, key=int) if len(ranks) >= 2 else []

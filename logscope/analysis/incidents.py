@@ -25,9 +25,8 @@ from ..model import (
     Stream,
     World,
     field_int,
-    input_of,
 )
-from .aborts import own_abort, symptom_terminates
+from .aborts import BLOCK_SPAN, aborted_together, consequent_death, symptom_terminates
 from .clues import (
     KILL_LIST,
     barrier_culprit,
@@ -153,58 +152,6 @@ _SIGNAL_CATEGORY: Mapping[str, Category] = MappingProxyType(dict(EXIT_SIGNALS.va
 (`process 0 terminated with signal SIGBUS`)."""
 
 
-def _after_timeout(death: Event, serious: Sequence[Event]) -> bool:
-    """torchrun's agent reports a worker's death within seconds (it polls its workers): one it
-    reports after a collective timeout in the same log came after that wait ran out, so it did
-    not cause it (the takedown that followed, or a rank killed while stuck)."""
-    if not death.signature.startswith("torchrun."):
-        return False
-    inp = input_of(death.seq)
-    return any(
-        e.category == "collective_timeout"
-        and e.role == "symptom"
-        and e.seq < death.seq
-        and input_of(e.seq) == inp
-        for e in serious
-    )
-
-
-def _killed_in_teardown(death: Event, serious: Sequence[Event]) -> bool:
-    """An entry of torchrun's failure block whose worker died of a signal after another entry's
-    worker had already failed: the agent's own stop of the group (SIGTERM, then SIGKILL after
-    its grace period), not a failure of its own."""
-    if death.signature != FAILURE_ENTRY or death.time is None:
-        return False
-    return any(
-        e.signature == FAILURE_ENTRY
-        and e.time is not None
-        and e.time < death.time
-        and e.line.path == death.line.path
-        and abs(e.line.lineno - death.line.lineno) <= _BLOCK_SPAN
-        for e in serious
-    )
-
-
-def _aborted_together(root: Event, deaths: Sequence[Event]) -> list[str]:
-    """The ranks that died of SIGABRT in the same second as `root` (one of them), when there are
-    two or more: ProcessGroupNCCL's watchdog aborts each rank whose collective failed, so ranks
-    aborting together with no error text of their own were taken down over one collective."""
-    if root.time is None or not _is_abort(root):
-        return []
-    host = root.fields.get("host") or root.line.host
-    ranks = {
-        e.fields.get("rank") or e.fields.get("local_rank") or ""
-        for e in deaths
-        if _is_abort(e) and e.time == root.time and (e.fields.get("host") or e.line.host) == host
-    }
-    ranks.discard("")
-    return sorted(ranks, key=int) if len(ranks) >= 2 else []
-
-
-def _is_abort(e: Event) -> bool:
-    return field_int(e, "exit_code") == -6 or e.fields.get("signal_name") == "SIGABRT"
-
-
 def _srun_took_down(events: Sequence[Event]) -> bool:
     """srun terminated the step itself (kill-on-bad-exit) after a task exited non-zero: the
     bare CANCELLED banner that follows is srun's doing (Slurm < 25.05 states no reason), and
@@ -301,14 +248,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             # an Xid 79 / ECC error in the same incident says why CUDA failed: the GPU broke
             category = "gpu_hardware"
         return _Pick(root, culprit, category)
-    deaths = [
-        e
-        for e in serious
-        if signal_death(e)
-        and not own_abort(e, events, world)
-        and not _after_timeout(e, serious)
-        and not _killed_in_teardown(e, serious)
-    ]
+    deaths = [e for e in serious if signal_death(e) and not consequent_death(e, serious, world)]
     if deaths:
         root = _first_observed(deaths)
         rank = field_int(root, "rank")
@@ -338,7 +278,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             if code is not None and code in EXIT_SIGNALS
             else _SIGNAL_CATEGORY.get(name or "") or root.category or "process_killed"
         )
-        together = _aborted_together(root, deaths)
+        together = aborted_together(root, deaths)
         if together:
             # each rank's watchdog took its own process down when the collective they were in
             # failed: they are the victims, and the rank they waited for is not named
@@ -410,21 +350,17 @@ def _names_work(e: Event) -> bool:
     return bool(e.fields.get("op_type") or e.fields.get("seq"))
 
 
-_BLOCK_SPAN = 200
-"""Lines a torchrun failure block may span (7 a failure entry)."""
-
-
 def _first_below(
     head: Event, events: Sequence[Event], keep: Callable[[Event], bool]
 ) -> Event | None:
     """The first of `events` that `keep` takes, below `head` in its file and within a block of
-    a launcher's report (`_BLOCK_SPAN` lines)."""
+    a launcher's report (`BLOCK_SPAN` lines)."""
     return next(
         (
             e
             for e in events
             if e.line.path == head.line.path
-            and 0 < e.line.lineno - head.line.lineno <= _BLOCK_SPAN
+            and 0 < e.line.lineno - head.line.lineno <= BLOCK_SPAN
             and keep(e)
         ),
         None,
