@@ -12,7 +12,8 @@ import lzma
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -118,33 +119,59 @@ def analyze_doc(*args: str, input: bytes | str | None = None) -> tuple[int, dict
 _SIGNALS = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
 
-def child_failed_block(
-    script: str, *, time: str, host: str, rank: int, local_rank: int, exitcode: int, pid: int
-) -> list[str]:
-    """torchrun's ChildFailedError block with one failure, in its 2.x template (FORMATS.md §3.1,
-    as printed in the observed plexus.sky excerpt)."""
-    if exitcode < 0:
-        traceback = f"Signal {-exitcode} ({_SIGNALS[-exitcode]}) received by PID {pid}"
-    else:
-        traceback = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+@dataclass(frozen=True)
+class Failure:
+    """One entry of torchrun's failure block: when, where, which worker, how it ended."""
+
+    time: str
+    host: str
+    rank: int
+    local_rank: int
+    exitcode: int
+    pid: int
+
+    def lines(self, n: int) -> list[str]:
+        if self.exitcode < 0:
+            sig = -self.exitcode
+            traceback = f"Signal {sig} ({_SIGNALS[sig]}) received by PID {self.pid}"
+        else:
+            traceback = (
+                "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+            )
+        return [
+            f"[{n}]:",
+            f"  time      : {self.time}",
+            f"  host      : {self.host}",
+            f"  rank      : {self.rank} (local_rank: {self.local_rank})",
+            f"  exitcode  : {self.exitcode} (pid: {self.pid})",
+            "  error_file: <N/A>",
+            f"  traceback : {traceback}",
+        ]
+
+
+def failure_block(script: str, root: Failure, others: Sequence[Failure] = ()) -> list[str]:
+    """torchrun's ChildFailedError block in its 2.x template (FORMATS.md §3.1, as printed in the
+    observed plexus.sky excerpt): the other failures, then the Root Cause entry."""
+    listed = [line for n, f in enumerate(others, 1) for line in f.lines(n)]
     return [
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
         "============================================================",
         f"{script} FAILED",
         "------------------------------------------------------------",
         "Failures:",
-        "  <NO_OTHER_FAILURES>",
+        *(listed or ["  <NO_OTHER_FAILURES>"]),
         "------------------------------------------------------------",
         "Root Cause (first observed failure):",
-        "[0]:",
-        f"  time      : {time}",
-        f"  host      : {host}",
-        f"  rank      : {rank} (local_rank: {local_rank})",
-        f"  exitcode  : {exitcode} (pid: {pid})",
-        "  error_file: <N/A>",
-        f"  traceback : {traceback}",
+        *root.lines(0),
         "============================================================",
     ]
+
+
+def child_failed_block(
+    script: str, *, time: str, host: str, rank: int, local_rank: int, exitcode: int, pid: int
+) -> list[str]:
+    """torchrun's ChildFailedError block with one failure (failure_block)."""
+    return failure_block(script, Failure(time, host, rank, local_rank, exitcode, pid))
 
 
 @functools.cache

@@ -6,7 +6,7 @@ verbose terminate handler (`terminate called after throwing an instance of '%s'`
 
 from __future__ import annotations
 
-from .helpers import fed, incidents_of
+from .helpers import Failure, failure_block, fed, incidents_of
 
 TERMINATE = "terminate called after throwing an instance of '{cls}'"
 WHAT = "  what():  {message}"
@@ -134,48 +134,25 @@ def test_where_a_cuda_error_surfaced_does_not_change_what_it_was() -> None:
     assert dead.category == "gpu_hardware"
 
 
-def _failure_entry(n: int, rank: int, second: int) -> list[str]:
-    return [
-        f"[{n}]:",
-        f"  time      : 2025-03-02_10:41:{second:02d}",
-        "  host      : node-7",
-        f"  rank      : {rank} (local_rank: {rank})",
-        f"  exitcode  : -6 (pid: {5300 + rank})",
-        "  error_file: <N/A>",
-        f"  traceback : Signal 6 (SIGABRT) received by PID {5300 + rank}",
-    ]
-
-
-def _abort_block(seconds: dict[int, int]) -> list[str]:
-    # torchrun's failure block (torch/distributed/elastic/multiprocessing/errors/error_handler):
-    # the other failures, then the Root Cause entry; then a line that closes the block
-    (first, *others) = seconds
-    lines = [
-        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-        "=" * 53,
-        "train.py FAILED",
-        "-" * 53,
-        "Failures:",
-    ]
-    for n, r in enumerate(others, 1):
-        lines += _failure_entry(n, r, seconds[r])
-    lines += [
-        "-" * 53,
-        "Root Cause (first observed failure):",
-        *_failure_entry(0, first, seconds[first]),
-        "=" * 53,
-    ]
-    return lines
+def _aborts(seconds: dict[int, int]) -> list[str]:
+    """torchrun's failure block of workers dead of SIGABRT at :SS (the first the Root Cause
+    entry), then a line that closes the block."""
+    (first, *others) = (
+        Failure(f"2025-03-02_10:41:{s:02d}", "node-7", r, r, -6, 5300 + r)
+        for r, s in seconds.items()
+    )
+    return [*failure_block("train.py", first, others), "done"]
 
 
 def test_ranks_that_abort_in_the_same_second_were_taken_down_over_one_collective() -> None:
     # ProcessGroupNCCL's watchdog aborts each rank whose collective failed: several SIGABRTs at
     # once, with no error text of their own, are that takedown (the victims), not a cause
-    (inc,) = incidents_of(fed([*_abort_block({1: 51, 2: 51, 3: 51}), "done"]))
+    (inc,) = incidents_of(fed(_aborts({1: 51, 2: 51, 3: 51})))
     assert inc.category == "collective_timeout", inc.root_cause
     assert inc.culprit is not None and inc.culprit.rank is None, inc.culprit
-    # counter-case: aborts seconds apart are each their own
-    (inc,) = incidents_of(fed([*_abort_block({1: 12, 2: 51}), "done"]))
+    # counter-case: one rank's SIGABRT alone is its own (aborts seconds apart in one block are
+    # the agent's teardown after the first: the first is alone again)
+    (inc,) = incidents_of(fed(_aborts({1: 51})))
     assert inc.category == "unknown", inc.root_cause
     assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit
 
@@ -183,38 +160,12 @@ def test_ranks_that_abort_in_the_same_second_were_taken_down_over_one_collective
 def test_workers_the_agent_killed_after_the_first_failure_are_its_teardown() -> None:
     # rank 3 raised (exit 1) at :58; 31 s later the agent stopped the group: rank 0 SIGKILL
     # (after the SIGTERM grace), rank 2 SIGTERM. The kills are not the failure.
-    lines = [
-        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-        "=" * 60,
-        "train.py FAILED",
-        "-" * 60,
-        "Failures:",
+    teardown = [
+        Failure("2026-09-07_13:03:29", "node-1", 0, 0, -9, 1400),
+        Failure("2026-09-07_13:03:29", "node-1", 2, 2, -15, 1402),
     ]
-    entries = [(1, 0, -9, "13:03:29"), (2, 2, -15, "13:03:29")]
-    for n, rank, code, when in entries:
-        sig = {-9: "Signal 9 (SIGKILL)", -15: "Signal 15 (SIGTERM)"}[code]
-        lines += [
-            f"[{n}]:",
-            f"  time      : 2026-09-07_{when}",
-            "  host      : node-1",
-            f"  rank      : {rank} (local_rank: {rank})",
-            f"  exitcode  : {code} (pid: {1400 + rank})",
-            "  error_file: <N/A>",
-            f"  traceback : {sig} received by PID {1400 + rank}",
-        ]
-    lines += [
-        "-" * 60,
-        "Root Cause (first observed failure):",
-        "[0]:",
-        "  time      : 2026-09-07_13:02:58",
-        "  host      : node-1",
-        "  rank      : 3 (local_rank: 3)",
-        "  exitcode  : 1 (pid: 1403)",
-        "  error_file: <N/A>",
-        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
-        "=" * 60,
-        "done",
-    ]
+    first = Failure("2026-09-07_13:02:58", "node-1", 3, 3, 1, 1403)
+    lines = [*failure_block("train.py", first, teardown), "done"]
     (inc,) = incidents_of(fed(lines))
     assert inc.category == "python_exception", inc.root_cause
     assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
