@@ -1,0 +1,59 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""Whole-log behaviour of what schedulers and launchers print before or around a job that does not
+start: SLURM refusing the allocation (patterns/slurm.toml), torch's c10d store client warning as it
+retries (patterns/c10d.toml), Kubernetes restarting a container (patterns/cloud.toml). Lines are
+constructed from the emitters' format strings (see each pattern file's header)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import Run, assert_root, verdict_incident
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "sbatch: error: Batch job submission failed: Invalid qos specification",
+        "salloc: error: Job submit/allocate failed: Requested node configuration is not available",
+        "srun: error: Unable to allocate resources: Invalid partition name specified",
+    ],
+)
+def test_slurm_refusing_the_job_is_a_launch_error(run: Run, line: str) -> None:
+    lines = ["+ sbatch --time=72:00:00 --gres=gpu:8 train.sbatch", line]
+    code, doc, path = run(lines)
+    inc = verdict_incident(doc)
+    assert (code, inc["category"]) == (1, "launcher_error"), inc
+    assert_root(inc, path, 2, line)
+
+
+def test_store_connect_warnings_at_the_logs_end_are_a_wait_not_a_crash(run: Run) -> None:
+    # socket.cpp logs each failed address as a c10d warning, its error_code as
+    # `(<category>: <value> - <message>)` (Windows' `system error`), and tries again
+    warn = "[W1202 09:14:{s:02d}.000000000 socket.cpp:752] [c10d] The client socket has failed to connect to [head-node.local]:29500 (system error: 10049 - The requested address is not valid in its context.)."
+    lines = [
+        "W1202 09:14:05.102000 8812 torch\\distributed\\elastic\\multiprocessing\\redirects.py:29] NOTE: Redirects are currently not supported in Windows or MacOs.",
+        warn.format(s=7),
+        warn.format(s=13),
+    ]
+    code, doc, path = run(lines)
+    inc = verdict_incident(doc)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 2, lines[1])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # raised to the caller (no c10d tag), the same words end the process
+    raised = "torch.distributed.DistNetworkError: The client socket has failed to connect to [head-node.local]:29500 (errno: 111 - Connection refused)."
+    code, doc, _path = run([*lines[:1], raised])
+    assert (code, doc["job"]["outcome"]) == (1, "crashed"), doc["job"]
+
+
+def test_a_crash_loop_report_does_not_say_why_the_container_exits(run: Run) -> None:
+    lines = [
+        "NAME                          READY   STATUS             RESTARTS   AGE",
+        "bert-ddp-master-0             0/1     CrashLoopBackOff   6          7m12s",
+        "bert-ddp-worker-0             0/1     Init:0/1           0          7m12s",
+    ]
+    code, doc, path = run(lines)
+    inc = verdict_incident(doc)
+    assert (code, inc["category"]) == (1, "unknown"), inc
+    assert_root(inc, path, 2, lines[1])
