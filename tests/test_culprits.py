@@ -168,6 +168,31 @@ def test_the_rank_torchruns_root_cause_entry_names() -> None:
     assert "reports rank 6 as the first process that failed" in culprit.reason
 
 
+def test_a_root_cause_entry_cut_before_its_exit_code_still_names_its_rank() -> None:
+    # the log (or the paste) stops right after the entry's `rank :` line
+    lines = block(6, 6, 1)
+    cut = lines[: next(i for i, t in enumerate(lines) if t.startswith("Root Cause")) + 5]
+    assert cut[-1].startswith("  rank      : 6")
+    culprit = reported_culprit(events_at_the_end(cut))
+    assert culprit is not None and culprit.rank == 6, culprit
+    # an entry of the other failures cut the same way says nothing
+    other = lines[: next(i for i, t in enumerate(lines) if t.startswith("Failures:")) + 1]
+    other += [
+        "[1]:",
+        "  time      : 2024-06-01_10:00:00",
+        "  host      : gpu-a17",
+        "  rank      : 3 (local_rank: 3)",
+    ]
+    assert reported_culprit(events_at_the_end(other)) is None
+
+
+def events_at_the_end(lines: list[str]) -> list[Event]:
+    """The events of `lines` once the input has ended (a block still open is closed)."""
+    engine = fed(lines)
+    engine.finish()
+    return engine.failures
+
+
 def test_two_agents_naming_different_ranks_name_no_one() -> None:
     # each node's agent prints its own block, and srun reports each node's task
     events = events_of(

@@ -139,6 +139,9 @@ class _Block:
     signal_lines: dict[int, Line] = field(default_factory=dict)
     """The physical `traceback : Signal N (SIGX) received by PID P` line of an entry that has one:
     what happened to the worker, said in words (its exit code says it as a number)."""
+    rank_lines: dict[int, Line] = field(default_factory=dict)
+    """The physical `rank :` line of each entry: the anchor of a root-cause entry cut before its
+    exit code (the log ends inside the block)."""
     last_lineno: int = 0
 
 
@@ -363,6 +366,8 @@ class Extractor:
             blk.current.setdefault("lineno", str(line.lineno))
             if m.group(1) == "exitcode":
                 blk.exit_lines[len(blk.entries) - 1] = line
+            elif m.group(1) == "rank":
+                blk.rank_lines[len(blk.entries) - 1] = line
             elif m.group(1) == "traceback" and _BLOCK_SIGNAL.search(m.group(2)):
                 blk.signal_lines[len(blk.entries) - 1] = line
             return [], True
@@ -380,13 +385,17 @@ class Extractor:
         blk = self._blocks.pop(key)
         return [
             self._entry_event(e, blk.signal_lines.get(i, blk.exit_lines[i]))
-            for i, e in enumerate(blk.entries)
             if i in blk.exit_lines
+            else self._entry_event(e, blk.rank_lines[i])
+            for i, e in enumerate(blk.entries)
+            # the root-cause entry names the first rank to fail even when the log stops before
+            # its exit code
+            if i in blk.exit_lines or (e.get("section") == "root" and i in blk.rank_lines)
         ]
 
     def _entry_event(self, entry: dict[str, str], line: Line) -> Event:
         """One failure of the block, anchored at its physical `traceback : Signal N` line, else
-        at its `exitcode :` line."""
+        at its `exitcode :` line, else (a root-cause entry cut short) at its `rank :` line."""
         fields: dict[str, str] = {"root": "1" if entry.get("section") == "root" else "0"}
         m = _BLOCK_RANK.match(entry.get("rank", ""))
         if m:
@@ -394,7 +403,8 @@ class Extractor:
             if m.group(2):
                 fields["local_rank"] = m.group(2)
         m = _BLOCK_EXIT.match(entry.get("exitcode", ""))
-        category: Category = "process_killed"
+        # an entry cut before its exit code does not say how the worker ended
+        category: Category = "process_killed" if "exitcode" in entry else "unknown"
         if m:
             fields["exit_code"] = m.group(1)
             if m.group(2):
