@@ -383,15 +383,15 @@ class Extractor:
 
     def _close(self, key: tuple[str, int | None, str | None]) -> list[Event]:
         blk = self._blocks.pop(key)
-        return [
-            self._entry_event(e, blk.signal_lines.get(i, blk.exit_lines[i]))
-            if i in blk.exit_lines
-            else self._entry_event(e, blk.rank_lines[i])
-            for i, e in enumerate(blk.entries)
-            # the root-cause entry names the first rank to fail even when the log stops before
-            # its exit code
-            if i in blk.exit_lines or (e.get("section") == "root" and i in blk.rank_lines)
-        ]
+        events: list[Event] = []
+        for i, entry in enumerate(blk.entries):
+            if i in blk.exit_lines:
+                events.append(self._entry_event(entry, blk.signal_lines.get(i, blk.exit_lines[i])))
+            elif entry.get("section") == "root" and i in blk.rank_lines:
+                # the root-cause entry names the first rank to fail even when the log stops
+                # before its exit code
+                events.append(self._entry_event(entry, blk.rank_lines[i]))
+        return events
 
     def _entry_event(self, entry: dict[str, str], line: Line) -> Event:
         """One failure of the block, anchored at its physical `traceback : Signal N` line, else
