@@ -90,6 +90,17 @@ def primary_rank_culprit(culprit: Culprit, root: Event, library: Library) -> Cul
     return culprit if found is None else _named(culprit, 0, None, found.reason, found.confidence)
 
 
+def shared_failure_culprit(culprit: Culprit, root: Event, library: Library) -> Culprit:
+    """No one, for a failure every rank meets alike (a signature's `every_rank_alike`: a state
+    the ranks share, such as the fp16 scaler's under synchronized gradients): whichever rank logs
+    it first is an accident of timing, and so is any clue to the first process that exited."""
+    sig = library.by_id(root.signature)
+    if sig is None or not sig.every_rank_alike:
+        return culprit
+    why = f"every rank meets {root.signature} alike: the first to log it is not to blame"
+    return Culprit(rank=None, local_rank=None, host=None, confidence=0.0, reason=why)
+
+
 def _tasks(text: str) -> list[int]:
     """srun's task list (`3`, `0-3,5`, `[0-3]`) as task ids: SLURM's range syntax, expanded as
     a node list's brackets are (bounded: a hostile `0-99999999999` is not expanded)."""

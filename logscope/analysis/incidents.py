@@ -42,6 +42,7 @@ from .clues import (
     primary_rank_culprit,
     quoted_culprit,
     same_error_culprit,
+    shared_failure_culprit,
     sole_worker,
     sole_worker_culprit,
     store_barrier_culprit,
@@ -241,6 +242,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             culprit = task_culprit(culprit, root, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = sole_worker_culprit(culprit, events, world)
+        culprit = shared_failure_culprit(culprit, root, library)
         category = stated_reason(root, events, library) or root.category or "python_exception"
         if category == "unknown":
             category = _burst_category(root, causes, library) or category

@@ -63,9 +63,13 @@ _NCCL = re.compile(
 _BRACKET_TIME = re.compile(
     r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
 )
+# after an ISO time: a `| ` column, a `- name - LEVEL - ` logger header, or icefall's (k2-fsa
+# icefall/utils.py setup_logger) `LEVEL [file.py:line] (rank/world_size) `, the rank the process's
+# own (dist.get_rank()); without a process group it logs no `(rank/world_size)`
 _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
-    r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - )?"
+    r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - "
+    r"|(?P<pylvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[[\w.-]+:\d+\] (?:\((?P<rank>\d+)/\d+\) )?)?"
 )
 # mmengine's MMLogger (mmengine/logging/logger.py): `%(asctime)s - %(name)s - %(levelname)s - `
 # with datefmt `%m/%d %H:%M:%S` on the terminal and `%Y/%m/%d %H:%M:%S` in its log file
@@ -189,7 +193,7 @@ def _stamped(text: str, pos: int) -> bool:
     if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _MMLOG.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
-    return m is not None and m["lvl"] is not None
+    return m is not None and (m["lvl"] or m["pylvl"]) is not None
 
 
 def learn_layers(data: bytes | bytearray | str) -> Layers | None:
@@ -302,9 +306,13 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             continue
         m = _BRACKET_TIME.match(text) or _ISO_START.match(text) or _MMLOG.match(text)
         if m:
-            p.time = _time(m.groupdict(), year) or p.time
-            if m.groupdict().get("lvl"):
-                p.level = m["lvl"][0]
+            g = m.groupdict()
+            p.time = _time(g, year) or p.time
+            lvl = g.get("lvl") or g.get("pylvl")
+            if lvl:
+                p.level = lvl[0]
+            if g.get("rank") and p.rank is None:
+                p.rank = int(g["rank"])
             text = text[m.end() :]
             continue
         m = _SYSLOG.match(text)

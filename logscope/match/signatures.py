@@ -67,6 +67,9 @@ class Signature:
     """Its emitter prints it from the primary rank only (detectron2's console logger, which
     other ranks do not attach): with no prefix naming a rank, the process that printed it is
     rank 0."""
+    every_rank_alike: bool = False
+    """A failure of a state every rank shares and meets at the same step (the fp16 grad scaler's
+    collapse under DDP's synchronized gradients): the rank that logs it first is no culprit."""
     saved_before_next_step: bool = False
     """A checkpoint notice logged before a synchronous write (HF Trainer's, OpenMMLab's): the
     training loop's next step shows the checkpoint was written (their emitters say nothing
