@@ -6,7 +6,7 @@ from pathlib import Path
 
 from logscope.lines.wrap import rejoin, starts_record, wrap_width
 
-from .helpers import analyze_doc, child_failed_block, verdict_incident
+from .helpers import Failure, analyze_doc, child_failed_block, failure_block, verdict_incident
 
 WIDTH = 116
 # A DeepSpeed launcher failure as a terminal 116 columns wide shows it: the return code line is
@@ -63,6 +63,20 @@ def test_rules_of_one_length_are_no_wrap() -> None:
         pid=1387,
     )
     assert wrap_width("\n".join(lines).encode() + b"\n") is None
+
+
+def test_one_long_line_printed_twice_is_no_wrap(tmp_path: Path) -> None:
+    # torchrun's block names a long node name (a Kubernetes service's FQDN) in each entry: two
+    # lines of that one length, each followed by a line of another shape
+    host = (
+        "trainer-7f3c9e-launcher.trainer-7f3c9e-launcher.team-llm-shared-gpu-pool.svc.cluster.local"
+    )
+    fail = [Failure("2025-04-09_07:28:50", host, r, r, 1, 1380 + r) for r in (1, 2)]
+    lines = failure_block("/opt/train/pretrain.py", fail[0], fail[1:])
+    assert wrap_width("\n".join(lines).encode() + b"\n") is None
+    # and each entry keeps its rank
+    _code, doc, _err = analyze_doc(str(_write(tmp_path, [*lines, "done"])))
+    assert verdict_incident(doc)["culprit"]["rank"] == 1, doc["incidents"]
 
 
 def test_no_width_for_an_unwrapped_log() -> None:

@@ -68,10 +68,16 @@ def wrap_width(data: bytes | bytearray) -> int | None:
         return None  # long lines of many lengths: not a wrap
     # a cut line goes on in a line of another shape; a fixed-format line (Megatron's iteration
     # lines, alike but for their digits) is followed by another of its kind
+    # the same line printed twice (torchrun's `host :` of one long node name in each failure
+    # entry) is one line of that length, not two cut at it
     cut = 0
+    seen: set[bytes] = set()
     for i in at_width[:_MAX_LOOKS].tolist():
         if i + 1 < len(newlines):
             line, after = data[starts[i] : newlines[i]], data[starts[i + 1] : newlines[i + 1]]
+            if bytes(line) in seen:
+                continue
+            seen.add(bytes(line))
             cut += _continues(line, after)
     return width if cut >= _MIN_CUT else None
 
