@@ -247,6 +247,14 @@ def verdict_incident(doc: dict[str, Any]) -> dict[str, Any]:
     return next(i for i in doc["incidents"] if i["id"] == verdict["incident"])
 
 
+def failed_verdict(run: Run, lines: list[str]) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """`logscope analyze` of `lines`, which must fail (exit code 1): the document, the incident
+    its verdict names, the log's path."""
+    code, doc, path = run(lines)
+    assert code == 1, doc["job"]
+    return doc, verdict_incident(doc), path
+
+
 def assert_root(inc: dict[str, Any], path: Path, line: int, text: str) -> None:
     rc = inc["root_cause"]
     assert (rc["line"], rc["text"]) == (line, text), rc

@@ -6,18 +6,9 @@ constructed from the emitters' format strings (see each pattern file's header)."
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from .helpers import Run, assert_root, child_failed_block, verdict_incident
-
-
-def verdict(run: Run, lines: list[str]) -> tuple[dict[str, Any], dict[str, Any], Path]:
-    code, doc, path = run(lines)
-    assert code == 1, doc["job"]
-    return doc, verdict_incident(doc), path
+from .helpers import Run, assert_root, child_failed_block, failed_verdict, verdict_incident
 
 
 def test_a_glibc_heap_text_is_the_root_not_the_abort_reports_after_it(run: Run) -> None:
@@ -28,7 +19,7 @@ def test_a_glibc_heap_text_is_the_root_not_the_abort_reports_after_it(run: Run) 
         "[1,3]<stderr>:[gpu-n04:31337] Signal: Aborted (6)",
         "mpirun noticed that process rank 3 with PID 31337 on node gpu-n04 exited on signal 6 (Aborted).",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "segfault", inc
     assert_root(inc, path, 2, lines[1])
     assert inc["culprit"]["rank"] == 3, inc["culprit"]
@@ -42,7 +33,7 @@ def test_mpi_abort_names_the_rank_that_printed_nothing_else(run: Run) -> None:
         "with errorcode 1.",
         "--------------------------------------------------------------------------",
     ]
-    _doc, inc, _path = verdict(run, lines)
+    _doc, inc, _path = failed_verdict(run, lines)
     assert inc["culprit"]["rank"] == 5, inc["culprit"]
 
 
@@ -53,7 +44,7 @@ def test_a_crash_signal_from_mpirun_is_a_native_crash(run: Run) -> None:
         "signal 11 (Segmentation fault).",
         "mpiexec noticed that process rank 6 with PID 40211 on node gpu-node-7 exited on signal 11 (Segmentation fault).",
     ]
-    _doc, inc, _path = verdict(run, lines)
+    _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "segfault", inc
     assert inc["culprit"]["rank"] == 6, inc["culprit"]
 
@@ -68,7 +59,7 @@ def test_the_teardown_warning_is_never_an_incident(run: Run) -> None:
     assert doc["verdict"] is None and doc["incidents"] == [], doc["incidents"]
     # after a failure it is not the root either
     lines = ["[rank1]: ValueError: bad shard", warning]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert_root(inc, path, 1, lines[0])
 
 
@@ -77,7 +68,7 @@ def test_lightning_names_the_child_that_failed(run: Run) -> None:
         "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4",
         "[rank: 2] Child process with PID 40213 terminated with code -9. Forcefully terminating all other processes to avoid zombies 🧟",
     ]
-    _doc, inc, _path = verdict(run, lines)
+    _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "process_killed", inc
     assert 2 in (inc["culprit"].get("local_rank"), inc["culprit"].get("rank")), inc["culprit"]
 
@@ -109,7 +100,7 @@ def test_a_cloud_reclaiming_the_machine_is_a_preemption(run: Run, notice: str) -
     ],
 )
 def test_the_emitters_word_decides_the_category(run: Run, line: str, category: str) -> None:
-    _doc, inc, _path = verdict(run, ["step 100 loss 2.0", line])
+    _doc, inc, _path = failed_verdict(run, ["step 100 loss 2.0", line])
     assert inc["category"] == category, inc
 
 
@@ -121,10 +112,10 @@ def test_an_ssh_launch_that_failed_is_a_launcher_error(run: Run) -> None:
         "    subprocess.check_call(ssh_check_cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, shell=True)",
     ]
     ssh = "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no worker-7 hostname' returned non-zero exit status {code}."
-    _, inc, _ = verdict(run, [*tb, ssh.format(code=255)])
+    _, inc, _ = failed_verdict(run, [*tb, ssh.format(code=255)])
     assert inc["category"] == "launcher_error", inc
     # the remote command's own failure (not ssh's 255) is no launch failure
-    _, inc, _ = verdict(run, [*tb, ssh.format(code=1)])
+    _, inc, _ = failed_verdict(run, [*tb, ssh.format(code=1)])
     assert inc["category"] != "launcher_error", inc
 
 
@@ -135,10 +126,10 @@ def test_the_launchers_exit_code_of_its_first_failed_process_says_how_it_died(ru
         "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job to be terminated. The first process to do so was:",
         "Process name: gpu-worker-3[0]",
     ]
-    _, inc, path = verdict(run, [*head, "Exit code: 137"])
+    _, inc, path = failed_verdict(run, [*head, "Exit code: 137"])
     assert inc["category"] == "process_killed", inc
     assert_root(inc, path, 3, "Exit code: 137")
-    _, inc, path = verdict(run, [*head, "Exit code: 1"])
+    _, inc, path = failed_verdict(run, [*head, "Exit code: 1"])
     assert inc["category"] == "python_exception", inc
     assert_root(inc, path, 1, head[0])
 
@@ -157,7 +148,7 @@ def test_an_intel_gpu_runtime_result_is_that_ranks_failure_by_its_class(run: Run
     ]:
         error = f"[rank6]: RuntimeError: level_zero backend failed with error: {code} (UR_RESULT_ERROR_{name})"
         lines = [*head, "[rank6]: Traceback (most recent call last):", error]
-        _doc, inc, path = verdict(run, lines)
+        _doc, inc, path = failed_verdict(run, lines)
         assert inc["category"] == category, (name, inc)
         assert_root(inc, path, len(lines), error)
         assert inc["culprit"]["rank"] == 6, inc["culprit"]
@@ -172,12 +163,12 @@ def test_composers_crashed_rank_owns_the_driver_abort_printed_without_a_rank(run
         "./shared/source/os_interface/linux/drm_neo.cpp",
         "2024-02-11 09:12:44,501 - composer.cli.launcher - ERROR - Rank 5 crashed with exit code -6.",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "cuda_error", inc
     assert_root(inc, path, 2, lines[1])
     assert inc["culprit"]["rank"] == 5, inc["culprit"]
     # the launcher's line alone: a worker that died of SIGABRT
-    _doc, inc, path = verdict(run, [lines[0], lines[3]])
+    _doc, inc, path = failed_verdict(run, [lines[0], lines[3]])
     assert inc["culprit"]["rank"] == 5, inc["culprit"]
     assert_root(inc, path, 2, lines[3])
 
@@ -192,7 +183,7 @@ def test_a_flight_recorder_dump_signal_is_a_collective_timeout_without_the_watch
         "[rank0]:[E804 23:05:54.816499929 ProcessGroupNCCL.cpp:1849] [PG ID 0 PG GUID 0(default_pg) Rank 0] Observed flight recorder dump signal from another rank via TCPStore.",
         "[rank0]:[E804 23:05:54.817424543 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] Received a dump signal due to a collective timeout from  rank 5 and we will try our best to dump the debug info. Last enqueued NCCL work: 41, last completed NCCL work: 40.This is most likely caused by incorrect usages of collectives",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "collective_timeout", inc
     assert_root(inc, path, 3, lines[2])
 
@@ -207,11 +198,11 @@ def test_detectron2s_exception_notice_is_the_root_only_without_the_exception(run
         "    self.after_step()",
         "OSError: [Errno 28] No space left on device",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "io_error", inc
     assert_root(inc, path, 6, lines[5])
     # a paste cut after the notice: the loop raised, what is not said
-    _doc, inc, path = verdict(run, lines[:2])
+    _doc, inc, path = failed_verdict(run, lines[:2])
     assert inc["category"] == "python_exception", inc
     assert_root(inc, path, 2, lines[1])
 
@@ -220,7 +211,7 @@ def test_an_interactive_shells_killed_is_a_sigkill_not_an_unknown_error(run: Run
     # bash prints the signal's name alone for a foreground job that died of it (jobs.c)
     lines = [f"Epoch {e}: 100%|##########| 163/163 [18:08<00:00, loss=0.99]" for e in range(2)]
     lines.append("Killed")
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "process_killed", inc
     assert_root(inc, path, 3, "Killed")
     # a sentence that starts with the word is no report (the never-silent fallback may keep it)
@@ -237,11 +228,11 @@ def test_nccl_tests_own_cuda_check_is_the_root_before_srun_s_report(run: Run) ->
         " .. gpu-node-7 pid 12377: Test failure common.cu:843",
         "srun: error: gpu-node-7: task 3: Exited with exit code 2",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "cuda_error", inc
     assert_root(inc, path, 2, lines[1])
     lines[1] = "gpu-node-7: Test CUDA failure common.cu:1021 'out of memory'"
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "oom_gpu", inc
 
 
@@ -258,22 +249,22 @@ def test_nccls_proxy_thread_failure_is_the_root_not_the_closed_connection_it_cau
         "gpu-a07:51234:51288 [3] proxy.cc:862 NCCL WARN Proxy Call to rank 11 failed (Connect)",
         "gpu-a07:51234:51288 [3] NCCL INFO init.cc:1045 -> 6",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 3, lines[2])
     # the rank whose own thread failed is no peer that stopped answering
     assert "stopped answering" not in inc["title"], inc["title"]
     # the WARN of the call that failed, printed by the same process before the frames: the root
     connect = "gpu-a07:51234:51301 [3] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.1.4.9<45763> failed : Software caused connection abort"
-    _doc, inc, path = verdict(run, [connect, *lines])
+    _doc, inc, path = failed_verdict(run, [connect, *lines])
     assert_root(inc, path, 1, connect)
     # another process's WARN (another pid) is not this one's reason
     other = connect.replace("gpu-a07:51234:", "gpu-a07:51240:")
-    _doc, inc, path = verdict(run, [other, *lines])
+    _doc, inc, path = failed_verdict(run, [other, *lines])
     assert_root(inc, path, 4, lines[2])
     # a peer's failure the proxy passes on (ncclRemoteError) is not a cause of its own
     remote = lines[2].replace("retcode 2", "retcode 6")
-    _doc, inc, _path = verdict(run, [*lines[:2], remote, *lines[3:]])
+    _doc, inc, _path = failed_verdict(run, [*lines[:2], remote, *lines[3:]])
     assert inc["root_cause"]["pattern"] != "nccl.proxy_op_failed", inc["root_cause"]
 
 
@@ -288,7 +279,7 @@ def test_aws_ofi_nccls_memory_registration_failure_names_the_provider_error(run:
         "nid00212:3312:3405 [2] register_mr_buffers:647 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 2. RC: -22, Error: Invalid argument",
         "srun: error: nid00212: tasks 0-3: Exited with exit code 3",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 3, lines[2])
     assert inc["title"].endswith(": Invalid argument"), inc["title"]
@@ -314,12 +305,12 @@ def test_a_step_srun_took_down_after_a_failed_task_is_that_tasks_crash_not_a_can
         "srun: error: gpu-c12: tasks 0-1,3: Killed",
         "srun: Force Terminated StepId=88123.0",
     ]
-    doc, inc, path = verdict(run, lines)
+    doc, inc, path = failed_verdict(run, lines)
     assert doc["job"]["outcome"] == "crashed", doc["job"]
     assert_root(inc, path, 2, lines[1])
     assert inc["culprit"]["rank"] == 2, inc["culprit"]
     # the banner without srun's own takedown before it: somebody cancelled the step
-    doc, inc, _path = verdict(run, [lines[0], lines[1], *lines[3:]])
+    doc, inc, _path = failed_verdict(run, [lines[0], lines[1], *lines[3:]])
     assert doc["job"]["outcome"] == "cancelled", doc["job"]
 
 
@@ -339,7 +330,7 @@ def test_a_rank_that_aborted_with_nothing_else_said_is_of_unknown_cause_not_kill
         exitcode=code,
         pid=214033,
     )
-    _doc, inc, _path = verdict(run, lines)
+    _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == category, inc
     assert inc["culprit"]["rank"] == 10, inc["culprit"]
 
@@ -355,7 +346,7 @@ def test_nccls_shared_memory_transport_failing_at_set_up_is_a_communication_fail
         "node-4:7312:7390 [2] NCCL INFO transport/shm.cc:114 -> 2",
         "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.18.1",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 2, lines[1])
 
@@ -372,7 +363,7 @@ def test_megatrons_nan_grad_norm_check_names_the_rank_device_and_node_that_found
         "    assert not norm.isnan(), (",
         "AssertionError: Rank 12: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 4, node: gpu-node-2",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert_root(inc, path, 5, lines[4])
     culprit = inc["culprit"]
     assert (culprit["rank"], culprit["host"]) == (12, "gpu-node-2"), culprit
@@ -402,7 +393,7 @@ def test_a_ray_worker_whose_node_died_names_how_the_node_went(
         "(TrainController pid=4121) The actor died because its node has died. Node Id: 9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d",
         f"(TrainController pid=4121) \t{death}",
     ]
-    doc, inc, path = verdict(run, lines)
+    doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == category, inc
     assert_root(inc, path, 6, lines[5])
     assert doc["job"]["outcome"] == outcome, doc["job"]
@@ -416,12 +407,12 @@ def test_the_rank_waiting_in_another_collective_at_the_same_number_is_the_culpri
     line = "[rank{r}]:[E1201 10:00:0{r}.000000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600091 milliseconds before timing out."
     ops = {0: "_ALLGATHER_BASE", 1: "_ALLGATHER_BASE", 2: "REDUCE", 3: "_ALLGATHER_BASE"}
     lines = [line.format(r=r, op=op) for r, op in ops.items()]
-    _doc, inc, _path = verdict(run, lines)
+    _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "collective_timeout", inc
     assert inc["culprit"]["rank"] == 2, inc["culprit"]
     # all in one operation: nothing singles a rank out by it
     same = [line.format(r=r, op="_ALLGATHER_BASE") for r in ops]
-    _doc, inc, _path = verdict(run, same)
+    _doc, inc, _path = failed_verdict(run, same)
     assert inc["culprit"] is None or "another path" not in inc["culprit"]["reason"], inc
 
 
@@ -436,12 +427,12 @@ def test_a_cgroup_oom_kill_of_one_srun_task_names_its_rank_where_srun_started_th
         "srun: error: gpu-a03: task 3: Out Of Memory",
         "srun: Terminating StepId=7712.0",
     ]
-    _doc, inc, _path = verdict(run, lines)
+    _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "oom_host", inc
     assert inc["culprit"]["rank"] == 3, inc["culprit"]
     # under torchrun (tee headers), an srun task is a node: no rank from it
     torchrun = ["[default0]:" + lines[0], *lines[1:]]
-    _doc, inc, _path = verdict(run, torchrun)
+    _doc, inc, _path = failed_verdict(run, torchrun)
     assert inc["culprit"] is None or inc["culprit"]["rank"] != 3, inc["culprit"]
 
 
@@ -457,13 +448,13 @@ def test_an_exception_a_launcher_raises_after_the_interrupt_is_its_teardown(run:
         "    result_kill = subprocess.Popen(kill_cmd, env=env)",
         "NameError: free variable 'kill_cmd' referenced before assignment in enclosing scope",
     ]
-    doc, inc, path = verdict(run, lines)
+    doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "cancelled", inc
     assert_root(inc, path, 3, lines[2])
     assert doc["job"]["outcome"] == "cancelled", doc["job"]
     # a failure before the interrupt is still the root: the launcher interrupted the others
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
-    doc, inc, path = verdict(run, [lines[0], oom, *lines[1:]])
+    doc, inc, path = failed_verdict(run, [lines[0], oom, *lines[1:]])
     assert inc["category"] == "oom_gpu", inc
     assert_root(inc, path, 2, oom)
 
@@ -497,7 +488,7 @@ def test_the_kernels_hung_task_report_of_the_trainer_is_a_hang(run: Run) -> None
         "[Tue Jun 11 02:14:07 2024] task:pt_main_thread  state:D stack:    0 pid:91723 ppid:91700 flags:0x00004002",
         "[Tue Jun 11 02:14:07 2024]  nfs_wait_bit_killable+0x1f/0x70 [nfs]",
     ]
-    doc, inc, path = verdict(run, lines)
+    doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "hang", inc
     assert_root(inc, path, 2, lines[1])
     assert doc["job"]["outcome"] == "hung", doc["job"]
@@ -512,7 +503,7 @@ def test_the_bare_cublas_sample_error_names_the_rank_that_repeats_it(run: Run) -
         f"{bar}[1,17]<stderr>:!!!! kernel execution error.",
         *["[1,17]<stderr>:!!!! kernel execution error."] * 3,
     ]
-    _doc, inc, _path = verdict(run, lines)
+    _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "cuda_error", inc
     assert inc["culprit"]["rank"] == 17, inc["culprit"]
 
@@ -536,7 +527,7 @@ def test_srun_that_cannot_get_a_munge_credential_never_launched(run: Run) -> Non
         'srun: error: Munge encode failed: Failed to access "/run/munge/munge.socket.2": Connection refused',
         "srun: error: slurm_send_node_msg: auth_g_create: REQUEST_RESOURCE_ALLOCATION has authentication error",
     ] * 2
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "launcher_error", inc
     assert_root(inc, path, 3, lines[2])
 
@@ -548,7 +539,7 @@ def test_amdgpus_fatal_ras_interrupt_is_the_root_over_the_other_gpus_error_banks
         "[ 5120.019310] amdgpu 0000:05:00.0: {2}[Hardware Error]: Accelerator Check Architecture events logged",
         "[ 5120.019322] amdgpu 0000:05:00.0: {2}[Hardware Error]: aca entry[00].STATUS=0x98000800003e0000",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "gpu_hardware", inc
     assert_root(inc, path, 1, lines[0])
 
@@ -576,9 +567,9 @@ def test_the_watchdogs_failed_or_timed_out_notice_yields_to_the_failure_before_i
         "gpu-a1:36759:36970 [0] NCCL INFO proxy.cc:198 -> 2 [Proxy Thread]",
         "[E ProcessGroupNCCL.cpp:325] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid this inconsistency, we are taking the entire process down.",
     ]
-    _doc, inc, path = verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 1, lines[0])
     # alone, it is the timeout it most often reports
-    _doc, inc, path = verdict(run, lines[3:])
+    _doc, inc, path = failed_verdict(run, lines[3:])
     assert inc["category"] == "collective_timeout", inc

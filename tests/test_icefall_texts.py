@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from logscope.lines.decode import parse_line
 
-from .helpers import Run, assert_root, verdict_incident
+from .helpers import Run, assert_root, failed_verdict
 
 HEADER = "2024-03-02 11:{m:02d}:{s:02d},{ms:03d} {lvl} [train.py:{ln}] ({rank}/4) "
 STEP = "Epoch 3, batch {b}, loss[loss=0.2113, simple_loss=0.2432, pruned_loss=0.04121, over 5432.00 frames. ], tot_loss[loss=0.2201, simple_loss=0.2517, pruned_loss=0.04377, over 1085327.16 frames. ], batch size: 56, lr: 2.10e-02, grad_scale: {scale}"
@@ -36,9 +36,8 @@ def test_a_grad_scale_below_the_raise_threshold_is_the_failure_of_no_one_rank(ru
         line(5, 0, "Grad scale is small: 1.2924697071141057e-26", "WARNING", 1057),
         "Traceback (most recent call last):",
     ]
-    code, doc, path = run(lines)
-    inc = verdict_incident(doc)
-    assert (code, inc["category"]) == (1, "python_exception"), inc
+    doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "python_exception", inc
     assert_root(inc, path, 7, lines[6])
     # every rank's scaler collapses alike: the first to say so is not to blame
     assert inc["culprit"]["rank"] is None, inc["culprit"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import Run, assert_root, verdict_incident
+from .helpers import Run, assert_root, failed_verdict, verdict_incident
 
 
 @pytest.mark.parametrize(
@@ -21,9 +21,8 @@ from .helpers import Run, assert_root, verdict_incident
 )
 def test_slurm_refusing_the_job_is_a_launch_error(run: Run, line: str) -> None:
     lines = ["+ sbatch --time=72:00:00 --gres=gpu:8 train.sbatch", line]
-    code, doc, path = run(lines)
-    inc = verdict_incident(doc)
-    assert (code, inc["category"]) == (1, "launcher_error"), inc
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
     assert_root(inc, path, 2, line)
 
 
@@ -53,7 +52,6 @@ def test_a_crash_loop_report_does_not_say_why_the_container_exits(run: Run) -> N
         "bert-ddp-master-0             0/1     CrashLoopBackOff   6          7m12s",
         "bert-ddp-worker-0             0/1     Init:0/1           0          7m12s",
     ]
-    code, doc, path = run(lines)
-    inc = verdict_incident(doc)
-    assert (code, inc["category"]) == (1, "unknown"), inc
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "unknown", inc
     assert_root(inc, path, 2, lines[1])
