@@ -15,7 +15,7 @@ from logscope.analysis.culprits import (
 )
 from logscope.model import Culprit, Event, Stream
 
-from .helpers import child_failed_block, fed, incidents_of
+from .helpers import Failure, child_failed_block, fed, incidents_of
 
 # c10 logger lines of torch 2.4 (FORMATS §2.2, §2.4): `[rankN]:` is the global rank
 WATCHDOG = "[rank{r}]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out."
@@ -34,6 +34,13 @@ FIRST_ERROR = Culprit(None, None, None, 0.6, "first error")
 
 def events_of(lines: list[str]) -> list[Event]:
     return fed(lines).failures
+
+
+def events_at_the_end(lines: list[str]) -> list[Event]:
+    """The events of `lines` once the input has ended (a block still open is closed)."""
+    engine = fed(lines)
+    engine.finish()
+    return engine.failures
 
 
 def the(events: list[Event], signature: str) -> Event:
@@ -149,10 +156,13 @@ def test_two_ranks_equally_behind_name_no_one() -> None:
 # -- what the launcher reports ----------------------------------------------------------------
 
 
+FAILED_AT = ("2025-04-09_07:28:50", "gpu-a17")
+
+
 def block(rank: int, local_rank: int, exitcode: int, host: str = "gpu-a17") -> list[str]:
     return child_failed_block(
         "/opt/train/pretrain.py",
-        time="2025-04-09_07:28:50",
+        time=FAILED_AT[0],
         host=host,
         rank=rank,
         local_rank=local_rank,
@@ -169,28 +179,20 @@ def test_the_rank_torchruns_root_cause_entry_names() -> None:
 
 
 def test_a_root_cause_entry_cut_before_its_exit_code_still_names_its_rank() -> None:
-    # the log (or the paste) stops right after the entry's `rank :` line
+    # the log (or the paste) stops right after the Root Cause entry's `rank :` line
     lines = block(6, 6, 1)
-    cut = lines[: next(i for i, t in enumerate(lines) if t.startswith("Root Cause")) + 5]
-    assert cut[-1].startswith("  rank      : 6")
+    cut = lines[: lines.index("  rank      : 6 (local_rank: 6)") + 1]
     culprit = reported_culprit(events_at_the_end(cut))
     assert culprit is not None and culprit.rank == 6, culprit
-    # an entry of the other failures cut the same way says nothing
-    other = lines[: next(i for i, t in enumerate(lines) if t.startswith("Failures:")) + 1]
-    other += [
-        "[1]:",
-        "  time      : 2024-06-01_10:00:00",
-        "  host      : gpu-a17",
-        "  rank      : 3 (local_rank: 3)",
+    # an entry of the other failures cut the same way says nothing: no event, no culprit
+    other = [
+        *lines[: lines.index("Failures:") + 1],
+        *Failure(*FAILED_AT, 3, 3, 1, 1363).lines(1)[:4],
     ]
-    assert reported_culprit(events_at_the_end(other)) is None
-
-
-def events_at_the_end(lines: list[str]) -> list[Event]:
-    """The events of `lines` once the input has ended (a block still open is closed)."""
-    engine = fed(lines)
-    engine.finish()
-    return engine.failures
+    assert other[-1] == "  rank      : 3 (local_rank: 3)"
+    events = events_at_the_end(other)
+    assert [e.signature for e in events] == ["torchrun.child_failed"], events
+    assert reported_culprit(events) is None
 
 
 def test_two_agents_naming_different_ranks_name_no_one() -> None:
