@@ -67,18 +67,16 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     if 2 * len(at_width) < int(np.count_nonzero(lengths * 10 > width * 9)):
         return None  # long lines of many lengths: not a wrap
     # a cut line goes on in a line of another shape; a fixed-format line (Megatron's iteration
-    # lines, alike but for their digits) is followed by another of its kind
-    # the same line printed twice (torchrun's `host :` of one long node name in each failure
-    # entry) is one line of that length, not two cut at it
+    # lines, alike but for their digits) is followed by another of its kind. The same line
+    # printed twice (torchrun's `host :` of one long node name in each failure entry) is one
+    # line of that length, not two cut at it.
     cut = 0
     seen: set[bytes] = set()
     for i in at_width[:_MAX_LOOKS].tolist():
-        if i + 1 < len(newlines):
-            line, after = data[starts[i] : newlines[i]], data[starts[i + 1] : newlines[i + 1]]
-            if bytes(line) in seen:
-                continue
-            seen.add(bytes(line))
-            cut += _continues(line, after)
+        line = bytes(data[starts[i] : newlines[i]])
+        if i + 1 < len(newlines) and line not in seen:
+            seen.add(line)
+            cut += _continues(line, data[starts[i + 1] : newlines[i + 1]])
     return width if cut >= _MIN_CUT else None
 
 
