@@ -64,8 +64,8 @@ _BRACKET_TIME = re.compile(
     r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
 )
 # after an ISO time: a `| ` column, a `- name - LEVEL - ` logger header, or icefall's (k2-fsa
-# icefall/utils.py setup_logger) `LEVEL [file.py:line] (rank/world_size) `, the rank the process's
-# own (dist.get_rank()); without a process group it logs no `(rank/world_size)`
+# icefall/utils.py setup_logger) `LEVEL [file.py:line] (rank/world_size) `, whose rank is the
+# process's own (dist.get_rank()); without a process group it logs no `(rank/world_size)`
 _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
     r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - "
