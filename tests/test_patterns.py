@@ -119,7 +119,7 @@ def test_patterns_cli(run_cli) -> None:
     ],
 )
 def test_title_placeholders_are_filled_from_the_match(fields: dict, title: str) -> None:
-    from logscope.analysis.incidents import fill_title
+    from logscope.analysis.incident_text import fill_title
 
     assert fill_title("Python exception: {exception}: {message}", fields) == title
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -22,13 +21,11 @@ from ..model import (
     Event,
     Incident,
     Progress,
-    Stream,
     World,
     field_int,
 )
-from .aborts import BLOCK_SPAN, aborted_together, consequent_death, symptom_terminates
+from .aborts import aborted_together, consequent_death, symptom_terminates
 from .clues import (
-    KILL_LIST,
     barrier_culprit,
     first_exit,
     launcher_culprit,
@@ -55,6 +52,14 @@ from .culprits import (
     pg_culprit,
     reported_culprit,
     silent_culprit,
+)
+from .incident_text import incident_text
+from .launcher_reports import (
+    block_category,
+    first_observed,
+    past_kill_list,
+    reported_task,
+    reported_worker,
 )
 from .reasons import stated_reason
 
@@ -252,7 +257,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         return _Pick(root, culprit, category)
     deaths = [e for e in serious if signal_death(e) and not consequent_death(e, serious, world)]
     if deaths:
-        root = _first_observed(deaths)
+        root = first_observed(deaths)
         rank = field_int(root, "rank")
         if rank is None:
             rank = world.rank_of(root.line)
@@ -334,125 +339,22 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return _Pick(root, named, category)
     summaries = [e for e in serious if e.role == "summary"]
-    root = _past_kill_list(_first_observed(summaries), summaries) if summaries else events[0]
+    root = past_kill_list(first_observed(summaries), summaries) if summaries else events[0]
     # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
     # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
     named = (
         reported_culprit(events)
-        or _reported_worker(root, world)
-        or _reported_task(root, world)
+        or reported_worker(root, world)
+        or reported_task(root, world)
         or sole_worker(events, world)
         or primary_rank(root, library)
     )
-    return _Pick(root, named, _block_category(root, summaries) or root.category or "launcher_error")
+    return _Pick(root, named, block_category(root, summaries) or root.category or "launcher_error")
 
 
 def _names_work(e: Event) -> bool:
     """A timeout that says which work timed out: its op type or sequence number."""
     return bool(e.fields.get("op_type") or e.fields.get("seq"))
-
-
-def _first_below(
-    head: Event, events: Sequence[Event], keep: Callable[[Event], bool]
-) -> Event | None:
-    """The first of `events` that `keep` takes, below `head` in its file and within a block of
-    a launcher's report (`BLOCK_SPAN` lines)."""
-    return next(
-        (
-            e
-            for e in events
-            if e.line.path == head.line.path
-            and 0 < e.line.lineno - head.line.lineno <= BLOCK_SPAN
-            and keep(e)
-        ),
-        None,
-    )
-
-
-def _is_root_entry(e: Event) -> bool:
-    """torchrun's `Root Cause (first observed failure)` entry of its failure block."""
-    return e.signature == FAILURE_ENTRY and e.fields.get("root") == "1"
-
-
-def _first_observed(failures: Sequence[Event]) -> Event:
-    """The first of `failures` in the log; but when that is an entry of torchrun's failure block,
-    the block's `Root Cause (first observed failure)` entry, printed below the others."""
-    first = failures[0]
-    if first.signature != FAILURE_ENTRY or _is_root_entry(first):
-        return first
-    return _first_below(first, failures, _is_root_entry) or first
-
-
-CHILD_FAILED = "torchrun.child_failed"
-
-
-def _block_category(head: Event, summaries: Sequence[Event]) -> Category | None:
-    """torchrun's `ChildFailedError` heads its failure block; the block's `Root Cause` entry says
-    how that worker ended (exit code 1: it raised; a signal: it was killed), which is what
-    failed."""
-    if head.signature != CHILD_FAILED:
-        return None
-    entry = _first_below(head, summaries, _is_root_entry)
-    return entry.category if entry is not None else None
-
-
-def _past_kill_list(first: Event, summaries: Sequence[Event]) -> Event:
-    """A launcher's kill list (`Killing subprocess N`) is its reaction to a worker's failure; the
-    report that follows it in the same block (`... exits with return code = 1`) says what
-    failed, and is the root where there is one."""
-    if first.signature != KILL_LIST:
-        return first
-    return _first_below(first, summaries, lambda e: e.signature != KILL_LIST) or first
-
-
-def _reported_worker(summary: Event, world: World) -> Culprit | None:
-    """The worker a launcher's summary says failed (torchrun's `failed (exitcode: 1) local_rank:
-    3`, Composer's `Rank 3 crashed with exit code 1.`) when no line of the worker's own says why:
-    the first failure the launcher saw. (DeepSpeed's `... exits with return code` names the last
-    worker it started, not the failed one: patterns/deepspeed.toml.)"""
-    rank = field_int(summary, "rank")
-    local = field_int(summary, "local_rank")
-    if summary.role != "summary" or (rank is None and local is None):
-        return None
-    code = summary.fields.get("exit_code")
-    said = f" (exit code {code})" if code is not None else ""
-    host = summary.fields.get("host") or summary.line.host
-    if rank is None:
-        rank = world.rank_of_stream(Stream(summary.line.task, host, local, None))
-    return Culprit(
-        rank=rank,
-        local_rank=local,
-        host=host,
-        task=summary.line.task,
-        confidence=0.7,
-        reason=f"the launcher reports this worker failed{said}; its own error is not in the log",
-    )
-
-
-def _reported_task(summary: Event, world: World) -> Culprit | None:
-    """The one srun task a summary says died (`srun: error: node12: task 1: Segmentation
-    fault`): its rank where the log ties the task to one, else, where no line shows a rank or a
-    launcher's local rank of its own (srun started the ranks itself), the task id, which SLURM
-    gives each task as SLURM_PROCID, its rank."""
-    tasks = summary.fields.get("tasks", "")
-    if summary.role != "summary" or not tasks.isdigit():
-        return None
-    task = int(tasks)
-    host = summary.fields.get("host") or summary.line.host
-    rank = world.rank_of_stream(Stream(task, host, None, None))
-    how = "the log ties the task to this rank"
-    if rank is None and world.srun_started_ranks:
-        rank, how = task, "srun started the ranks itself (no launcher's rank shows): task id = rank"
-    if rank is None:
-        return None
-    return Culprit(
-        rank=rank,
-        local_rank=None,
-        host=host,
-        task=task,
-        confidence=0.6,
-        reason=f"srun reports task {task} as the first that failed; {how}",
-    )
 
 
 def _failed_collectives(serious: Sequence[Event], world: World) -> dict[int, int]:
@@ -531,62 +433,6 @@ def _burst_category(root: Event, causes: Sequence[Event], library: Library) -> C
     return None
 
 
-def _text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
-    sig = library.by_id(e.signature)
-    if e.signature == FAILURE_ENTRY:
-        sig = library.by_id("torchrun.child_failed")
-        what = e.fields.get("signal_name") or f"exit code {e.fields.get('exit_code')}"
-        rank = e.fields.get("rank", "?")
-        title = f"Rank {rank} exited with {what}"
-        if sig is None:
-            return title, "", (), ()
-        return title, sig.explanation, sig.remedy, sig.references
-    if e.signature == UNRECOGNIZED:
-        return (
-            f"Unrecognized error: {e.fields.get('message', '')[:TITLE_FIELD_MAX]}",
-            _UNRECOGNIZED_EXPLANATION,
-            _UNRECOGNIZED_REMEDIES,
-            (),
-        )
-    if sig is None:
-        return e.signature, "", (), ()
-    title = fill_title(sig.title, e.fields)
-    xid = field_int(e, "xid")
-    if xid is not None and xid in library.xid:
-        title = f"{title}: Xid {xid}, {library.xid[xid].get('title', '')}".rstrip(", ")
-        root = field_int(e, "root_xid")
-        if root is not None and root in library.xid:
-            title = f"{title}; caused by Xid {root}, {library.xid[root].get('title', '')}"
-    return title, sig.explanation, sig.remedy, sig.references
-
-
-_UNRECOGNIZED_EXPLANATION = (
-    "No signature knows this line, but it reads as an error and nothing else in the log "
-    "explains how the job failed: it is the earliest such line. Its category comes from the "
-    "library's classification rules where one fits its words (`unknown` where none does)."
-)
-_UNRECOGNIZED_REMEDIES = (
-    "Read the lines around it (`logscope analyze --format markdown` shows them)",
-    "Teach logscope the message: add a signature with `samples` in a `--patterns DIR`",
-)
-
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_UNFILLED = re.compile(r"\s*[:,-]?\s*\{\w+\}")
-TITLE_FIELD_MAX = 120
-
-
-def fill_title(title: str, fields: dict[str, str]) -> str:
-    """A signature title with `{field}` placeholders filled from the match; a placeholder with
-    no value is dropped together with the separator before it."""
-
-    def value(m: re.Match[str]) -> str:
-        v = fields.get(m.group(1), "").strip()
-        return v[:TITLE_FIELD_MAX] if v else m.group(0)
-
-    filled = _PLACEHOLDER.sub(value, title)
-    return _UNFILLED.sub("", filled).strip()
-
-
 def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[Event]]:
     """Group failure events, in order: a group starts at a serious event (or an end banner),
     and a new one once training made progress again."""
@@ -619,7 +465,7 @@ def build_incidents(
     for n, group in enumerate(split_incidents(failures, progress), 1):
         pick = _pick(group, world, library)
         root = pick.root
-        title, explanation, remedy, refs = _text(library, root)
+        title, explanation, remedy, refs = incident_text(library, root)
         culprit_rank = pick.culprit.rank if pick.culprit else None
         cascade = tuple(e for e in group if e is not root and e.role != "end")
         evidence = tuple(e for e in group if e is not root and e.role == "end")

@@ -23,7 +23,8 @@ from ..model import (
     input_of,
 )
 from .clock import timestamp
-from .incidents import SPLIT_AFTER_PROGRESS, fill_title
+from .incident_text import fill_title
+from .incidents import SPLIT_AFTER_PROGRESS
 from .job_outcome import retries_only
 from .ledger import attempt_of, owner
 
