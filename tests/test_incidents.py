@@ -92,6 +92,19 @@ def test_counts_of_no_failures_and_go_loggers_info_lines_are_not_failures(run: R
     failed(run, ['time="2024-05-01T10:00:03Z" level=error msg="replicas failed=2"'], None, 1)
 
 
+def test_python_warnings_are_not_failures(run: Run) -> None:
+    # the warnings module's `file:line: Category: message`, whatever words the message holds
+    lines = [
+        "/opt/venv/lib/python3.10/site-packages/torch/autograd/graph.py:744: UserWarning: Error"
+        " detected in the grad strides of a bucket view; this is not a failure",
+        r"C:\envs\t\lib\site-packages\lightning\trainer.py:52: PossibleUserWarning: The"
+        " dataloader failed to find num_workers",
+    ]
+    healthy(run, lines)
+    # counter-case: the same words after a `file:line:` with no warning category are an error
+    failed(run, ["graph.py:744: Error detected in the grad strides of a bucket view"], None, 1)
+
+
 def test_known_failure_beats_unrecognized_lines(run: Run) -> None:
     lines = [
         "loader: error reading shard 17, skipping",

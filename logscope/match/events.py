@@ -86,6 +86,10 @@ _LOOKS_LIKE_ERROR = re.compile(
 _NOT_A_FAILURE_LEVEL = frozenset("IDVW")
 _NOT_A_FAILURE = re.compile(
     r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])"
+    # Python's warnings module: `file.py:12: UserWarning: message` (Lib/warnings.py,
+    # _formatwarnmsg_impl: `f"{filename}:{lineno}: {category}: {message}"`); a warning raised as
+    # an error under `-W error` is a traceback's exception line, without the `file:line: ` part
+    r"|^\s*\S+:\d+: \w*Warning: "
     # Go loggers: logfmt's `level=info` (logrus: Kubernetes operators, containerd, Docker)
     r"|\blevel=(?:trace|debug|info|warn|warning)\b"
     # a client that says it will try again has not failed (`entering retry loop`, `retrying in 5 s`)
