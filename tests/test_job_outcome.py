@@ -177,6 +177,19 @@ def test_ranks_that_wait_when_the_log_ends_hung() -> None:
     assert ending.reason.startswith("the log ends while ranks wait"), ending.reason
 
 
+def test_a_stuck_watchdog_that_terminates_its_process_crashed() -> None:
+    # torch's heartbeat monitor finds the watchdog stuck, then LOG(FATAL)s: the process ends
+    prefix = "[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 5]"
+    lines = [
+        *iterations(1, 3),
+        f"{prefix} Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
+        "[rank5]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 5] [PG 0 Rank 5] ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress in monitoring enqueued collectives.",
+    ]
+    assert ending_of(fed(lines)).outcome is Outcome.crashed
+    # counter-case: the monitor's notice alone, the process not yet terminated, is a wait
+    assert ending_of(fed(lines[:-1])).outcome is Outcome.hung
+
+
 def test_a_log_of_a_job_that_says_nothing_of_its_end_is_truncated() -> None:
     # a window of a run's output: the job ran (it printed), its end is not in the log
     engine = fed(["Loading extension module fused_adam..."])

@@ -113,8 +113,10 @@ def decide_outcome(
 
     if final is not None:
         end = final.root_cause
-        if final.category == "hang" and not any(
-            e.role in ("summary", "end") or e.category != "hang" for e in final.cascade
+        if (
+            final.category == "hang"
+            and not any(e.role in ("summary", "end") or e.category != "hang" for e in final.cascade)
+            and not any(e.severity == "fatal" for e in (end, *final.cascade))
         ):
             # the log ends while ranks say they wait (for a rank at init, a barrier)
             return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
