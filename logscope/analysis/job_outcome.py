@@ -118,7 +118,8 @@ def decide_outcome(
             and not any(e.role in ("summary", "end") or e.category != "hang" for e in final.cascade)
             and not any(e.severity == "fatal" for e in (end, *final.cascade))
         ):
-            # the log ends while ranks say they wait (for a rank at init, a barrier)
+            # the log ends while ranks say they wait (for a rank at init, a barrier), and no
+            # line of theirs ended a process (the heartbeat monitor's LOG(FATAL) does)
             return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
         if retries_only(final):
             # the log ends while a process still retries to connect: the job had not ended
