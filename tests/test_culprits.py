@@ -159,7 +159,7 @@ def test_two_ranks_equally_behind_name_no_one() -> None:
 FAILED_AT = ("2025-04-09_07:28:50", "gpu-a17")
 
 
-def block(rank: int, local_rank: int, exitcode: int, host: str = "gpu-a17") -> list[str]:
+def block(rank: int, local_rank: int, exitcode: int, host: str = FAILED_AT[1]) -> list[str]:
     return child_failed_block(
         "/opt/train/pretrain.py",
         time=FAILED_AT[0],

@@ -188,6 +188,13 @@ def test_a_stuck_watchdog_that_terminates_its_process_crashed() -> None:
     assert ending_of(fed(lines)).outcome is Outcome.crashed
     # counter-case: the monitor's notice alone, the process not yet terminated, is a wait
     assert ending_of(fed(lines[:-1])).outcome is Outcome.hung
+    # torch >= 2.5 says it after the notice, in a line of its own (ProcessGroupNCCL.cpp's monitor:
+    # `LOG(FATAL) << prefix << "Terminating the process " << kReason`): the cascade, not the root
+    newer = [
+        *lines[:-1],
+        "[rank5]:[F429 14:03:49.385461578 ProcessGroupNCCL.cpp:1554] [PG ID 0 PG GUID 0(default_pg) Rank 5] [PG ID 0 PG GUID 0(default_pg) Rank 5] Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
+    ]
+    assert ending_of(fed(newer)).outcome is Outcome.crashed
 
 
 def test_a_log_of_a_job_that_says_nothing_of_its_end_is_truncated() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..match.events import FAILURE_ENTRY, UNRECOGNIZED
+from ..match.events import CHILD_FAILED, FAILURE_ENTRY, UNRECOGNIZED
 from ..match.signatures import Library
 from ..model import Event, field_int
 
@@ -14,7 +14,7 @@ def incident_text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...]
     """An incident's title, explanation, remedies and references, from its root's signature."""
     sig = library.by_id(e.signature)
     if e.signature == FAILURE_ENTRY:
-        sig = library.by_id("torchrun.child_failed")
+        sig = library.by_id(CHILD_FAILED)
         what = e.fields.get("signal_name") or f"exit code {e.fields.get('exit_code')}"
         rank = e.fields.get("rank", "?")
         title = f"Rank {rank} exited with {what}"

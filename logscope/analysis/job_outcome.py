@@ -115,8 +115,11 @@ def decide_outcome(
         end = final.root_cause
         if (
             final.category == "hang"
-            and not any(e.role in ("summary", "end") or e.category != "hang" for e in final.cascade)
-            and not any(e.severity == "fatal" for e in (end, *final.cascade))
+            and end.severity != "fatal"
+            and not any(
+                e.role in ("summary", "end") or e.category != "hang" or e.severity == "fatal"
+                for e in final.cascade
+            )
         ):
             # the log ends while ranks say they wait (for a rank at init, a barrier), and no
             # line of theirs ended a process (the heartbeat monitor's LOG(FATAL) does)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..match.events import FAILURE_ENTRY
+from ..match.events import CHILD_FAILED, FAILURE_ENTRY
 from ..model import Category, Culprit, Event, Stream, World, field_int
 from .aborts import BLOCK_SPAN
 from .clues import KILL_LIST
@@ -40,9 +40,6 @@ def first_observed(failures: Sequence[Event]) -> Event:
     if first.signature != FAILURE_ENTRY or is_root_entry(first):
         return first
     return first_below(first, failures, is_root_entry) or first
-
-
-CHILD_FAILED = "torchrun.child_failed"
 
 
 def block_category(head: Event, summaries: Sequence[Event]) -> Category | None:

@@ -27,6 +27,8 @@ _BLOCK_RANK = re.compile(r"(-?\d+)(?: \(local_rank: (\d+)\))?")
 _BLOCK_EXIT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?(?:\s+\((SIG\w+)\))?")
 _BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
 
+CHILD_FAILED = "torchrun.child_failed"
+"""The signature of torchrun's `ChildFailedError` line, which heads its failure block."""
 FAILURE_ENTRY = "torchrun.failure_entry"
 """Synthetic signature id of one entry of a ChildFailedError block."""
 CUT_TRACEBACK = "a traceback whose exception the log does not show"
@@ -248,7 +250,7 @@ class Extractor:
             # the end of a traceback the program printed and went on
             severity, fields = "warning", {**fields, "caught": "true"}
         out.append(self._event(line, sig, fields, seq, category, severity))
-        if sig.id == "torchrun.child_failed":
+        if sig.id == CHILD_FAILED:
             self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
         if opens:
             if stream not in self._tracebacks:
