@@ -346,6 +346,31 @@ def test_detectron2_s_final_checkpoint_ends_its_training(tmp_path) -> None:
     assert (doc["job"]["outcome"], doc["incidents"][0]["category"]) == ("crashed", "oom_gpu")
 
 
+def test_ray_train_s_reporter_tells_progress_and_the_end(tmp_path) -> None:
+    """Ray Train's console reporter (tune/experimental/output.py): an iteration and a checkpoint
+    per report, `completed after N iterations` at the end, `errored after` on a failure."""
+    report = (
+        "Training finished iteration {i} at 2024-05-02 10:{i:02d}:00. Total running time: {i}min 0s"
+    )
+    saved = "Training saved a checkpoint for iteration {i} at: (local)/home/ray/ray_results/run/checkpoint_{i:06d}"
+    run = [line.format(i=i) for i in range(1, 4) for line in (report, saved)]
+    done = (
+        "Training completed after 3 iterations at 2024-05-02 10:03:05. Total running time: 3min 5s"
+    )
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*run, done])))
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["job"]["last_iteration"] == 3
+    # a Tune trial's completion is one trial's, not the experiment's
+    trial = done.replace("Training", "Trial TorchTrainer_1a2b3_00000")
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*run, trial])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    errored = (
+        "Training errored after 3 iterations at 2024-05-02 10:03:05. Total running time: 3min 5s"
+    )
+    _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", [*run, errored])))
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+
+
 def test_the_schedulers_last_word_decides_how_it_ended(tmp_path) -> None:
     """slurmstepd cancels the step (no reason given), then the job `DUE TO PREEMPTION`: the job
     was preempted (slurmstepd's `*** JOB %u ON %s CANCELLED AT %s DUE TO %s ***`)."""

@@ -79,6 +79,21 @@ def test_one_long_line_printed_twice_is_no_wrap(tmp_path: Path) -> None:
     assert verdict_incident(doc)["culprit"]["rank"] == 1, doc["incidents"]
 
 
+def test_one_template_at_the_width_followed_by_other_lines_is_no_wrap() -> None:
+    # a fixed-format line (a checkpoint path with its step number) twice at the longest length,
+    # each followed by a line of another shape: had they been cut, the pieces would be alike
+    saved = (
+        "Saved a checkpoint for iteration {i} at: (local)/home/ray/results/run/checkpoint_00000{i}"
+    )
+    lines = [
+        saved.format(i=1),
+        "Finished iteration 2 at 2024-05-02 10:10:00. Total running time: 10min 0s",
+        saved.format(i=2),
+        "Completed after 2 iterations at 2024-05-02 10:10:05. Total running time: 10min 5s",
+    ]
+    assert wrap_width(("\n".join(lines) + "\n").encode()) is None
+
+
 def test_no_width_for_an_unwrapped_log() -> None:
     varied = [*CHATTER, DS_ERROR, "short line"]
     assert wrap_width("\n".join(varied).encode() + b"\n") is None

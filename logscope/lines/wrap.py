@@ -69,14 +69,19 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     # a cut line goes on in a line of another shape; a fixed-format line (Megatron's iteration
     # lines, alike but for their digits) is followed by another of its kind. The same line
     # printed twice (torchrun's `host :` of one long node name in each failure entry) is one
-    # line of that length, not two cut at it.
-    cut = 0
+    # line of that length, not two cut at it. Lines of one template cut alike go on alike (the
+    # rest of the template); lines of one template at the width followed by lines of other
+    # shapes are a fixed format (a checkpoint path's step number), not a wrap.
     seen: set[bytes] = set()
+    followers: dict[bytes, list[bytes]] = {}
     for i in at_width[:_MAX_LOOKS].tolist():
         line = bytes(data[starts[i] : newlines[i]])
         if i + 1 < len(newlines) and line not in seen:
             seen.add(line)
-            cut += _continues(line, data[starts[i + 1] : newlines[i + 1]])
+            after = data[starts[i + 1] : newlines[i + 1]]
+            if _continues(line, after):
+                followers.setdefault(_shape(line), []).append(_shape(after))
+    cut = sum(len(shapes) for shapes in followers.values() if len(set(shapes)) == 1)
     return width if cut >= _MIN_CUT else None
 
 
