@@ -391,6 +391,26 @@ def test_glued_tee_header_of_another_rank() -> None:
     assert [(g.text, g.local_rank) for g in got] == [(" 12%|#1 | 2/16", 0), ("rank 5 ready", 5)]
 
 
+def test_a_slurm_record_glued_after_an_unfinished_line() -> None:
+    # slurmstepd writes into the task's own output: a line with no newline yet goes on with it
+    bar = " 40%|####      | 4/10 [03:12<04:48, 48.1s/it]"
+    stamp = "[2026-03-01T04:05:06.789] "
+    step = "error: *** STEP 7.0 ON gpu-b3 CANCELLED AT 2026-03-01T04:05:06 DUE TO TIME LIMIT ***"
+    got = parse_line(bar + "slurmstepd: " + step, "job.log", 9)
+    assert [g.text for g in got] == [bar, "slurmstepd: " + step], got
+    done = "[after training is done] datetime: 2026-03-01 03:40:00 "
+    got = parse_line(done + stamp + step)
+    assert [g.text for g in got] == [done, step]
+    assert got[1].time == datetime(2026, 3, 1, 4, 5, 6, 789000), got
+    # a message that names srun, and a record that starts its line, are one record
+    for whole in (
+        "RuntimeError: launcher failed: srun: error: Unable to allocate resources",
+        "srun: error: gpu-b3: task 2: Exited with exit code 1",
+        stamp + step,
+    ):
+        assert len(parse_line(whole)) == 1, whole
+
+
 def test_a_bracketed_host_before_its_port_is_no_glued_header() -> None:
     # c10d prints sockets as `addr=[host]:port`: a host with a digit in its name, then `]:`
     raw = (

@@ -134,6 +134,17 @@ GLUED_HEADER = re.compile(
     r"|[FEWI]\d{0,4}(?: \d\d:\d\d:\d\d\.\d+)? [\w.+-]+\.(?:cpp|hpp|cc|h):\d+\] )"
 )
 """Another rank's header glued inside a line (the bulk parse leaves such lines to the decoder)."""
+
+# A SLURM daemon's or client's record glued after a task's unfinished line: slurmstepd and srun
+# write to the task's own output file, so a progress bar or a `print(..., end="")` with no
+# newline yet is continued by `slurmstepd: error: *** STEP ...`. Their records have log.c's shape,
+# `argv0: level: ` (glued: a message that quotes `... failed: srun: error: ...` is one record) or,
+# with log timestamps, `[2025-11-24T22:14:50.004] level: `.
+GLUED_SLURM = re.compile(
+    r"(?:(?<=\S)(?<![A-Za-z_-])(?:slurmstepd|srun|salloc|sbatch)(?:-[\w.-]+)?: "
+    r"|(?:(?<=\S)|(?<=\S ))\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\] )(?:error|fatal): "
+)
+"""A SLURM record glued inside a line."""
 _MAX_PREFIXES = 10
 
 
@@ -375,10 +386,10 @@ def parse_line(
             p = _Prefix()
             # the layers start a physical line (or a pane of it), not a `\r` state or a piece
             msg = _strip(piece, p, year, outer if first_piece else None)
-            glued = GLUED_HEADER.search(msg)
             piece = None
-            if glued:
-                msg, piece = msg[: glued.start()], msg[glued.start() :]
+            cut = _glued_at(msg)
+            if cut:
+                msg, piece = msg[:cut], msg[cut:]
             if inherit is not None:
                 # a `\r` state or a glued piece belongs to the same srun task / pdsh host, and a
                 # `\r` state with no header of its own to the same rank
@@ -408,6 +419,16 @@ def parse_line(
     if not out:
         out.append(Line(path=path, lineno=lineno, raw=raw, text=""))
     return out
+
+
+def _glued_at(msg: str) -> int:
+    """Where another record glued into a message begins (0: none)."""
+    glued = GLUED_HEADER.search(msg)
+    end = glued.start() if glued else len(msg)
+    slurm = GLUED_SLURM.search(msg, 1, end) if "error: " in msg or "fatal: " in msg else None
+    if slurm and msg[: slurm.start()].strip():
+        return slurm.start()
+    return end if glued else 0
 
 
 def decode(data: bytes) -> str:
