@@ -573,3 +573,19 @@ def test_the_watchdogs_failed_or_timed_out_notice_yields_to_the_failure_before_i
     # alone, it is the timeout it most often reports
     _doc, inc, path = failed_verdict(run, lines[3:])
     assert inc["category"] == "collective_timeout", inc
+
+
+def test_a_failed_cpp_check_is_the_root_not_the_abort_after_it(run: Run) -> None:
+    # glog's CHECK logs at FATAL, prints its stack trace banner and aborts; a CUDA status
+    # compared to cudaSuccess gives the class
+    lines = [
+        "[1,0]<stdout>:step 10 loss 2.01",
+        "[1,2]<stderr>:F0311 08:09:10.111213  4242 allreduce_op.cc:91] Check failed: error == cudaSuccess (700 vs. 0)  an illegal memory access was encountered",
+        "[1,2]<stderr>:*** Check failure stack trace: ***",
+        "[1,2]<stderr>:    @     0x7f26e6cbb5cd  google::LogMessage::Fail()",
+        "mpirun noticed that process rank 2 with PID 4242 on node gpu-n04 exited on signal 6 (Aborted).",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 2, lines[1])
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
