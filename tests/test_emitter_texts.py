@@ -589,3 +589,40 @@ def test_a_failed_cpp_check_is_the_root_not_the_abort_after_it(run: Run) -> None
     assert inc["category"] == "cuda_error", inc
     assert_root(inc, path, 2, lines[1])
     assert inc["culprit"]["rank"] == 2, inc["culprit"]
+
+
+def test_pals_names_the_rank_that_crashed_among_those_it_tore_down(run: Run) -> None:
+    # HPE Cray PALS's mpiexec: one line per rank that died of a signal, 15 for those it stopped
+    lines = [
+        "step 100 loss 2.1",
+        "x1002c3s5b0n0.hsn.cm.polaris.alcf.anl.gov: rank 5 died from signal 15",
+        "x1002c3s4b0n0.hsn.cm.polaris.alcf.anl.gov: rank 2 died from signal 7 and dumped core",
+        "x1002c3s5b0n0.hsn.cm.polaris.alcf.anl.gov: rank 6 died from signal 15",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "segfault", inc
+    assert_root(inc, path, 3, lines[2])
+    assert (inc["culprit"]["rank"], inc["culprit"]["host"]) == (
+        2,
+        "x1002c3s4b0n0.hsn.cm.polaris.alcf.anl.gov",
+    ), inc["culprit"]
+
+
+def test_hydras_bad_termination_report_yields_to_the_ranks_own_error(run: Run) -> None:
+    block = [
+        "=" * 83,
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+        "=   PID 28488 RUNNING AT gpu-n12",
+        "=   EXIT CODE: 9",
+        "=   CLEANING UP REMAINING PROCESSES",
+        "=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES",
+        "=" * 83,
+        "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)",
+    ]
+    _doc, inc, _path = failed_verdict(run, ["epoch 1 step 21 loss 1.8", *block])
+    assert inc["category"] == "process_killed", inc
+    assert inc["root_cause"]["text"] in block, inc["root_cause"]
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    _doc, inc, path = failed_verdict(run, ["epoch 1 step 21 loss 1.8", oom, *block])
+    assert inc["category"] == "oom_gpu", inc
+    assert_root(inc, path, 2, oom)
