@@ -371,6 +371,23 @@ def test_ray_train_s_reporter_tells_progress_and_the_end(tmp_path) -> None:
     assert doc["job"]["outcome"] == "crashed", doc["job"]
 
 
+def test_a_throughput_benchmark_s_total_ends_its_run(tmp_path) -> None:
+    """Horovod's synthetic benchmarks and tf_cnn_benchmarks print a total once the timed loop is
+    over; their step lines are progress."""
+    iters = [f"[1,0]<stdout>:Iter #{i}: 402.{i} img/sec per GPU" for i in range(10)]
+    total = "[1,0]<stdout>:Total img/sec on 16 GPU(s): 6431.2 +-51.0"
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*iters, total])))
+    assert (doc["job"]["outcome"], doc["job"]["last_iteration"]) == ("completed", 9), doc["job"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", iters)))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    steps = [f"{i}\timages/sec: 154.8 +/- 0.4 (jitter = 3.6)\t8.{i}" for i in range(10, 101, 10)]
+    rule = "-" * 64
+    _, doc, _ = analyze_doc(
+        str(write(tmp_path, "c.log", [*steps, rule, "total images/sec: 308.27", rule]))
+    )
+    assert (doc["job"]["outcome"], doc["job"]["last_iteration"]) == ("completed", 100), doc["job"]
+
+
 def test_the_schedulers_last_word_decides_how_it_ended(tmp_path) -> None:
     """slurmstepd cancels the step (no reason given), then the job `DUE TO PREEMPTION`: the job
     was preempted (slurmstepd's `*** JOB %u ON %s CANCELLED AT %s DUE TO %s ***`)."""
