@@ -430,6 +430,11 @@ def test_a_cgroup_oom_kill_of_one_srun_task_names_its_rank_where_srun_started_th
     _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "oom_host", inc
     assert inc["culprit"]["rank"] == 3, inc["culprit"]
+    # with srun --label, slurmstepd's notice carries the label of the stream it went to: task 0's
+    # label on the daemon's line is not rank 0's failure
+    labelled = [f"{r}: " + lines[0].replace("lr:", f"r{r} lr:") for r in range(4)]
+    _doc, inc, _path = failed_verdict(run, [*labelled, "0: " + lines[1], *lines[2:]])
+    assert inc["culprit"]["rank"] == 3, inc["culprit"]
     # under torchrun (tee headers), an srun task is a node: no rank from it
     torchrun = ["[default0]:" + lines[0], *lines[1:]]
     _doc, inc, _path = failed_verdict(run, torchrun)

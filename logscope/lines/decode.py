@@ -145,6 +145,9 @@ GLUED_SLURM = re.compile(
     r"|(?:(?<=\S)|(?<=\S ))\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\] )(?:error|fatal): "
 )
 """A SLURM record glued inside a line."""
+_SLURM_DAEMON = ("slurmstepd: ", "slurmstepd-")
+"""slurmstepd writes its records into the step's output, where srun --label gives them the label
+of the task stream they went to: they are no task's output, and name no rank."""
 _MAX_PREFIXES = 10
 
 
@@ -390,6 +393,8 @@ def parse_line(
             cut = _glued_at(msg)
             if cut:
                 msg, piece = msg[:cut], msg[cut:]
+            if p.task is not None and msg.startswith(_SLURM_DAEMON):
+                p.task = None  # slurmstepd's record in a task's stream: not the task's own
             if inherit is not None:
                 # a `\r` state or a glued piece belongs to the same srun task / pdsh host, and a
                 # `\r` state with no header of its own to the same rank
