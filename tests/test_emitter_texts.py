@@ -631,3 +631,48 @@ def test_hydras_bad_termination_report_yields_to_the_ranks_own_error(run: Run) -
     _doc, inc, path = failed_verdict(run, ["epoch 1 step 21 loss 1.8", oom, *block])
     assert inc["category"] == "oom_gpu", inc
     assert_root(inc, path, 2, oom)
+
+
+def test_pyxis_failing_to_start_the_container_is_a_launch_failure_not_the_tasks_exit(
+    run: Run,
+) -> None:
+    lines = [
+        "pyxis: importing docker image: nvcr.io/nvidia/pytorch:24.05-py3",
+        "slurmstepd: error: pyxis: container start failed with error code: 1",
+        "slurmstepd: error: pyxis: printing contents of log file ...",
+        "slurmstepd: error: pyxis:     enroot-switchroot: failed to execute: /bin/sh: No such file or directory",
+        "slurmstepd: error: pyxis: if the image has an unusual entrypoint, try using --no-container-entrypoint",
+        "srun: error: gpu-b7: task 0: Exited with exit code 1",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 2, lines[1])
+
+
+def test_paddles_gpu_allocator_out_of_memory_is_the_root_over_its_error_summary(
+    run: Run,
+) -> None:
+    lines = [
+        "Error Message Summary:",
+        "----------------------",
+        "ResourceExhaustedError: ",
+        "",
+        "Out of memory error on GPU 2. Cannot allocate 1.500000GB memory on GPU 2, 78.250000GB memory has been allocated and available memory is only 1.125000GB.",
+        " (at /paddle/paddle/phi/core/memory/allocation/cuda_allocator.cc:86)",
+        "LAUNCH INFO 2025-03-01 10:00:00,000 Exit code 1",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "oom_gpu", inc
+    assert_root(inc, path, 5, lines[4])
+
+
+def test_openmpi_names_the_launcher_as_it_was_run(run: Run) -> None:
+    # help-orterun.txt prints the tool's basename: a container's `mpirun.real`, Debian's
+    # `mpirun.openmpi`
+    for launcher in ("mpirun.real", "mpirun.openmpi"):
+        lines = [
+            "[1,0]<stdout>:step 10 loss 2.01",
+            f"{launcher} noticed that process rank 1 with PID 39 on node worker-1 exited on signal 9 (Killed).",
+        ]
+        _doc, inc, _path = failed_verdict(run, lines)
+        assert (inc["category"], inc["culprit"]["rank"]) == ("process_killed", 1), inc
