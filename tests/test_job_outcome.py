@@ -396,8 +396,12 @@ def test_the_schedulers_last_word_decides_how_it_ended(tmp_path) -> None:
     _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*iterations(1, 5), step, job])))
     assert doc["job"]["outcome"] == "preempted", doc["job"]
     assert "then the scheduler: slurmstepd: error: *** JOB 4711" in doc["job"]["outcome_reason"]
+    # one stop: the step's plain cancel is where it shows first, the job's banner says why
+    assert doc["incidents"][0]["category"] == "preemption", doc["incidents"][0]
+    assert doc["incidents"][0]["root_cause"]["text"] == step
     _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*iterations(1, 5), step])))
     assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    assert doc["incidents"][0]["category"] == "cancelled", doc["incidents"][0]
     # torchrun's own SignalException after the time limit says no more than the limit did
     limit = time_limit(datetime(2024, 4, 6, 2, 1, 10))
     signal = (

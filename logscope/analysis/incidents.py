@@ -169,6 +169,10 @@ def _srun_took_down(events: Sequence[Event]) -> bool:
     )
 
 
+ENDS_SAYING_WHY = frozenset({"timelimit", "preemption", "node_failure"})
+"""The scheduler's ends that say why it stopped the job (a plain cancel does not)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Pick:
     root: Event
@@ -188,7 +192,11 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             or _srun_took_down(before)
         ):
             return _pick(before, world, library)
-        return _Pick(ends[0], None, ends[0].category or "cancelled")
+        # a plain cancel first (the step's), then the job's end with its reason (`DUE TO
+        # PREEMPTION`): one stop, and the later banner says why
+        why = [e.category for e in ends if e.category in ENDS_SAYING_WHY]
+        first = ends[0].category or "cancelled"
+        return _Pick(ends[0], None, why[-1] if first == "cancelled" and why else first)
     serious = [e for e in events if e.severity in _SERIOUS]
     failed = _failed_collectives(serious, world)
     aborts = symptom_terminates(serious)

@@ -9,7 +9,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import Event, Incident, Job, Outcome, Progress, World, duration, field_int
-from .incidents import SPLIT_AFTER_PROGRESS
+from .incidents import ENDS_SAYING_WHY, SPLIT_AFTER_PROGRESS
 
 _END_OUTCOME = MappingProxyType(
     {
@@ -30,8 +30,6 @@ _WOUND = MappingProxyType(
         "loop_done": "its training loop returned",
     }
 )
-_SAYS_WHY = frozenset({"timelimit", "preemption", "node_failure"})
-"""The scheduler's ends that say why it stopped the job."""
 HANG_FLOOR_S = 30.0
 """Silence before a time limit or cancel shorter than this is not called a hang."""
 HANG_CADENCE_FACTOR = 5.0
@@ -158,7 +156,7 @@ def decide_outcome(
         # the scheduler's last word says why: a step cancelled, then its job `DUE TO
         # PREEMPTION` (a plain cancel after it, torchrun's own SignalException, says no more)
         last = max(
-            (e for e in (end, *final.cascade, *final.evidence) if e.category in _SAYS_WHY),
+            (e for e in (end, *final.cascade, *final.evidence) if e.category in ENDS_SAYING_WHY),
             key=lambda e: e.seq,
             default=end,
         )
