@@ -76,6 +76,8 @@ _BURST_LINES = 40
 _LEAD_LINES = 5
 """A warning this many lines or fewer before an error of the same stream may be its cause (NCCL
 prints `NCCL WARN <what failed>`, then the error code unwinding its stack)."""
+ENDS_SAYING_WHY = frozenset({"timelimit", "preemption", "node_failure"})
+"""The scheduler's ends that say why it stopped the job (a plain cancel does not)."""
 
 
 def _order(e: Event) -> int:
@@ -167,10 +169,6 @@ def _srun_took_down(events: Sequence[Event]) -> bool:
         e.role == "summary" and (field_int(e, "exit_code") or 0) != 0 and _order(e) < _order(down)
         for e in events
     )
-
-
-ENDS_SAYING_WHY = frozenset({"timelimit", "preemption", "node_failure"})
-"""The scheduler's ends that say why it stopped the job (a plain cancel does not)."""
 
 
 @dataclass(frozen=True, slots=True)
