@@ -676,3 +676,22 @@ def test_openmpi_names_the_launcher_as_it_was_run(run: Run) -> None:
         ]
         _doc, inc, _path = failed_verdict(run, lines)
         assert (inc["category"], inc["culprit"]["rank"]) == ("process_killed", 1), inc
+
+
+def test_ranks_that_reached_monitored_barrier_name_rank_0_which_runs_it(run: Run) -> None:
+    # a real gloo job here (torch 2.13, torchrun --tee 3): rank 0 exited before the barrier, the
+    # others' exchange with it failed; before, rank 2's RuntimeError made rank 2 the culprit
+    report = "Rank {r} successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+    lines = [
+        "[default2]:[rank2]:[E1204 17:04:13.589252987 ProcessGroupGloo.cpp:67] "
+        + report.format(r=2),
+        "[default1]:[rank1]:[E1204 17:04:13.589247529 ProcessGroupGloo.cpp:67] "
+        + report.format(r=1),
+        "[default2]:[rank2]: Traceback (most recent call last):",
+        "[default2]:[rank2]: RuntimeError: " + report.format(r=2),
+        "[default2]:[rank2]:  Original exception: ",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "collective_timeout", inc
+    assert_root(inc, path, 1, lines[0])
+    assert inc["culprit"]["rank"] == 0, inc["culprit"]
