@@ -695,3 +695,22 @@ def test_ranks_that_reached_monitored_barrier_name_rank_0_which_runs_it(run: Run
     assert inc["category"] == "collective_timeout", inc
     assert_root(inc, path, 1, lines[0])
     assert inc["culprit"]["rank"] == 0, inc["culprit"]
+
+
+def test_a_missing_libibverbs_is_no_root_nccl_goes_on_with_sockets(run: Run) -> None:
+    # NCCL <= 2.12 warned when libibverbs was absent (newer NCCL logs it at INFO); the init
+    # failure after it is the failure
+    lines = [
+        "trainer-0:311:311 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>",
+        "trainer-0:311:311 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+        "trainer-0:311:311 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.5<0>",
+        "trainer-0:311:340 [0] misc/topo.cc:22 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:3b/../../0000:3b:00.0",
+        "trainer-0:311:340 [0] NCCL INFO init.cc:876 -> 2",
+        "RuntimeError: NCCL error in: /opt/pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:492, unhandled system error, NCCL version 2.7.8",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 4, lines[3])
+    # alone, it is no failure
+    _code, doc, _path = run(lines[:3])
+    assert doc["incidents"] == [], doc["incidents"]
