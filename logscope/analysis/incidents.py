@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -82,6 +82,11 @@ ENDS_SAYING_WHY = frozenset({"timelimit", "preemption", "node_failure"})
 
 def _order(e: Event) -> int:
     return e.seq
+
+
+def last_reason(events: Iterable[Event]) -> Event | None:
+    """The last of `events` that says why the scheduler stopped the job (ENDS_SAYING_WHY)."""
+    return max((e for e in events if e.category in ENDS_SAYING_WHY), key=_order, default=None)
 
 
 def _just_before(w: Event, e: Event) -> bool:
@@ -192,9 +197,9 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             return _pick(before, world, library)
         # a plain cancel first (the step's), then the job's end with its reason (`DUE TO
         # PREEMPTION`): one stop, and the later banner says why
-        why = [e.category for e in ends if e.category in ENDS_SAYING_WHY]
         first = ends[0].category or "cancelled"
-        return _Pick(ends[0], None, why[-1] if first == "cancelled" and why else first)
+        why = last_reason(ends) if first == "cancelled" else None
+        return _Pick(ends[0], None, (why.category if why else None) or first)
     serious = [e for e in events if e.severity in _SERIOUS]
     failed = _failed_collectives(serious, world)
     aborts = symptom_terminates(serious)

@@ -9,7 +9,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import Event, Incident, Job, Outcome, Progress, World, duration, field_int
-from .incidents import ENDS_SAYING_WHY, SPLIT_AFTER_PROGRESS
+from .incidents import SPLIT_AFTER_PROGRESS, last_reason
 
 _END_OUTCOME = MappingProxyType(
     {
@@ -155,11 +155,7 @@ def decide_outcome(
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         # the scheduler's last word says why: a step cancelled, then its job `DUE TO
         # PREEMPTION` (a plain cancel after it, torchrun's own SignalException, says no more)
-        last = max(
-            (e for e in (end, *final.cascade, *final.evidence) if e.category in ENDS_SAYING_WHY),
-            key=lambda e: e.seq,
-            default=end,
-        )
+        last = last_reason((end, *final.cascade, *final.evidence)) or end
         if last is not end and last.role == "end" and last.category != end.category:
             outcome = _END_OUTCOME[last.category or ""]
             return Ending(outcome, f"{final.title}; then the scheduler: {_quote(last)}")
