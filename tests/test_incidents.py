@@ -363,6 +363,37 @@ def test_catch_all_error_after_own_timeout_is_cascade(run: Run) -> None:
     failed(run, lines, "collective_timeout", 1)
 
 
+_STUCK = (
+    "[rank{r}]:[F301 09:10:00.000000000 ProcessGroupNCCL.cpp:1169] [PG 0 Rank {r}] "
+    "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in "
+    "monitoring enqueued collectives."
+)
+_TIMEOUT = (
+    "[rank{r}]:[E301 09:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=8, "
+    "NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."
+)
+
+
+def test_a_stuck_watchdog_after_its_own_timeout_is_cascade(run: Run) -> None:
+    # the communicator abort after the rank's own timeout hung: the timeout is what it saw first
+    lines = [
+        _TIMEOUT.format(r=1),
+        "[rank1]:[E301 09:10:00.000000000 ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Heartbeat "
+        "monitor timed out! Process will be terminated after dumping debug info.",
+        _STUCK.format(r=1),
+    ]
+    _doc, inc = failed(run, lines, "collective_timeout", 1)
+    assert inc["culprit"]["rank"] == 0, inc["culprit"]
+
+
+def test_a_stuck_watchdog_with_no_timeout_of_its_own_is_the_cause(run: Run) -> None:
+    # rank 3's watchdog hung in a call that never returned; rank 0 timed out waiting for it
+    lines = [_TIMEOUT.format(r=0), _STUCK.format(r=3)]
+    _doc, inc = failed(run, lines, "hang", 2)
+    assert inc["culprit"]["rank"] == 3, inc["culprit"]
+
+
 # --------------------------------------------------------------------------------------------
 # a warning that names the failure; how a log that stops mid-story ended
 

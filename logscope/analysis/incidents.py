@@ -380,10 +380,12 @@ def _failed_collectives(serious: Sequence[Event], world: World) -> dict[int, int
 
 
 def _after_own(cause: Event, failed: dict[int, int], world: World, library: Library) -> bool:
-    """A catch-all error (an exception line, an unrecognized line) of a rank that already
+    """A catch-all error (an exception line, an unrecognized line), or a signature's
+    `after_own_failure` (the heartbeat monitor's stuck watchdog), of a rank that already
     reported a failed or timed-out collective: the consequence of that failure (the watchdog's
     abort, `DDP expects same model` after an aborted allgather), not a new cause."""
-    if not _catch_all(cause, library):
+    sig = library.by_id(cause.signature)
+    if not _catch_all(cause, library) and not (sig is not None and sig.after_own_failure):
         return False
     rank = world.rank_of(cause.line)
     return rank is not None and failed.get(rank, cause.seq) < cause.seq

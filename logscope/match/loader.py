@@ -34,6 +34,7 @@ _KNOWN = frozenset(
         "reason_precedes",
         "primary_rank_only",
         "every_rank_alike",
+        "after_own_failure",
         "saved_before_next_step",
         "columns",
     }
@@ -147,6 +148,7 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         reason_precedes=_flag(entry, "reason_precedes", path, where),
         primary_rank_only=_flag(entry, "primary_rank_only", path, where),
         every_rank_alike=_flag(entry, "every_rank_alike", path, where),
+        after_own_failure=_flag(entry, "after_own_failure", path, where),
         saved_before_next_step=_flag(entry, "saved_before_next_step", path, where),
         columns=tuple(columns),
     )

@@ -70,6 +70,10 @@ class Signature:
     every_rank_alike: bool = False
     """A failure of a state every rank shares and meets at the same step (the fp16 grad scaler's
     collapse under DDP's synchronized gradients): the rank that logs it first is no culprit."""
+    after_own_failure: bool = False
+    """A failure a rank reports as the consequence of its own failed or timed-out collective,
+    when it reported one first (the heartbeat monitor's stuck watchdog: the communicator abort
+    after a timeout hung); on a rank that reported none, a cause."""
     saved_before_next_step: bool = False
     """A checkpoint notice logged before a synchronous write (HF Trainer's, OpenMMLab's): the
     training loop's next step shows the checkpoint was written (their emitters say nothing
