@@ -633,6 +633,24 @@ def test_hydras_bad_termination_report_yields_to_the_ranks_own_error(run: Run) -
     assert_root(inc, path, 2, oom)
 
 
+def test_hydras_report_names_the_process_on_the_line_above_its_signal(run: Run) -> None:
+    # Intel MPI's Hydra names the rank and node, MPICH's the node only
+    def report(running: str) -> list[str]:
+        return [
+            "[0] epoch 1 step 21 loss 1.8",
+            "=" * 83,
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+            running,
+            "=   KILLED BY SIGNAL: 9 (Killed)",
+            "=" * 83,
+        ]
+
+    _doc, inc, _path = failed_verdict(run, report("=   RANK 5 PID 7730 RUNNING AT cn-0417"))
+    assert (inc["culprit"]["rank"], inc["culprit"]["host"]) == (5, "cn-0417"), inc["culprit"]
+    _doc, inc, _path = failed_verdict(run, report("=   PID 7730 RUNNING AT cn-0417"))
+    assert (inc["culprit"]["rank"], inc["culprit"]["host"]) == (None, "cn-0417"), inc["culprit"]
+
+
 def test_pyxis_failing_to_start_the_container_is_a_launch_failure_not_the_tasks_exit(
     run: Run,
 ) -> None:

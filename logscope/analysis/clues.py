@@ -17,6 +17,8 @@ rank, and says so in `culprit.reason`:
   rank of the world never showed itself;
 - the traceback mp.spawn prints under `-- Process N terminated with the following error:` is
   child N's, N its spawn index (by convention the local rank);
+- a launcher's report that names the process on one line and its end on the next (Hydra's
+  `=   RANK 3 PID 1234 RUNNING AT host`, then `=   KILLED BY SIGNAL: 9`);
 - the launcher's first exit that is not a SIGTERM it sent (torchrun's failure block lists its
   peers' `exitcode: -15` beside the real failure; srun reports each task's end as it happens,
   `task 5: Exited with exit code 1` before its peers' `Terminated`).
@@ -99,6 +101,41 @@ def shared_failure_culprit(culprit: Culprit, root: Event, library: Library) -> C
         return culprit
     why = f"every rank meets {root.signature} alike: the first to log it is not to blame"
     return Culprit(rank=None, local_rank=None, host=None, confidence=0.0, reason=why)
+
+
+REPORT_LINES = 3
+"""How far above a launcher's line of how a process ended the same report names it."""
+
+
+def report_culprit(
+    culprit: Culprit, root: Event, events: Sequence[Event], library: Library
+) -> Culprit:
+    """The process a launcher's report names on a line of its own just above the line that says
+    how it ended (Hydra's `RUNNING AT` line above its `KILLED BY SIGNAL`): a line of the same
+    emitter (the same pattern file) within REPORT_LINES lines that names a rank or a host."""
+    sig = library.by_id(root.signature)
+    if sig is None or root.role != "summary":
+        return culprit
+    above = [
+        e
+        for e in events
+        if e.line.path == root.line.path
+        and 0 < root.line.lineno - e.line.lineno <= REPORT_LINES
+        and (other := library.by_id(e.signature)) is not None
+        and other.source == sig.source
+        and (e.fields.get("rank") or e.fields.get("host"))
+    ]
+    if not above:
+        return culprit
+    named = max(above, key=lambda e: e.line.lineno)
+    rank = field_int(named, "rank")
+    host = named.fields.get("host") or culprit.host
+    why = f"the launcher's report names the process on the line above (line {named.line.lineno})"
+    found = replace(culprit, host=host)
+    if rank is None:
+        reason = f"{culprit.reason}; {why}: host {host}" if culprit.reason else why
+        return replace(found, reason=reason)
+    return _named(found, rank, None, why, 0.85)
 
 
 def _tasks(text: str) -> list[int]:

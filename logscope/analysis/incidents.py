@@ -38,6 +38,7 @@ from .clues import (
     primary_rank,
     primary_rank_culprit,
     quoted_culprit,
+    report_culprit,
     same_error_culprit,
     shared_failure_culprit,
     sole_worker,
@@ -287,6 +288,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             confidence=0.85,
             reason=f"the launcher reports this rank died of {sig} and it printed no error itself",
         )
+        if culprit.rank is None:
+            culprit = report_culprit(culprit, root, events, library)
         if culprit.rank is None:
             culprit = pid_culprit(culprit, root, events, world)
         if culprit.rank is None and culprit.local_rank is None:
