@@ -144,6 +144,23 @@ def test_silence_longer_than_five_intervals_to_the_end_of_the_log_is_a_hang() ->
     assert ending.outcome is Outcome.truncated
 
 
+def test_lines_long_after_the_only_progress_line_are_no_hang(tmp_path) -> None:
+    """One progress line tells no step time: the run is still starting up, whose silence may
+    last 30 minutes (a trainer whose own step lines logscope does not read goes on logging)."""
+    # DeepSpeed's engine logs its step counter (log_dist `step=%d, skipped=%d, lr=%s, mom=%s`)
+    step = "[2024-04-06 02:00:10,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[0.0003], mom=[(0.9, 0.95)]"
+    # a trainer's own step lines, which no signature reads as progress, still stamp the log
+    after = [
+        f"[2024-04-06 02:{m:02d}:00,000] [INFO] trainer: global_step={m}.0 tokens_per_s=1834.2"
+        for m in range(1, 10)
+    ]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [step, *after])))
+    assert (doc["job"]["outcome"], doc["incidents"]) == ("truncated", []), doc["job"]
+    late = "[2024-04-06 02:45:00,000] [INFO] trainer: global_step=45.0 tokens_per_s=1834.2"
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [step, *after, late])))
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+
+
 def test_the_time_limit_after_a_long_silence_ends_a_hang() -> None:
     lines = [*iterations(1, 5), time_limit(START + timedelta(minutes=30))]
     ending = ending_of(fed(lines))

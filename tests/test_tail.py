@@ -77,6 +77,17 @@ def test_auto_stall_learns_the_cadence_with_a_floor() -> None:
     assert fast.watcher.stall_limit() == 300  # the floor
 
 
+def test_one_progress_line_shows_no_step_time_yet_the_run_is_still_starting() -> None:
+    f = Feeder(stall=60)
+    f.iterations(1, 1, start=0, every=1)
+    assert f.watcher.stall_limit() == 1800  # the start-up allowance: no step time seen yet
+    assert f.tick(1799) == []
+    (alert,) = f.tick(1801)
+    assert alert.title.endswith("after iteration 1 while starting up"), alert.title
+    f.iterations(2, 3, start=1802, every=1)
+    assert f.watcher.stall_limit() == 60
+
+
 def test_checkpoint_save_is_allowed_longer_than_training() -> None:
     f = Feeder(stall=3)
     f.iterations(1, 10, start=0, every=1)

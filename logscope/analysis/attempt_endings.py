@@ -43,9 +43,14 @@ def attempt_endings(
     for a in attempts:
         incs = _fold_ends(by_attempt.get(a.index, []), a.companions)
         # silence counts from the last sign of life (progress, or a save completed after it)
-        # and the phase the attempt ended in allows more of it when a save was under way
+        # and the phase the attempt ended in allows more of it when a save was under way; a
+        # run whose step time is not known yet (one progress line) is still starting up
         alive = _last_alive(a)
-        allowed = allowed_silence("save" if a.ended_saving else "training", base, save_max)
+        allowed = allowed_silence(
+            "save" if a.ended_saving else "training" if cadence is not None else "startup",
+            base,
+            save_max,
+        )
         if a is last:
             ending = decide_outcome(
                 incs,

@@ -313,7 +313,13 @@ class Watcher:
         if base is None:
             p99 = _p99(self._intervals)
             base = max(AUTO_FACTOR * p99, AUTO_FLOOR_S) if p99 else AUTO_FLOOR_S
-        return allowed_silence(self._phase, base, self._save_max, self._eval_max)
+        return allowed_silence(self._silence_phase(), base, self._save_max, self._eval_max)
+
+    def _silence_phase(self) -> str:
+        """The phase whose allowance the silence gets: training shows its step time from its
+        second progress line on; before that the run is still starting up (its first steps
+        compile, warm up, fill caches)."""
+        return "startup" if self._phase == "training" and not self._intervals else self._phase
 
     def _flush(self, now: float) -> list[Alert]:
         if self._window_deadline is None or now < self._window_deadline:
@@ -356,14 +362,16 @@ class Watcher:
     def _hang(self, now: float, since: float, limit: float) -> Alert:
         last_it = self.engine.progress.iterations()[1]
         where = f" after iteration {last_it}" if last_it is not None else ""
+        silence = self._silence_phase()
+        starting = " before the first iteration" if last_it is None else " while starting up"
         phase = {"save": " during a checkpoint save", "eval": " during evaluation"}.get(
-            self._phase, " before the first iteration" if self._phase == "startup" else ""
+            silence, starting if silence == "startup" else ""
         )
         return self._new(
             "hang",
             "hang",
             f"No progress for {duration(since)}{where}{phase}",
-            f"the {self._phase} phase allows {duration(limit)} of silence",
+            f"the {silence} phase allows {duration(limit)} of silence",
             now,
             None,
             since,
