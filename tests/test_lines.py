@@ -187,6 +187,14 @@ ROWS = [
         level="W",
         time=datetime(YEAR, 11, 29, 12, 53, 57, 233000),
     ),
+    # abseil before absl::InitializeLog: the raw Unix seconds (UTC, where the log's other
+    # stamps are local time) in the seconds' place: the level, no time
+    row(
+        "I0000 00:00:1714000000.250000  812345 grpc_server_lib.cc:467] Started server",
+        "Started server",
+        level="I",
+        time=None,
+    ),
     row(
         "[2024-04-10 16:02:56,193] torch.distributed.elastic.multiprocessing.api: [WARNING] "
         + SIGTERM,
