@@ -732,3 +732,29 @@ def test_a_missing_libibverbs_is_no_root_nccl_goes_on_with_sockets(run: Run) -> 
     # alone, it is no failure
     _code, doc, _path = run(lines[:3])
     assert doc["incidents"] == [], doc["incidents"]
+
+
+def test_jax_s_coordination_service_names_the_process_that_stopped_heartbeating(
+    run: Run,
+) -> None:
+    # the leader's log: the service notices process 2's silence, then the others go down
+    lines = [
+        "I0614 03:10:01.000000  318822 train.py:88] step 400 loss 2.113",
+        "E0614 03:12:44.118320  318822 coordination_service.cc:472] /job:jax_worker/replica:0/"
+        "task:2 has been set to ERROR in coordination service: UNAVAILABLE: Task "
+        "/job:jax_worker/replica:0/task:2 heartbeat timeout. This indicates that the remote "
+        "task has failed, got preempted, or crashed unexpectedly.",
+        "F0614 03:12:45.000100  318900 client.h:77] Terminating process because the JAX "
+        "distributed service detected fatal errors. This most likely indicates that another "
+        "task died; see the other task logs for more details. absl::Status: UNAVAILABLE: The "
+        "following tasks are unhealthy (stopped sending heartbeats):",
+        "/job:jax_worker/replica:0/task:2",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "process_killed", inc
+    assert_root(inc, path, 2, lines[1])
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+    # a surviving process's own log: it was terminated, the one that died is elsewhere
+    _doc, inc, path = failed_verdict(run, [lines[0], lines[2], lines[3]])
+    assert inc["category"] == "process_killed", inc
+    assert (inc["culprit"] or {}).get("rank") is None, inc["culprit"]

@@ -66,11 +66,16 @@ def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf
 
 def own_rank_culprit(culprit: Culprit, root: Event) -> Culprit:
     """An error whose own words name the rank that prints it (a signature's `own_rank` field:
-    Megatron's `Unexpected result nan on rank 3`), where no prefix names it."""
+    Megatron's `Unexpected result nan on rank 3`), or the rank that failed (`failed_rank`: a
+    coordinator's report that a process stopped heartbeating), where no prefix names it."""
     rank = field_int(root, "own_rank")
-    if rank is None:
-        return culprit
-    return _named(culprit, rank, None, f"the error names its own rank ({rank})", 0.85)
+    if rank is not None:
+        return _named(culprit, rank, None, f"the error names its own rank ({rank})", 0.85)
+    rank = field_int(root, "failed_rank")
+    if rank is not None:
+        why = f"the report names the process that failed (rank {rank})"
+        return _named(culprit, rank, None, why, 0.85)
+    return culprit
 
 
 def primary_rank(root: Event, library: Library) -> Culprit | None:
