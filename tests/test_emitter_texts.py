@@ -758,3 +758,21 @@ def test_jax_s_coordination_service_names_the_process_that_stopped_heartbeating(
     _doc, inc, path = failed_verdict(run, [lines[0], lines[2], lines[3]])
     assert inc["category"] == "process_killed", inc
     assert (inc["culprit"] or {}).get("rank") is None, inc["culprit"]
+
+
+def test_apptainer_s_fatal_is_the_launch_failure_under_srun_s_exit_255(run: Run) -> None:
+    # sylog pads its level to eight columns: `FATAL:` then three spaces (Fatalf exits 255)
+    fatal = "FATAL:   could not open image /scratch/sif/ngc-24.05.sif: image format not recognized"
+    lines = [
+        "+ srun apptainer exec --nv /scratch/sif/ngc-24.05.sif python train.py",
+        *[f"{t}: {fatal}" for t in range(4)],
+        "srun: error: gpu-c03: tasks 0-3: Exited with exit code 255",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 2, lines[1])
+    # a program's own `FATAL:` with one space is its message, not the runtime's
+    _doc, inc, _path = failed_verdict(
+        run, ["step 10 loss 2.0", "FATAL: loss is NaN, stopping", lines[-1]]
+    )
+    assert inc["category"] != "launcher_error", inc
