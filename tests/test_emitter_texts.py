@@ -6,9 +6,19 @@ constructed from the emitters' format strings (see each pattern file's header)."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from .helpers import Run, assert_root, child_failed_block, failed_verdict, verdict_incident
+from .helpers import (
+    Run,
+    analyze_doc,
+    assert_root,
+    child_failed_block,
+    failed_verdict,
+    verdict_incident,
+    write,
+)
 
 
 def test_a_glibc_heap_text_is_the_root_not_the_abort_reports_after_it(run: Run) -> None:
@@ -776,3 +786,27 @@ def test_apptainer_s_fatal_is_the_launch_failure_under_srun_s_exit_255(run: Run)
         run, ["step 10 loss 2.0", "FATAL: loss is NaN, stopping", lines[-1]]
     )
     assert inc["category"] != "launcher_error", inc
+
+
+def test_the_agents_exit_barrier_error_is_caught_and_the_workers_result_stands(
+    tmp_path: Path,
+) -> None:
+    # api.py `_exit_barrier`: logger.exception, then the agent reports its workers' result
+    agent = "torch.distributed.elastic.agent.server.api"
+    lines = [
+        "step 200/200 loss 0.912",
+        f"INFO:{agent}:[default] worker group successfully finished. Waiting 300 seconds for "
+        "other agents to finish.",
+        f"ERROR:{agent}:Error waiting on exit barrier. Elapsed: 300.52 seconds",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/utils/store.py",'
+        " line 64, in barrier",
+        "    synchronize(store, data, rank, world_size, key_prefix, barrier_timeout)",
+        "RuntimeError: Socket Timeout",
+    ]
+    _code, doc, _path = analyze_doc(str(write(tmp_path, "agent.log", lines)))
+    assert doc["verdict"] is None, doc["verdict"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # the same traceback on its own is the agent's failure
+    _code, doc, _path = analyze_doc(str(write(tmp_path, "bare.log", [lines[0], *lines[3:]])))
+    assert doc["verdict"] is not None

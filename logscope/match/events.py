@@ -163,6 +163,10 @@ class Extractor:
     _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
     _tracebacks: dict[tuple[Any, ...], Event] = field(default_factory=dict)
     """Per stream, the start of a traceback whose exception line has not come yet."""
+    _announced: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    """Per stream, the line number of a message its emitter logs with the traceback of an
+    exception it caught (a signature's `traceback_follows`): the traceback that opens right
+    after it is caught."""
     _caught: set[tuple[Any, ...]] = field(default_factory=set)
     """Streams whose open traceback was printed inside a message logged below error level
     (`Import of X failed with: Traceback ...`): the program caught its exception and went on."""
@@ -223,13 +227,20 @@ class Extractor:
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
         # a message logged below error level that carries a traceback, or a traceback whose
         # every line a logger prints at a level below error: the exception was caught
+        announced = sig.id == TRACEBACK_START and self._announced_before(line)
         caught = (
-            sig.kind == "failure"
-            and sig.id != TRACEBACK_START
-            and severity in ("info", "warning")
-            and TRACEBACK_TEXT in line.text
-        ) or (sig.id == TRACEBACK_START and line.level in _NOT_A_FAILURE_LEVEL)
+            (
+                sig.kind == "failure"
+                and sig.id != TRACEBACK_START
+                and severity in ("info", "warning")
+                and TRACEBACK_TEXT in line.text
+            )
+            or (sig.id == TRACEBACK_START and line.level in _NOT_A_FAILURE_LEVEL)
+            or announced
+        )
         opens = sig.id == TRACEBACK_START or caught
+        if sig.traceback_follows:
+            self._announced[(line.path, *line.stream)] = line.lineno
         # the stream is looked at only while a traceback is open or starts: not per progress line
         tracking = bool(self._tracebacks) or opens
         stream = (line.path, *line.stream) if tracking else ()
@@ -261,6 +272,14 @@ class Extractor:
             del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
             self._caught.discard(stream)
         return out
+
+    def _announced_before(self, line: Line) -> bool:
+        """A traceback that opens on the line after a message announcing it (`traceback_follows`)
+        in the same stream."""
+        if not self._announced:
+            return False
+        at = self._announced.pop((line.path, *line.stream), None)
+        return at is not None and 0 < line.lineno - at <= 1
 
     def _in_caught(self, stream: tuple[Any, ...], line: Line) -> bool:
         """The line may end a caught traceback open in its stream."""
@@ -465,4 +484,5 @@ class Extractor:
             )
         self._tracebacks.clear()
         self._caught.clear()
+        self._announced.clear()
         return out

@@ -35,6 +35,7 @@ _KNOWN = frozenset(
         "primary_rank_only",
         "every_rank_alike",
         "after_own_failure",
+        "traceback_follows",
         "saved_before_next_step",
         "columns",
     }
@@ -149,6 +150,7 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         primary_rank_only=_flag(entry, "primary_rank_only", path, where),
         every_rank_alike=_flag(entry, "every_rank_alike", path, where),
         after_own_failure=_flag(entry, "after_own_failure", path, where),
+        traceback_follows=_flag(entry, "traceback_follows", path, where),
         saved_before_next_step=_flag(entry, "saved_before_next_step", path, where),
         columns=tuple(columns),
     )

@@ -70,6 +70,10 @@ class Signature:
     every_rank_alike: bool = False
     """A failure of a state every rank shares and meets at the same step (the fp16 grad scaler's
     collapse under DDP's synchronized gradients): the rank that logs it first is no culprit."""
+    traceback_follows: bool = False
+    """Its emitter logs it with the traceback of an exception it caught and went on from
+    (Python's `logger.exception`): the traceback that opens next in the same stream is no
+    failure of its own."""
     after_own_failure: bool = False
     """A failure a rank reports as the consequence of its own failed or timed-out collective,
     when it reported one first (the heartbeat monitor's stuck watchdog: the communicator abort
