@@ -132,6 +132,19 @@ def test_attempt_splitter(tmp_path: Path, second_start: list[str], boundary: str
     assert a.job.first_iteration == 1 and a.job.last_iteration == 8
 
 
+def test_every_rank_logging_the_same_step_is_one_attempt(tmp_path: Path) -> None:
+    # a run that does not filter its ranks' logs prints each step once per rank
+    step = (
+        "[rank{r}]:2025-03-02 10:{m:02d}:0{r},000 - INFO - step: {it:3d}  loss:  2.1031  tps: 1,204"
+    )
+    lines = [step.format(r=r, m=i, it=10 * i) for i in range(1, 6) for r in (2, 0, 3, 1)]
+    a = run(tmp_path, ("log.txt", lines))
+    assert [(x.first_iteration, x.last_iteration) for x in a.attempts] == [(10, 50)]
+    # a step below the last one is still a restart
+    a = run(tmp_path, ("log2.txt", [*lines, step.format(r=0, m=9, it=20)]))
+    assert [x.boundary for x in a.attempts] == ["start", "iteration_reset"]
+
+
 def test_one_attempt_per_file_and_companion_out_files(tmp_path: Path) -> None:
     a = run(
         tmp_path,

@@ -54,8 +54,9 @@ class _Open:
 
 
 def _no_reset_until(its: npt.NDArray[np.int64], k: int, last_it: int | None) -> int:
-    """The first line from k on whose iteration is not above the one before it (a restart
-    from a checkpoint: a new attempt), or len(its)."""
+    """The first line from k on whose iteration is below the one before it (a restart from a
+    checkpoint: a new attempt), or len(its). The same iteration again is the same step logged
+    by another rank (each rank of a run that does not filter its logs prints every step)."""
     rows = np.flatnonzero(its[k:] >= 0)
     if not len(rows):
         return len(its)
@@ -63,7 +64,7 @@ def _no_reset_until(its: npt.NDArray[np.int64], k: int, last_it: int | None) -> 
     before = np.empty_like(values)
     before[0] = -1 if last_it is None else last_it
     before[1:] = values[:-1]
-    back = np.flatnonzero(values <= before)
+    back = np.flatnonzero(values < before)
     return k + int(rows[back[0]]) if len(back) else len(its)
 
 
@@ -152,7 +153,8 @@ class Timeline:
         inp = input_of(seq)
         cur = self._cur
         pending = self._pending.pop(inp, None)
-        reset = cur is not None and it is not None and cur.last_it is not None and it <= cur.last_it
+        # an iteration below the last one: a restart (the same one again: another rank's line)
+        reset = cur is not None and it is not None and cur.last_it is not None and it < cur.last_it
         if cur is None or cur.input != inp or pending is not None or reset:
             if cur is not None:
                 self._close(cur)
