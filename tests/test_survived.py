@@ -11,7 +11,7 @@ from typing import Any
 
 from logscope.render.html import render as render_html
 
-from .helpers import analyze_doc, cli
+from .helpers import analyze_doc, cli, write
 
 
 def _iteration(n: int, total: int = 20) -> str:
@@ -550,3 +550,20 @@ def test_connect_retries_nccl_answered_were_a_peer_starting(tmp_path: Path) -> N
     assert code == 1 and doc["incidents"][0]["category"] == "comm_error", doc["incidents"]
     assert doc["job"]["outcome"] == "truncated", doc["job"]
     assert "the log ends while it retries" in doc["job"]["outcome_reason"]
+
+
+def test_other_ranks_printing_the_step_under_way_is_not_training_going_on(tmp_path: Path) -> None:
+    # every rank prints each step; the ranks that outlive rank 3 by a moment print the same one
+    step = "[rank{r}]:2025-03-02 10:{m:02d}:0{r},000 - INFO - step: {it:3d}  loss:  2.1031"
+    lines = [step.format(r=r, m=i, it=10 * i) for i in range(1, 5) for r in (3, 0, 1, 2)]
+    crash = "[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered"
+    tail = [step.format(r=r, m=5, it=50) for r in (0, 1, 2)]
+    _, doc, _ = analyze_doc(
+        str(write(tmp_path, "a.log", [*lines, step.format(r=3, m=5, it=50), crash, *tail]))
+    )
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    assert doc["verdict"]["category"] == "cuda_error", doc["verdict"]
+    # three more steps after it: the run went on
+    more = [step.format(r=r, m=m, it=10 * m) for m in (6, 7, 8) for r in (0, 1, 2, 3)]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*lines, crash, *more])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]

@@ -456,7 +456,7 @@ def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[
     current: list[Event] = []
     recent: deque[Event] = deque(maxlen=_LEAD_LINES)
     for e in sorted(failures, key=_order):
-        if current and progress.count_between(current[-1].seq, e.seq) >= SPLIT_AFTER_PROGRESS:
+        if current and progress.steps_between(current[-1].seq, e.seq) >= SPLIT_AFTER_PROGRESS:
             groups.append(current)
             current = []
         if current:

@@ -104,7 +104,7 @@ def decide_outcome(
     communicators down (`comm_teardown`), the training loop's final checkpoint (`training_done`),
     its return (`loop_done`)."""
     final = incidents[-1] if incidents else None
-    if final is not None and progress.count_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
+    if final is not None and progress.steps_after(final.root_cause.seq) >= SPLIT_AFTER_PROGRESS:
         final = None  # training went on after the last incident
     threshold = hang_threshold(cadence) if allowed_s is None else allowed_s
     gap = (end_time - last_progress).total_seconds() if end_time and last_progress else None

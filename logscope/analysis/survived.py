@@ -206,9 +206,9 @@ def _outlived(
         return None  # the scheduler ended the job; only the run's own completion outlives it
     last = max(e.seq for e in _lines(inc))
     until = scope.last_seq if scope.last_seq is not None else last + 2**62
-    after = progress.count_between(last, until + 1)
+    after = progress.steps_between(last, until + 1)
     if after >= SPLIT_AFTER_PROGRESS:
-        return "survived", f"training went on: {after} progress lines after it"
+        return "survived", f"training went on: {after} steps after it"
     if after:
         # fewer lines, but steps numbered: each step is a collective of every rank, so a job
         # whose step count moved on by as many steps after the error lost no rank to it

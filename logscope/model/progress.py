@@ -146,6 +146,21 @@ class Progress:
     def count_after(self, seq: int) -> int:
         return len(self.seq) - bisect_right(self.seq, seq)
 
+    def steps_between(self, after: int, before: int) -> int:
+        """Steps logged strictly between two order keys: the distinct iterations, where the
+        lines number them (every rank of a run that does not filter its logs prints the step
+        under way: one step, however many lines), else the progress lines."""
+        lo, hi = bisect_right(self.seq, after), bisect_left(self.seq, before)
+        if hi <= lo:
+            return 0
+        its = self.iteration.numpy()[lo:hi]
+        numbered = its[its >= 0]
+        return int(len(np.unique(numbered))) if len(numbered) else hi - lo
+
+    def steps_after(self, seq: int) -> int:
+        """steps_between `seq` and the end."""
+        return self.steps_between(seq, (self.seq[-1] + 1) if len(self.seq) else seq + 1)
+
     def last_iteration_before(self, seq: int) -> int | None:
         its = self.iteration.numpy()[: bisect_left(self.seq, seq)]
         numbered = np.flatnonzero(its >= 0)  # numpy: a log of HF dicts numbers none
