@@ -79,7 +79,7 @@ def test_a_startup_traceback_the_run_outlived_is_a_survived_note(tmp_path: Path)
         {"rank": 1, "count": 1},
     ], note
     assert "wandb" in note["template"] and note["first"]["line"] == 4, note
-    assert "progress lines after it" in note["reason"], note
+    assert "steps after it" in note["reason"], note
 
 
 def test_an_optional_import_logged_with_its_traceback_is_survived_by_nature(

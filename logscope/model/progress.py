@@ -155,7 +155,7 @@ class Progress:
             return 0
         its = self.iteration.numpy()[lo:hi]
         numbered = its[its >= 0]
-        return int(len(np.unique(numbered))) if len(numbered) else hi - lo
+        return len(np.unique(numbered)) if len(numbered) else hi - lo
 
     def steps_after(self, seq: int) -> int:
         """steps_between `seq` and the end."""
