@@ -139,10 +139,6 @@ class Progress:
     def __len__(self) -> int:
         return len(self.seq)
 
-    def count_between(self, after: int, before: int) -> int:
-        """Progress lines strictly between two order keys."""
-        return max(0, bisect_left(self.seq, before) - bisect_right(self.seq, after))
-
     def count_after(self, seq: int) -> int:
         return len(self.seq) - bisect_right(self.seq, seq)
 
