@@ -261,6 +261,14 @@ def assert_root(inc: dict[str, Any], path: Path, line: int, text: str) -> None:
     assert Path(rc["file"]).name == path.name, rc
 
 
+def told(run: Run, lines: list[str], root: int) -> tuple[str, int | None]:
+    """The category and the culprit's rank of a failed log of `lines` whose root cause must be
+    `lines[root]`."""
+    _doc, inc, path = failed_verdict(run, lines)
+    assert_root(inc, path, root + 1, lines[root])
+    return inc["category"], (inc["culprit"] or {}).get("rank")
+
+
 # --------------------------------------------------------------------------------------------
 # 1. BLOOM tr11-176B-ml, 2022-03-21: one GPU dies, 48 nodes of identical `[defaultN]:` headers.
 # Source: bigscience-workshop/bigscience train/tr11-176B-ml/chronicles.md (FORMATS §8.2, §1.1);
