@@ -46,11 +46,8 @@ def attempt_endings(
         # and the phase the attempt ended in allows more of it when a save was under way; a
         # run whose step time is not known yet (one progress line) is still starting up
         alive = _last_alive(a)
-        allowed = allowed_silence(
-            "save" if a.ended_saving else "training" if cadence is not None else "startup",
-            base,
-            save_max,
-        )
+        phase = "training" if cadence is not None else "startup"
+        allowed = allowed_silence("save" if a.ended_saving else phase, base, save_max)
         if a is last:
             ending = decide_outcome(
                 incs,

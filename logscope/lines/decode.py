@@ -48,10 +48,11 @@ _C10 = re.compile(
     r"(?P<src>(?:[A-Za-z]:\\)?[\w.+\\-]+:\d+)\] ?"
 )
 _GLOG = re.compile(
-    # abseil, before absl::InitializeLog, writes the raw Unix seconds in the seconds' place
+    # abseil, before absl::InitializeLog, writes `0000 00:00:` and the raw Unix seconds
     # (`W0000 00:00:1755712869.739954 1154753 file.cc:699] `, absl/log/internal/log_format.cc):
-    # the level is read, the time is not (see _time)
-    r"(?P<lvl>[VIWEFC])(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d|\d{9,11})\.(?P<frac>\d+) +"
+    # its level is read, not its time (UTC, where the log's other stamps are local time)
+    r"(?P<lvl>[VIWEFC])(?:(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)|0000 00:00:\d{9,11})"
+    r"\.(?P<frac>\d+) +"
     r"(?P<pid>\d+) (?P<src>[^\s\]]+:\d+)\] ?"
 )
 _ASCTIME = r"(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d),(?P<frac>\d{3})"
@@ -175,10 +176,6 @@ def clean(raw: str) -> str:
 
 def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
     try:
-        if g.get("s") is not None and len(str(g["s"])) > 2:
-            # Unix seconds (abseil before its log is initialized): UTC, where every other
-            # stamp of the log is local time; an hour off would make silences of it
-            return None
         if g.get("date"):
             y, mo, d = (int(x) for x in str(g["date"]).split("-"))
         elif g.get("md"):
