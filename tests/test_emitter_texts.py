@@ -795,3 +795,40 @@ def test_the_agents_exit_barrier_error_is_caught_and_the_workers_result_stands(
     # the same traceback on its own is the agent's failure
     _code, doc, _path = analyze_doc(str(write(tmp_path, "bare.log", [lines[0], *lines[3:]])))
     assert doc["verdict"] is not None
+
+
+def test_the_warn_nccl_printed_before_the_error_code_pytorch_raised_is_the_root(run: Run) -> None:
+    # PyTorch raises `NCCL error in: ...` from the ncclResult_t a call returned; NCCL (and its
+    # network plugin, through NCCL's logger) printed the WARN where the failure began, before the
+    # return frames: aws-ofi-nccl src/nccl_ofi_rdma.cpp `Unexpected status (%d) for message %hu`
+    lines = [
+        "node-3:811:902 [2] NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)",
+        "node-3:811:905 [2] get_req_from_imm_data:1088 NCCL WARN NET/OFI Unexpected status (5) for message 17",
+        "node-3:811:905 [2] NCCL INFO proxy.cc:1540 -> 3",
+        "node-3:811:811 [2] NCCL INFO enqueue.cc:1981 -> 3",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 88, in <module>',
+        "    dist.reduce_scatter_tensor(out, inp)",
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3144, internal error - please report this issue to the NCCL developers, NCCL version 2.21.5",
+        "ncclInternalError: Internal check failed.",
+    ]
+    assert told(run, lines, 1)[0] == "comm_error"
+
+
+def test_another_rank_s_warn_is_not_the_reason_of_this_rank_s_nccl_error(run: Run) -> None:
+    lines = [
+        "[rank1]:node-3:812:905 [1] NCCL WARN Attempt to use communicator before the previous operation returned ncclSuccess",
+        "[rank0]:Traceback (most recent call last):",
+        "[rank0]:torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3144, internal error - please report this issue to the NCCL developers, NCCL version 2.21.5",
+    ]
+    assert told(run, lines, 2)[0] == "comm_error"
+
+
+def test_a_generic_warn_before_pytorch_s_nccl_error_keeps_the_error_s_category(run: Run) -> None:
+    # the WARN says where the failure began; `unhandled cuda error` says what kind it was
+    lines = [
+        "node-3:811:905 [2] transport/net.cc:1150 NCCL WARN Attempt to use communicator before the previous operation returned ncclSuccess",
+        "node-3:811:811 [2] NCCL INFO enqueue.cc:1981 -> 1",
+        "RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL version 2.14.3",
+    ]
+    assert told(run, lines, 0)[0] == "cuda_error"

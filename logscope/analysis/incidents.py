@@ -211,12 +211,17 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
     ]
     if causes:
         root = _refine(causes[0], causes, world, library)
+        said = root  # the line whose kind of failure is the incident's category
         if root.signature == UNRECOGNIZED and root.fields.get("message") == CUT_TRACEBACK:
             # a traceback cut before its exception says nothing of what failed: a warning the
             # process printed just before it does (`NCCL WARN Call to bind failed`)
-            root = next((w for w in events if _leads(w, root)), root)
+            root = said = next((w for w in events if _leads(w, root)), root)
         elif _reason_precedes(root, library):
             root = _stated_before(root, events)
+            # the line that began the failure names its kind when a signature of a cause knows
+            # it (`NCCL WARN Cuda failure 'out of memory'`); a generic warning only says where
+            # it began, and the report's own category (and the reason it states after) stands
+            said = root if root.role == "cause" else said
         rank = world.rank_of(root.line)
         culprit = Culprit(
             rank=rank,
@@ -260,7 +265,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         if culprit.rank is None and culprit.local_rank is None:
             culprit = sole_worker_culprit(culprit, events, world)
         culprit = shared_failure_culprit(culprit, root, library)
-        category = stated_reason(root, events, library) or root.category or "python_exception"
+        category = stated_reason(said, events, library) or said.category or "python_exception"
         if category == "unknown":
             category = _burst_category(root, causes, library) or category
         if category == "cuda_error" and any(e.category == "gpu_hardware" for e in causes):
