@@ -313,6 +313,24 @@ def test_a_failure_the_job_sat_through_until_its_time_limit_is_a_hang() -> None:
     assert ending_of(fed([*iterations(1, 6), FAULT, soon])).outcome is Outcome.timelimit
 
 
+def test_every_rank_printing_the_step_is_one_step_for_the_run_s_cadence() -> None:
+    # torchtitan on 4 ranks with no log filter: each step 60 s, printed by every rank within
+    # milliseconds; cancelled 40 s after the last step. The cadence is the step's 60 s, not the
+    # ranks' milliseconds, so 40 s of silence is no hang.
+    lines = [
+        f"[rank{r}]:{START + timedelta(seconds=60 * step):%Y-%m-%d %H:%M:%S},{100 + 3 * r} - INFO -  step: {step:2d}  loss:  7.1000  memory: 31.20GiB(39.50%)  tps: 2,100"
+        for step in range(1, 6)
+        for r in range(4)
+    ]
+    cancel = START + timedelta(seconds=340)
+    lines.append(
+        f"slurmstepd: error: *** JOB 551 ON gpu-a17 CANCELLED AT {cancel:%Y-%m-%dT%H:%M:%S} ***"
+    )
+    engine = fed(lines)
+    assert engine.progress.median_interval_s() == 60.0
+    assert ending_of(engine).outcome is Outcome.cancelled
+
+
 def test_srun_cancelling_a_step_right_after_a_crash_is_still_a_crash() -> None:
     cancel = "slurmstepd: error: *** STEP 4711.0 ON gpu-a17 CANCELLED AT 2024-04-06T02:01:12 ***"
     assert ending_of(fed([*iterations(1, 6), FAULT, cancel])).outcome is Outcome.crashed

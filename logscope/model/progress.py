@@ -183,8 +183,18 @@ class Progress:
         values = self.iter_s.numpy()
         values = values[~np.isnan(values)]
         if not len(values):
-            t = self.time.numpy()
-            gaps = np.diff(t[~np.isnan(t)])
+            t, its = self.time.numpy(), self.iteration.numpy()
+            known = ~np.isnan(t)
+            numbered = known & (its >= 0)
+            if numbered.any():
+                # where the lines number their steps, a step is logged when its first line comes:
+                # every rank of a run that does not filter its logs prints the same step within
+                # milliseconds, and those gaps are no interval of the run's
+                _, first = np.unique(its[numbered], return_index=True)
+                stamps = t[numbered][np.sort(first)]
+            else:
+                stamps = t[known]
+            gaps = np.diff(stamps)
             values = gaps[gaps > 0]
         # the middle value, or the mean of the two middle ones (statistics.median's floats)
         return float(np.median(values)) if len(values) else None
