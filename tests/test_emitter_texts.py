@@ -832,3 +832,40 @@ def test_a_generic_warn_before_pytorch_s_nccl_error_keeps_the_error_s_category(r
         "RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL version 2.14.3",
     ]
     assert told(run, lines, 0)[0] == "cuda_error"
+
+
+def _mismatch(reporter: int, other: int) -> str:
+    # torch's ProcessGroupWrapper.cpp: the reporter's fingerprint, then the first rank's that
+    # differs from it, in rank order
+    return (
+        f"[rank{reporter}]: RuntimeError: Detected mismatch between collectives on ranks. Rank "
+        f"{reporter} is running collective: CollectiveFingerPrint(SequenceNumber=101, "
+        "OpType=ALLGATHER, TensorShape=[1], TensorDtypes=Long, TensorDeviceTypes=TensorOptions("
+        f"dtype=float (default), device=cuda)), but Rank {other} is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE)."
+    )
+
+
+def test_the_first_rank_a_mismatch_report_finds_different_from_most_is_the_culprit(
+    run: Run,
+) -> None:
+    # rank 4 of 8 agrees with ranks 0-6 and differs from rank 7: rank 7 took another path
+    lines = [
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
+        _mismatch(4, 7),
+    ]
+    assert told(run, lines, 1) == ("python_exception", 7)
+
+
+def test_a_mismatch_report_that_names_few_agreeing_ranks_names_no_other_culprit(
+    run: Run,
+) -> None:
+    # rank 0 against rank 1: either may be the odd one
+    assert told(run, [_mismatch(0, 1)], 0)[1] != 1
+    # ranks 0-2 agree, but 16 ranks ran (Lightning's MEMBER r/N): rank 3 may be one of many
+    lines = [
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16",
+        _mismatch(2, 3),
+    ]
+    _doc, inc, _path = failed_verdict(run, lines)
+    assert inc["culprit"]["rank"] != 3, inc["culprit"]

@@ -296,3 +296,28 @@ def mismatch_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                 f"{', '.join(map(str, sorted(agree)))} waited in {many}: it took another path",
             )
     return None
+
+
+def fingerprint_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
+    """ProcessGroupWrapper's `Rank R is running collective: ..., but Rank S is running ...`:
+    rank R compared the fingerprints of ranks 0, 1, ... with its own and stopped at the first
+    that differs, so ranks 0..S-1 and R agree and S took another path. Where those are most of
+    the ranks the log knows of, S is the culprit; a report of rank 0 against rank 1 tells
+    nothing of which of the two is odd, and leaves the culprit as it was."""
+    reporter, other = field_int(root, "rank"), field_int(root, "differing_rank")
+    if reporter is None or other is None or reporter == other:
+        return culprit
+    agree = len(set(range(other)) | {reporter})
+    ranks = max(world.size or 0, reporter + 1, other + 1)
+    if agree < 2 or 2 * agree <= ranks:
+        return culprit
+    return Culprit(
+        rank=other,
+        local_rank=None,
+        host=None,
+        task=None,
+        confidence=0.75,
+        reason=f"rank {reporter}'s collective matches every rank below {other}, and rank "
+        f"{other}'s differs ({root.signature} names the first rank that differs): it took "
+        "another code path",
+    )

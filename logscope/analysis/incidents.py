@@ -48,6 +48,7 @@ from .clues import (
 )
 from .culprits import (
     attribute,
+    fingerprint_culprit,
     locate,
     mismatch_culprit,
     pg_culprit,
@@ -237,6 +238,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
             ),
         )
         culprit = locate(culprit, events)
+        culprit = fingerprint_culprit(culprit, root, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = own_rank_culprit(culprit, root)
         if culprit.rank is None and culprit.local_rank is None:
