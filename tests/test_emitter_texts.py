@@ -869,3 +869,16 @@ def test_a_mismatch_report_that_names_few_agreeing_ranks_names_no_other_culprit(
     ]
     _doc, inc, _path = failed_verdict(run, lines)
     assert inc["culprit"]["rank"] != 3, inc["culprit"]
+
+
+def test_libtpu_s_fault_report_with_a_null_address_is_the_crash(run: Run) -> None:
+    # Google-built libtpu prints the address with %p, `(@(nil))` for NULL, and a link before
+    # `received`; the stall warning before it is no failure
+    lines = [
+        "/usr/lib/python3/site-packages/jax/_src/xla_bridge.py:184: UserWarning: TPU backend initialization is taking more than 60.0 seconds. Did you run your code on all TPU hosts?",
+        "  warnings.warn(",
+        "*** SIGSEGV (@(nil)), see go/stacktraces#s15 received by PID 2231 (TID 2290) on cpu 3; stack trace: ***",
+        "PC: @     0x7facba4a8de2  (unknown)  (unknown)",
+        "    @     0x7facbd838294        976  (unknown)",
+    ]
+    assert told(run, lines, 2)[0] == "segfault"
