@@ -882,3 +882,21 @@ def test_libtpu_s_fault_report_with_a_null_address_is_the_crash(run: Run) -> Non
         "    @     0x7facbd838294        976  (unknown)",
     ]
     assert told(run, lines, 2)[0] == "segfault"
+
+
+def test_detectron2_s_own_log_file_of_a_rank_names_the_rank_of_its_unprefixed_error(
+    run: Run,
+) -> None:
+    # setup_logger: a rank above 0 logs to log.txt.rank<N> only; default_setup names the rank
+    lines = [
+        "[04/24 19:33:19] detectron2 INFO: Rank of current process: 3. World size: 4",
+        "[04/24 19:33:20] d2.engine.train_loop INFO: Starting training from iteration 0",
+        "[04/24 19:45:06] d2.engine.train_loop ERROR: Exception during training:",
+        "Traceback (most recent call last):",
+        '  File "train_net.py", line 88, in run_step',
+        "RuntimeError: CUDA out of memory. Tried to allocate 428.00 MiB (GPU 3; 23.70 GiB total capacity; 19.95 GiB already allocated; 327.81 MiB free; 21.88 GiB reserved in total by PyTorch)",
+    ]
+    assert told(run, lines, 5) == ("oom_gpu", 3)
+    # rank 0's file is also its console, where other ranks' errors can land: no rank from it
+    rank0 = [lines[0].replace("process: 3", "process: 0"), *lines[1:]]
+    assert told(run, rank0, 5)[1] is None

@@ -78,6 +78,18 @@ def own_rank_culprit(culprit: Culprit, root: Event) -> Culprit:
     return culprit
 
 
+def own_file_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
+    """An unprefixed root in a file that is one rank's own log (World.file_ranks: detectron2's
+    `Rank of current process: N` in `log.txt.rankN`)."""
+    line = root.line
+    if line.rank is not None or line.local_rank is not None or line.task is not None:
+        return culprit  # a prefix says which process printed it
+    rank = next((r for path, r in world.file_ranks if path == line.path), None)
+    if rank is None:
+        return culprit
+    return _named(culprit, rank, None, f"the file is rank {rank}'s own log", 0.8)
+
+
 def primary_rank(root: Event, library: Library) -> Culprit | None:
     """Rank 0, for an error whose emitter prints from the primary rank only (a signature's
     `primary_rank_only`: detectron2's console logger), where no prefix names the rank."""

@@ -33,6 +33,7 @@ from .clues import (
     nccl_process_culprit,
     nccl_process_rank,
     oom_culprit,
+    own_file_culprit,
     own_rank_culprit,
     pid_culprit,
     primary_rank,
@@ -241,6 +242,8 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         culprit = fingerprint_culprit(culprit, root, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = own_rank_culprit(culprit, root)
+        if culprit.rank is None and culprit.local_rank is None:
+            culprit = own_file_culprit(culprit, root, world)
         if culprit.rank is None and culprit.local_rank is None:
             culprit = primary_rank_culprit(culprit, root, library)
         if culprit.rank is None and culprit.local_rank is None:

@@ -332,9 +332,21 @@ class Engine:
 
     def world(self) -> World:
         """The ranks and hosts seen so far."""
-        return build_world(
+        world = build_world(
             sorted(self.streams, key=repr), self.declared_world, self.tasks, self.hosts
         )
+        return replace(world, file_ranks=self._file_ranks()) if self.markers else world
+
+    def _file_ranks(self) -> tuple[tuple[str, int], ...]:
+        """The files a line of a rank's own log file (Signature.own_log_file) marks as that
+        rank's: one rank named there, above 0 (rank 0's file is also its console)."""
+        named: dict[str, set[int | None]] = {}
+        for e in self.markers:
+            sig = self.library.by_id(e.signature)
+            if sig is not None and sig.own_log_file:
+                named.setdefault(e.line.path, set()).add(field_int(e, "rank"))
+        sole = ((path, ranks.pop()) for path, ranks in named.items() if len(ranks) == 1)
+        return tuple(sorted((path, r) for path, r in sole if r))
 
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:

@@ -67,6 +67,10 @@ class Signature:
     """Its emitter prints it from the primary rank only (detectron2's console logger, which
     other ranks do not attach): with no prefix naming a rank, the process that printed it is
     rank 0."""
+    own_log_file: bool = False
+    """Its emitter writes it, with the `rank` it names, into that rank's own log file only
+    (detectron2's setup_logger: a rank above 0 logs to `log.txt.rank<N>` and to no console): a
+    file where it names one rank above 0 is that rank's log, and its unprefixed lines are too."""
     every_rank_alike: bool = False
     """A failure of a state every rank shares and meets at the same step (the fp16 grad scaler's
     collapse under DDP's synchronized gradients): the rank that logs it first is no culprit."""

@@ -30,6 +30,9 @@ class World:
     """(srun task, rank) where the log's own lines tie a task to one rank (`7: [rank7]:`)."""
     hosts: frozenset[str] = frozenset()
     """The hosts any line named (prefixes, NCCL's `host:pid:tid`)."""
+    file_ranks: tuple[tuple[str, int], ...] = ()
+    """(file, rank) where the file is one rank's own log: a line its emitter writes only there
+    (a signature's `own_log_file`) names that rank, and no other."""
 
     @property
     def srun_started_ranks(self) -> bool:
