@@ -900,3 +900,18 @@ def test_detectron2_s_own_log_file_of_a_rank_names_the_rank_of_its_unprefixed_er
     # rank 0's file is also its console, where other ranks' errors can land: no rank from it
     rank0 = [lines[0].replace("process: 3", "process: 0"), *lines[1:]]
     assert told(run, rank0, 5)[1] is None
+
+
+def test_vllm_s_engine_core_error_is_the_root_and_the_front_end_s_report_its_symptom(
+    run: Run,
+) -> None:
+    # an RL trainer's rollout engine: the core process's start-up check (worker/utils.py), then
+    # the front end's `See root cause above` (engine/utils.py)
+    lines = [
+        "(EngineCore_DP0 pid=4410) INFO 05-14 09:12:30 [gpu_worker.py:104] Initializing device cuda:0",
+        "(EngineCore_DP0 pid=4410) ERROR 05-14 09:12:31 [core.py:708] ValueError: Free memory on device cuda:0 (31.20/79.33 GiB) on startup is less than desired GPU memory utilization (0.6, 47.60 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        "(EngineCore_DP0 pid=4410) Process EngineCore_DP0:",
+        "(APIServer pid=4321) Traceback (most recent call last):",
+        "(APIServer pid=4321) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    assert told(run, lines, 1)[0] == "oom_gpu"
