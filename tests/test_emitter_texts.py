@@ -915,3 +915,26 @@ def test_vllm_s_engine_core_error_is_the_root_and_the_front_end_s_report_its_sym
         "(APIServer pid=4321) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
     ]
     assert told(run, lines, 1)[0] == "oom_gpu"
+
+
+def _ray_job(last: str) -> list[str]:
+    # `ray job submit` tails the job's output, then reports its status (dashboard job cli.py)
+    return [
+        "Job submission server address: http://127.0.0.1:8265",
+        *[
+            f"(TaskRunner pid=8812) step:{n} - actor/pg_loss:0.0{n} - timing_s/step:41.2"
+            for n in range(1, 4)
+        ],
+        "(TaskRunner pid=8812) Training Progress: 100%|██████████| 3/3 [02:03<00:00, 41.20s/it]",
+        "",
+        "------------------------------------------",
+        last,
+        "------------------------------------------",
+    ]
+
+
+def test_ray_s_job_cli_saying_the_job_succeeded_completes_the_run(run: Run) -> None:
+    _code, doc, _path = run(_ray_job("Job 'raysubmit_9fLqWcS8bXm2Ke1T' succeeded"))
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    _code, doc, _path = run(_ray_job("Job 'raysubmit_9fLqWcS8bXm2Ke1T' was stopped"))
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
