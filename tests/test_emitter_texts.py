@@ -938,3 +938,27 @@ def test_ray_s_job_cli_saying_the_job_succeeded_completes_the_run(run: Run) -> N
     assert doc["job"]["outcome"] == "completed", doc["job"]
     _code, doc, _path = run(_ray_job("Job 'raysubmit_9fLqWcS8bXm2Ke1T' was stopped"))
     assert doc["job"]["outcome"] == "cancelled", doc["job"]
+
+
+def _ignored_at_exit(prefix: str = "") -> list[str]:
+    # CPython's unraisable hook at interpreter shutdown: a DataLoader iterator's __del__
+    return [
+        f"{prefix}Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2a1c3b8ee0>",
+        f"{prefix}Traceback (most recent call last):",
+        f'{prefix}  File "/opt/torch/utils/data/dataloader.py", line 1479, in __del__',
+        f"{prefix}    self._shutdown_workers()",
+        f"{prefix}AttributeError: 'NoneType' object has no attribute 'join'",
+    ]
+
+
+def test_an_exception_python_ignored_at_shutdown_is_no_failure(run: Run) -> None:
+    steps = [f"2024-05-02 10:0{n}:00,000 - INFO - step {n}/3 loss 1.{n}" for n in range(1, 4)]
+    _code, doc, _path = run([*steps, *_ignored_at_exit("[rank1]:")])
+    assert doc["incidents"] == [], doc["incidents"]
+    # a crash before it is still the crash
+    crash = [
+        "[rank0]:Traceback (most recent call last):",
+        '[rank0]:  File "train.py", line 40, in <module>',
+        "[rank0]:RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    assert told(run, [*steps, *crash, *_ignored_at_exit("[rank0]:")], 5)[0] == "cuda_error"
