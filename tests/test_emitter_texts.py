@@ -962,3 +962,21 @@ def test_an_exception_python_ignored_at_shutdown_is_no_failure(run: Run) -> None
         "[rank0]:RuntimeError: CUDA error: an illegal memory access was encountered",
     ]
     assert told(run, [*steps, *crash, *_ignored_at_exit("[rank0]:")], 5)[0] == "cuda_error"
+
+
+def test_wandb_s_own_errors_are_no_failure_of_the_run_it_logs(run: Run) -> None:
+    steps = [f"2024-05-02 10:0{n}:00,000 - INFO - step {n}/300 loss 1.{n}" for n in range(1, 4)]
+    own = [
+        "wandb: ERROR Dropped streaming file chunk (see wandb/debug-internal.log)",
+        "wandb: ERROR Error while calling W&B API: An internal error occurred. Please contact support. (<Response [500]>)",
+    ]
+    _code, doc, _path = run([*steps, *own])
+    assert doc["incidents"] == [], doc["incidents"]
+    # what W&B raises into the script is the script's failure
+    raised = [
+        "wandb: ERROR Run initialization has timed out after 90.0 sec.",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "wandb.errors.CommError: Run initialization has timed out after 90.0 sec.",
+    ]
+    assert told(run, raised, 3)[0] == "python_exception"
