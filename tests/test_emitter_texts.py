@@ -980,3 +980,14 @@ def test_wandb_s_own_errors_are_no_failure_of_the_run_it_logs(run: Run) -> None:
         "wandb.errors.CommError: Run initialization has timed out after 90.0 sec.",
     ]
     assert told(run, raised, 3)[0] == "python_exception"
+
+
+def test_nccl_s_cuda_check_failing_as_the_driver_shuts_down_is_teardown(run: Run) -> None:
+    # cudaErrorCudartUnloading through NCCL's CUDACHECK: the process was already exiting
+    steps = [f"2024-05-02 10:0{n}:00,000 - INFO - step {n}/300 loss 1.{n}" for n in range(1, 4)]
+    teardown = "node1:123:456 [0] NCCL WARN Cuda failure 4 'driver shutting down'"
+    _code, doc, _path = run([*steps, teardown])
+    assert doc["incidents"] == [], doc["incidents"]
+    # any other CUDA failure NCCL reports is one
+    broken = "node1:123:456 [0] NCCL WARN Cuda failure 'unspecified launch failure'"
+    assert told(run, [*steps, broken], 3)[0] == "cuda_error"
