@@ -991,3 +991,16 @@ def test_nccl_s_cuda_check_failing_as_the_driver_shuts_down_is_teardown(run: Run
     # any other CUDA failure NCCL reports is one
     broken = "node1:123:456 [0] NCCL WARN Cuda failure 'unspecified launch failure'"
     assert told(run, [*steps, broken], 3)[0] == "cuda_error"
+
+
+def test_a_store_connect_the_client_retries_is_no_root_of_a_later_failure(run: Run) -> None:
+    # socket.cpp's connect loop warns for each address it failed and tries again (a healthy
+    # start often shows it); the job's failure is what came after
+    lines = [
+        "[W socket.cpp:601] [c10d] The client socket has failed to connect to [::ffff:127.0.0.1]:29500 (errno: 97 - Address family not supported by protocol).",
+        "2024-05-02 10:01:00,000 - INFO - step 1/300 loss 1.1",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        "KeyError: 'labels'",
+    ]
+    assert told(run, lines, 4)[0] == "python_exception"

@@ -211,6 +211,9 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         for e in serious
         if e.role == "cause" and e.seq not in aborts and not _after_own(e, failed, world, library)
     ]
+    # a connect attempt its client says it retries (`retrying`) is a wait still under way: a
+    # failure that came after it is what went wrong (the wait's own timeout among them)
+    causes = [e for e in causes if not e.fields.get("retrying")] or causes
     if causes:
         root = _refine(causes[0], causes, world, library)
         said = root  # the line whose kind of failure is the incident's category
