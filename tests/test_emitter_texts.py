@@ -797,6 +797,14 @@ def test_the_agents_exit_barrier_error_is_caught_and_the_workers_result_stands(
     assert doc["verdict"] is not None
 
 
+_INTERNAL_ERROR = (
+    "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+    "ProcessGroupNCCL.cpp:3144, internal error - please report this issue to the NCCL "
+    "developers, NCCL version 2.21.5"
+)
+"""PyTorch's report of an ncclInternalError (ProcessGroupNCCL's `NCCL error in:` format)."""
+
+
 def test_the_warn_nccl_printed_before_the_error_code_pytorch_raised_is_the_root(run: Run) -> None:
     # PyTorch raises `NCCL error in: ...` from the ncclResult_t a call returned; NCCL (and its
     # network plugin, through NCCL's logger) printed the WARN where the failure began, before the
@@ -809,7 +817,7 @@ def test_the_warn_nccl_printed_before_the_error_code_pytorch_raised_is_the_root(
         "Traceback (most recent call last):",
         '  File "train.py", line 88, in <module>',
         "    dist.reduce_scatter_tensor(out, inp)",
-        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3144, internal error - please report this issue to the NCCL developers, NCCL version 2.21.5",
+        _INTERNAL_ERROR,
         "ncclInternalError: Internal check failed.",
     ]
     assert told(run, lines, 1)[0] == "comm_error"
@@ -819,7 +827,7 @@ def test_another_rank_s_warn_is_not_the_reason_of_this_rank_s_nccl_error(run: Ru
     lines = [
         "[rank1]:node-3:812:905 [1] NCCL WARN Attempt to use communicator before the previous operation returned ncclSuccess",
         "[rank0]:Traceback (most recent call last):",
-        "[rank0]:torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3144, internal error - please report this issue to the NCCL developers, NCCL version 2.21.5",
+        "[rank0]:" + _INTERNAL_ERROR,
     ]
     assert told(run, lines, 2)[0] == "comm_error"
 
