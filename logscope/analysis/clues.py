@@ -34,7 +34,7 @@ from types import MappingProxyType
 from ..lines.hostlist import expand_hostlist
 from ..match.events import FAILURE_ENTRY
 from ..match.signatures import Library
-from ..model import Culprit, Event, Stream, World, field_int
+from ..model import Culprit, Event, Line, Stream, World, field_int
 
 OOM_KILLS = frozenset({"signals.kernel_oom_kill", "signals.kernel_oom_constraint"})
 """Kernel reports that name the process the OOM killer killed (`pid`)."""
@@ -52,6 +52,12 @@ terminated with the following error:` (N its local rank), Ray Train's `[Rank N]:
 WorkerGroupError (N its world rank)."""
 QUOTED_TRACEBACK_LINES = 400
 """How far a quoted traceback under its header may run (deep stacks, chained exceptions)."""
+
+
+def _prefixed(line: Line) -> bool:
+    """A prefix of the line (a rank, a launcher's local rank, an srun task) says which process
+    printed it."""
+    return line.rank is not None or line.local_rank is not None or line.task is not None
 
 
 def _named(culprit: Culprit, rank: int | None, local: int | None, why: str, conf: float) -> Culprit:
@@ -81,10 +87,9 @@ def own_rank_culprit(culprit: Culprit, root: Event) -> Culprit:
 def own_file_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
     """An unprefixed root in a file that is one rank's own log (World.file_ranks: detectron2's
     `Rank of current process: N` in `log.txt.rankN`)."""
-    line = root.line
-    if line.rank is not None or line.local_rank is not None or line.task is not None:
-        return culprit  # a prefix says which process printed it
-    rank = next((r for path, r in world.file_ranks if path == line.path), None)
+    if _prefixed(root.line):
+        return culprit
+    rank = next((r for path, r in world.file_ranks if path == root.line.path), None)
     if rank is None:
         return culprit
     return _named(culprit, rank, None, f"the file is rank {rank}'s own log", 0.8)
@@ -94,11 +99,8 @@ def primary_rank(root: Event, library: Library) -> Culprit | None:
     """Rank 0, for an error whose emitter prints from the primary rank only (a signature's
     `primary_rank_only`: detectron2's console logger), where no prefix names the rank."""
     sig = library.by_id(root.signature)
-    line = root.line
-    if sig is None or not sig.primary_rank_only:
+    if sig is None or not sig.primary_rank_only or _prefixed(root.line):
         return None
-    if line.rank is not None or line.local_rank is not None or line.task is not None:
-        return None  # a prefix says which process printed it
     why = f"{root.signature} is printed by rank 0 only"
     return Culprit(rank=0, local_rank=None, host=root.line.host, confidence=0.7, reason=why)
 

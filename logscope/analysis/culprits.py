@@ -309,7 +309,7 @@ def fingerprint_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
         return culprit
     agree = len(set(range(other)) | {reporter})
     ranks = max(world.size or 0, reporter + 1, other + 1)
-    if agree < 2 or 2 * agree <= ranks:
+    if 2 * agree <= ranks:  # (one agreeing rank never is: the report names two ranks)
         return culprit
     return Culprit(
         rank=other,

@@ -69,6 +69,8 @@ class Engine:
     """srun task ids (`--label`) seen, whether or not a rank prefix came with them."""
     hosts: set[str] = field(default_factory=set)
     declared_world: int | None = None
+    file_named: dict[str, set[int | None]] = field(default_factory=dict)
+    """Per file, the ranks its lines of a rank's own log file (Signature.own_log_file) name."""
     first_time: datetime | None = None
     last_time: datetime | None = None
     derived_until: float = -math.inf
@@ -335,18 +337,12 @@ class Engine:
         world = build_world(
             sorted(self.streams, key=repr), self.declared_world, self.tasks, self.hosts
         )
-        return replace(world, file_ranks=self._file_ranks()) if self.markers else world
-
-    def _file_ranks(self) -> tuple[tuple[str, int], ...]:
-        """The files a line of a rank's own log file (Signature.own_log_file) marks as that
-        rank's: one rank named there, above 0 (rank 0's file is also its console)."""
-        named: dict[str, set[int | None]] = {}
-        for e in self.markers:
-            sig = self.library.by_id(e.signature)
-            if sig is not None and sig.own_log_file:
-                named.setdefault(e.line.path, set()).add(field_int(e, "rank"))
-        sole = ((path, ranks.pop()) for path, ranks in named.items() if len(ranks) == 1)
-        return tuple(sorted((path, r) for path, r in sole if r))
+        if not self.file_named:
+            return world
+        # a file is one rank's own log where such lines name one rank, above 0 (rank 0's file
+        # is also its console, where other ranks' stderr lands)
+        sole = [(path, next(iter(r))) for path, r in self.file_named.items() if len(r) == 1]
+        return replace(world, file_ranks=tuple(sorted((p, r) for p, r in sole if r)))
 
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:
@@ -416,6 +412,9 @@ class Engine:
         if e.kind in ("exit", "launch", "status"):
             if e.kind == "launch" and "world_size" in e.fields:
                 self.declared_world = int(e.fields["world_size"])
+            sig = self.library.by_id(e.signature) if e.kind == "launch" else None
+            if sig is not None and sig.own_log_file:
+                self.file_named.setdefault(e.line.path, set()).add(field_int(e, "rank"))
             self.markers.append(e)
             return
         if e.time is None:
