@@ -305,6 +305,34 @@ ROWS = [
         "OSError: x",
         time=datetime(2021, 2, 3, 4, 5, 6),
     ),
+    # detectron2's file logger and the Paddle suites' copies: `[%(asctime)s] [name ]LEVEL: `,
+    # the date `%m/%d` or `%Y/%m/%d`; detectron2's console `[%(asctime)s name]: `
+    row(
+        "[05/10 08:01:12] ppdet.engine INFO: Epoch: [2] [ 40/916] learning_rate: 0.010000",
+        "Epoch: [2] [ 40/916] learning_rate: 0.010000",
+        level="I",
+        time=datetime(YEAR, 5, 10, 8, 1, 12),
+    ),
+    row(
+        "[2023/05/10 08:01:12] ppcls ERROR: OSError: x",
+        "OSError: x",
+        level="E",
+        time=datetime(2023, 5, 10, 8, 1, 12),
+    ),
+    row(
+        "[2023/05/10 08:01:12] WARNING: x",
+        "x",
+        level="W",
+        time=datetime(2023, 5, 10, 8, 1, 12),
+    ),
+    row(
+        "ERROR [03/15 10:00:00 d2.engine.train_loop]: Exception during training:",
+        "Exception during training:",
+        level="E",
+        time=datetime(YEAR, 3, 15, 10, 0, 0),
+    ),
+    # a bracketed date not followed by a logger's name and level is the message's
+    row("[05/10 08:01:12] loss 2.0", "[05/10 08:01:12] loss 2.0"),
     # dmesg -H relative stamps
     row("[  +0.000004] pcieport 0000:00:03.0: AER: x", "pcieport 0000:00:03.0: AER: x"),
 ]

@@ -54,7 +54,7 @@ from .conclude import conclude
 from .feed import Engine, default_library
 from .hangs import join_dumps, split_dumps
 
-_YEAR = re.compile(rb"\b(20\d\d)-[01]\d-[0-3]\d[T _]\d\d:\d\d")
+_YEAR = re.compile(rb"\b(20\d\d)([-/])[01]\d\2[0-3]\d[T _]\d\d:\d\d")
 
 
 def _feed_sequential(

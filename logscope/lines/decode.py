@@ -81,6 +81,15 @@ _MMLOG = re.compile(
     r"(?:(?P<y>\d{4})/)?(?P<mo>\d\d)/(?P<dd>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r" - [\w.]+ - (?P<lvl>[A-Z]+) - "
 )
+# `[%(asctime)s] [%(name)s ]%(levelname)s: ` with datefmt `%m/%d %H:%M:%S` or `%Y/%m/%d ...`:
+# detectron2's file logger (detectron2/utils/logger.py `setup_logger`) and the PaddlePaddle
+# suites' loggers copied from it (ppdet, ppcls; PaddleSeg's has no name); detectron2's console
+# writes `[%(asctime)s %(name)s]: `, a warning or an error with `WARNING ` / `ERROR ` before it
+_SLASH_LOG = re.compile(
+    r"(?:(?P<clvl>WARNING|ERROR) )?\[(?:(?P<y>\d{4})/)?(?P<mo>\d\d)/(?P<dd>\d\d) "
+    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    r"(?:\] (?:[\w.]+ )?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL): | [\w.]+\]: )"
+)
 _DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
 _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
@@ -210,6 +219,8 @@ def _stamped(text: str, pos: int) -> bool:
         return True
     if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _MMLOG.match(text, pos):
         return True
+    if _SLASH_LOG.match(text, pos):
+        return True
     m = _ISO_START.match(text, pos)
     return m is not None and (m["lvl"] or m["pylvl"]) is not None
 
@@ -322,11 +333,16 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             p.time = _time(m.groupdict(), year) or p.time
             text = text[m.end() :]
             continue
-        m = _BRACKET_TIME.match(text) or _ISO_START.match(text) or _MMLOG.match(text)
+        m = (
+            _BRACKET_TIME.match(text)
+            or _ISO_START.match(text)
+            or _MMLOG.match(text)
+            or _SLASH_LOG.match(text)
+        )
         if m:
             g = m.groupdict()
             p.time = _time(g, year) or p.time
-            lvl = g.get("lvl") or g.get("pylvl")
+            lvl = g.get("lvl") or g.get("pylvl") or g.get("clvl")
             if lvl:
                 p.level = lvl[0]
             if g.get("rank") and p.rank is None:
