@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, slurm.toml, cloud.toml, lightning.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, slurm.toml, cloud.toml, lightning.toml, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -182,6 +182,25 @@ def test_composers_crashed_rank_owns_the_driver_abort_printed_without_a_rank(run
     _doc, inc, path = failed_verdict(run, [lines[0], lines[3]])
     assert inc["culprit"]["rank"] == 5, inc["culprit"]
     assert_root(inc, path, 2, lines[3])
+
+
+def test_paddles_launcher_names_the_trainer_whose_error_it_prints_without_a_rank(
+    run: Run,
+) -> None:
+    # fleet's launch_utils lists the trainers that exited non-zero in one poll; the error
+    # itself is that trainer's own output, with no rank on it
+    abort = "ERROR 2021-11-03 05:08:56,012 launch_utils.py:327] ABORT!!! Out of all 8 trainers, the trainer process with rank=[{ranks}] was aborted. Please check its log."
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "tools/train.py", line 118, in <module>',
+        "ValueError: (InvalidArgument) The shape of input[0] and input[1] is expected to be equal.",
+        abort.format(ranks="4"),
+    ]
+    category, rank = told(run, lines, 2)
+    assert (category, rank) == ("python_exception", 4)
+    # two trainers in one poll: the launcher does not say which failed first
+    category, rank = told(run, [*lines[:3], abort.format(ranks="4, 6")], 2)
+    assert rank is None
 
 
 def test_a_flight_recorder_dump_signal_is_a_collective_timeout_without_the_watchdog_line(

@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of trainers' own progress and ending lines read from their sources
-(patterns/openmmlab.toml, timm.toml): a run by iterations that reached its last one completed,
+(patterns/openmmlab.toml, timm.toml, paddle.toml): a run by iterations that reached its last one completed,
 an error the steps went on after is a survived note, a save notice is a checkpoint. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -134,4 +134,52 @@ def test_megatrons_training_loop_returning_with_nothing_failing_after_is_a_finis
     assert doc["job"]["outcome"] == "completed", doc["job"]
     # without it the log stops while training still progressed
     code, doc, _path = run([*lines[:10], lines[-1]])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def _paddleseg_step(i: int, total: int) -> str:
+    return f"2023-05-10 08:{i // 100:02d}:{i % 60:02d} [INFO]\t[TRAIN] epoch: {1 + i // 400}, iter: {i}/{total}, loss: 0.4312, lr: 0.009731, batch_cost: 0.3021, reader_cost: 0.00112, ips: 26.4812 samples/sec | ETA 00:00:{(total - i) % 60:02d}"
+
+
+def test_a_paddleseg_run_whose_steps_reach_its_iters_completed(run: Run) -> None:
+    lines = [
+        *(_paddleseg_step(i, 1000) for i in range(100, 1001, 100)),
+        # the FLOPs count after the loop (paddle.flops), whose notices are not failures
+        "Cannot find suitable count function for <class 'paddle.nn.layer.pooling.MaxPool2D'>. Treat it as zero FLOPs.",
+        "Total Flops: 437453619200     Total Params: 52608512",
+    ]
+    code, doc, _path = run(lines)
+    assert code == 0, doc["job"]
+    job = doc["job"]
+    assert (job["outcome"], job["last_iteration"], job["train_iters"]) == ("completed", 1000, 1000)
+    assert len(doc["training"]["loss"]) == 10, doc["training"]
+    # stopped before its last step: still going
+    code, doc, _path = run(lines[:8])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def _paddleclas_step(epoch: int, step: int) -> str:
+    return f"[2023/05/10 08:{epoch:02d}:{step // 25:02d}] ppcls INFO: [Train][Epoch {epoch}/20][Iter: {step}/1251]lr(LinearWarmup): 0.20000000, CELoss: 5.21034, loss: 5.21034, batch_cost: 0.31210s, reader_cost: 0.01030, ips: 820.2841 samples/s, eta: 0:10:00"
+
+
+def test_paddleclas_average_of_its_last_epoch_ends_its_training_loop(run: Run) -> None:
+    def epoch(e: int) -> list[str]:
+        steps = [_paddleclas_step(e, s) for s in (0, 600, 1200)]
+        return [
+            *steps,
+            f"[2023/05/10 08:{e:02d}:50] ppcls INFO: [Train][Epoch {e}/20][Avg]CELoss: 1.51030, loss: 1.51030",
+        ]
+
+    lines = [*epoch(19), *epoch(20)]
+    code, doc, _path = run(lines)
+    assert code == 0, doc["job"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert len(doc["training"]["loss"]) == 6, doc["training"]
+    # the logger's `[%Y/%m/%d %H:%M:%S] ppcls INFO: ` header gives each line its time
+    assert (doc["job"]["start"], doc["job"]["end"]) == (
+        "2023-05-10T08:19:00",
+        "2023-05-10T08:20:50",
+    )
+    # the average of an epoch before the last says the loop goes on
+    code, doc, _path = run(epoch(19))
     assert doc["job"]["outcome"] == "truncated", doc["job"]
