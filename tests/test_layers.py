@@ -201,6 +201,17 @@ def test_a_number_and_colon_once_is_no_label() -> None:
     assert (got[-1].rank, got[-1].text) == (None, "[7] item seven")
 
 
+def test_deepspeeds_pdsh_runner_names_its_own_node_localhost() -> None:
+    # the hostfile's names as written: the launching node is often `localhost`
+    lines = [
+        f"{h}: [rank{r}]: RuntimeError: rank {r} failed at step 7"
+        for r, h in enumerate(["10.0.4.17", "localhost"] * 5)
+    ]
+    got = _decoded(lines)
+    assert [(g.host, g.rank) for g in got[:2]] == [("10.0.4.17", 0), ("localhost", 1)]
+    assert got[1].text == "RuntimeError: rank 1 failed at step 7"
+
+
 def test_labels_on_many_lines_are_learned_among_unlabelled_ones() -> None:
     lines = [f"+ echo setting up {i}" for i in range(30)]
     lines += [f"2024-05-06T07:08:09Z {_task(r)}rank {r} ready" for r in range(RANKS)]

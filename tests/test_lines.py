@@ -333,6 +333,13 @@ ROWS = [
     ),
     # a bracketed date not followed by a logger's name and level is the message's
     row("[05/10 08:01:12] loss 2.0", "[05/10 08:01:12] loss 2.0"),
+    # DeepSpeed's pdsh runner with `localhost` in its hostfile
+    row(
+        "localhost: [rank0]: OSError: x",
+        "OSError: x",
+        host="localhost",
+        rank=0,
+    ),
     # dmesg -H relative stamps
     row("[  +0.000004] pcieport 0000:00:03.0: AER: x", "pcieport 0000:00:03.0: AER: x"),
 ]

@@ -32,12 +32,12 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # hold it, as lines.layers reads it
 _OMPI = PATTERNS["ompi"]
 _SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
-# pdsh puts the hostfile's name in front: an IP, or a name with a digit in it, so that
+# pdsh puts the hostfile's name in front: an IP, `localhost`, or a name with a digit in it, so that
 # `RuntimeError: ` or `srun: ` are never taken for a host.
 _PDSH = re.compile(
     r"(?!slurmstepd|srun|sbatch|salloc|slurmd|python\d)"
     r"(?![\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault|Expired): )"
-    r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): (?=\S)"
+    r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*|localhost): (?=\S)"
 )
 _TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
 _C10 = re.compile(

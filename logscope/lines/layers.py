@@ -86,11 +86,12 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
             r"<(?:stdout|stderr|stddiag)>:"
         ),
         "hydra": re.compile(r"\[(?P<rank>\d+)\] " + _NEXT),
-        # a host as pdsh prints it: an IP, or a name with a digit in it (`RuntimeError: ` and
-        # `srun: ` have none)
+        # a host as pdsh prints it: an IP, a name with a digit in it (`RuntimeError: ` and
+        # `srun: ` have none), or `localhost` (DeepSpeed's runner puts the launching node's
+        # hostfile name through pdsh as written)
         "pdsh": re.compile(
             r"(?!(?:python|rank|default|local_rank|worker)\d+: )"
-            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*): " + _NEXT
+            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*|localhost): " + _NEXT
         ),
         "bracket_host": re.compile(
             r"\[(?!(?:rank|default|local_rank|worker)\d+\])"
