@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, paddle.toml, slurm.toml, cloud.toml, lightning.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -201,6 +201,28 @@ def test_paddles_launcher_names_the_trainer_whose_error_it_prints_without_a_rank
     # two trainers in one poll: the launcher does not say which failed first
     category, rank = told(run, [*lines[:3], abort.format(ranks="4, 6")], 2)
     assert rank is None
+
+
+def test_a_failed_build_step_is_the_cause_of_the_store_resets_after_it(run: Run) -> None:
+    # GNU make's child_error (src/job.c) after the compiler's error; the process that built
+    # the helpers exits, and the others lose the store it hosted (ProcessGroupNCCL's
+    # broadcastUniqueNCCLID text)
+    reset = "RuntimeError: [{r}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer. This may indicate a possible application crash on rank 0 or a network set up issue."
+    lines = [
+        "make: Entering directory '/opt/Megatron-LM/megatron/core/datasets'",
+        "helpers.cpp:10:10: fatal error: pybind11/pybind11.h: No such file or directory",
+        "compilation terminated.",
+        "make: *** [Makefile:9: helpers.cpython-310-x86_64-linux-gnu.so] Error 1",
+        "make: Leaving directory '/opt/Megatron-LM/megatron/core/datasets'",
+        *(reset.format(r=r) for r in (3, 1, 2)),
+    ]
+    category, _rank = told(run, lines, 3)
+    assert category == "python_exception"
+    # a recipe marked `-` (make went on) is no failure: the resets are all there is
+    _doc, inc, _path = failed_verdict(
+        run, [*lines[:3], "make: [Makefile:9: clean] Error 1 (ignored)", *lines[4:]]
+    )
+    assert inc["root_cause"]["line"] == 6, inc["root_cause"]
 
 
 def test_a_flight_recorder_dump_signal_is_a_collective_timeout_without_the_watchdog_line(
