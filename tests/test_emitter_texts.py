@@ -84,6 +84,25 @@ def test_lightning_names_the_child_that_failed(run: Run) -> None:
     assert 2 in (inc["culprit"].get("local_rank"), inc["culprit"].get("rank")), inc["culprit"]
 
 
+def test_lightnings_own_sigterm_with_nothing_failing_before_it_is_a_stop_from_outside(
+    run: Run,
+) -> None:
+    # signal_connector.py logs the process's SIGTERM; the loop was progressing
+    bar = (
+        "Epoch 0:  50%|█████     | 579/1150 [13:58<13:47,  0.69it/s, v_num=pdt5, train_loss=2.310]"
+    )
+    lines = [bar, "[rank: 0] Received SIGTERM: 15"]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "cancelled", inc
+    assert_root(inc, path, 2, lines[1])
+    # Lightning's launcher ended the others itself after a child failed: that child's exit
+    # is the story, not the SIGTERM it sent
+    failed = "[rank: 1] Child process with PID 4242 terminated with code 1. Forcefully terminating all other processes to avoid zombies 🧟"
+    doc, inc, path = failed_verdict(run, [bar, failed, lines[1]])
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    assert_root(inc, path, 2, failed)
+
+
 @pytest.mark.parametrize(
     "notice",
     [

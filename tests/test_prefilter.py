@@ -228,7 +228,8 @@ def test_a_line_of_many_progress_states_is_scanned_for_triggers_once(
     ]
     log = tmp_path / "bar.log"
     log.write_text(
-        "\r".join(states) + "Received SIGTERM: 15\nRuntimeError: CUDA error: out of memory\n"
+        "\r".join(states)
+        + "Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
     )
     scans: list[int] = []
     scan = TriggerIndex.candidates_in

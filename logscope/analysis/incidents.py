@@ -168,13 +168,15 @@ _SIGNAL_CATEGORY: Mapping[str, Category] = MappingProxyType(dict(EXIT_SIGNALS.va
 (`process 0 terminated with signal SIGBUS`)."""
 
 
-def _srun_took_down(events: Sequence[Event]) -> bool:
-    """srun terminated the step itself (kill-on-bad-exit) after a task exited non-zero: the
-    bare CANCELLED banner that follows is srun's doing (Slurm < 25.05 states no reason), and
-    the task's exit is what ended the step."""
+def _launcher_took_down(events: Sequence[Event]) -> bool:
+    """A launcher ended the job itself (a signature's `takedown` field) after a process exited
+    non-zero: srun's kill-on-bad-exit, whose step's bare CANCELLED banner follows (Slurm < 25.05
+    states no reason), or Lightning's launcher terminating the other processes (its report of
+    the failed child is the takedown), whose SIGTERM they then log. The failed exit is what
+    ended the job, not what stopped it after."""
     down = next((e for e in events if "takedown" in e.fields), None)
     return down is not None and any(
-        e.role == "summary" and (field_int(e, "exit_code") or 0) != 0 and _order(e) < _order(down)
+        e.role == "summary" and (field_int(e, "exit_code") or 0) != 0 and _order(e) <= _order(down)
         for e in events
     )
 
@@ -195,7 +197,7 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         if (
             any(e.severity in _SERIOUS and e.role in ("cause", "symptom") for e in before)
             or any(signal_death(e) for e in before)
-            or _srun_took_down(before)
+            or _launcher_took_down(before)
         ):
             return _pick(before, world, library)
         # a plain cancel first (the step's), then the job's end with its reason (`DUE TO
