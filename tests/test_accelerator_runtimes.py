@@ -1,6 +1,7 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from accelerator stacks other than CUDA/NCCL
-(patterns/ascend.toml: torch_npu and HCCL; patterns/xla.toml: torch_xla's XRT mesh service).
+(patterns/ascend.toml: torch_npu and HCCL; patterns/xla.toml: torch_xla's XRT mesh service;
+patterns/openxla.toml: XLA's and TensorFlow's out-of-memory statuses).
 Lines are constructed from the emitters' format strings (see each pattern file's header)."""
 
 from __future__ import annotations
@@ -43,3 +44,29 @@ def test_tpu_cores_failing_the_mesh_rendezvous_are_victims(run: Run) -> None:
     _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 5, lines[4])
+
+
+def test_an_xla_out_of_memory_is_the_cause_the_other_hosts_errors_follow(run: Run) -> None:
+    # the catalog's compile-time HBM OOM (openxla/xla docs/errors/error_1000.md) on one host of
+    # a JAX job; the coordination service then reports the others
+    lines = [STEP.format(s=n, n=n) for n in range(1, 4)] + [
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 120, in <module>',
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 35.56G of 31.25G hbm. Exceeded hbm capacity by 4.32G.",
+        "E0302 08:14:20.000000   4242 coordination_service_agent.cc:332] Polled an error from coordination service (this can be an error from this or another task).",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "oom_gpu", inc
+    assert_root(inc, path, 6, lines[5])
+
+
+def test_tensorflow_names_the_device_whose_memory_ran_out(run: Run) -> None:
+    oom = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[256,1024,1024] and type float on /job:worker/replica:0/task:1/device:{device}:0 by allocator {allocator}"
+    _doc, inc, _path = failed_verdict(run, [oom.format(device="GPU", allocator="GPU_0_bfc")])
+    assert inc["category"] == "oom_gpu", inc
+    _doc, inc, _path = failed_verdict(run, [oom.format(device="CPU", allocator="cpu")])
+    assert inc["category"] == "oom_host", inc
+    # the same status code about a gRPC message is no memory
+    grpc = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: Received message larger than max (2147483648 vs. 2147483647)"
+    _doc, inc, _path = failed_verdict(run, [grpc])
+    assert inc["category"] != "oom_gpu", inc
