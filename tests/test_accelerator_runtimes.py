@@ -70,3 +70,23 @@ def test_tensorflow_names_the_device_whose_memory_ran_out(run: Run) -> None:
     grpc = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: Received message larger than max (2147483648 vs. 2147483647)"
     _doc, inc, _path = failed_verdict(run, [grpc])
     assert inc["category"] != "oom_gpu", inc
+
+
+def test_tensorflows_collective_abort_carries_the_status_that_ended_the_step(run: Run) -> None:
+    # base_collective_executor.cc StartAbort: a peer out of reach, or an op's own error
+    abort = "2023-05-25 11:10:57.934361: E tensorflow/core/common_runtime/base_collective_executor.cc:249] BaseCollectiveExecutor::StartAbort {status}"
+    tail = [
+        "2023-05-25 11:10:57.934547: F tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc:103] Non-OK-status: Stop() status: UNIMPLEMENTED: Clean shutdown is not currently implemented",
+        "Fatal Python error: Aborted",
+    ]
+    lines = [abort.format(status="DEADLINE_EXCEEDED: Deadline Exceeded"), *tail]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 1, lines[0])
+    lines = [abort.format(status="INVALID_ARGUMENT: indices[0,2] = 12444 is not in [0, 10000)")]
+    _doc, inc, _path = failed_verdict(run, lines)
+    assert inc["category"] == "python_exception", inc
+    # a dataset iterator that ran out at an epoch's end: Keras's loop expects it
+    steps = [f"Epoch 1/2 {n}/100 [====] - loss: 0.4{n}" for n in range(1, 4)]
+    _code, doc, _path = run([*steps, abort.format(status="OUT_OF_RANGE: End of sequence"), *steps])
+    assert doc["incidents"] == [], doc["incidents"]
