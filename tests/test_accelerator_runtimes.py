@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from accelerator stacks other than CUDA/NCCL
-(patterns/ascend.toml: torch_npu and HCCL; patterns/xla.toml: torch_xla's XRT mesh service;
-patterns/openxla.toml: XLA's and TensorFlow's out-of-memory statuses).
+(patterns/ascend.toml: torch_npu, its ACL result codes and HCCL; patterns/xla.toml: torch_xla's
+XRT mesh service; patterns/openxla.toml: XLA's and TensorFlow's statuses).
 Lines are constructed from the emitters' format strings (see each pattern file's header)."""
 
 from __future__ import annotations
@@ -90,3 +90,27 @@ def test_tensorflows_collective_abort_carries_the_status_that_ended_the_step(run
     steps = [f"Epoch 1/2 {n}/100 [====] - loss: 0.4{n}" for n in range(1, 4)]
     _code, doc, _path = run([*steps, abort.format(status="OUT_OF_RANGE: End of sequence"), *steps])
     assert doc["incidents"] == [], doc["incidents"]
+
+
+def test_torch_npus_acl_result_codes_are_read_by_class(run: Run) -> None:
+    # NPUException.h's checks with codes of NPUErrorCodes.h's table
+    check = "RuntimeError: {func}:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:467 NPU function error: {call}, error code is {code}"
+    for code, category in (
+        (207018, "oom_gpu"),
+        (507013, "gpu_hardware"),
+        (507015, "cuda_error"),
+    ):
+        line = check.format(func="synchronize", call="AclrtSynchronizeDevice", code=code)
+        _doc, inc, _path = failed_verdict(run, [STEP.format(s=1, n=1), line])
+        assert inc["category"] == category, (code, inc)
+    # the wait that timed out, as NPU_CHECK_WARN prints it (a warning, and the job stops on it):
+    # a peer's failure seen from here, whose CANN message follows
+    lines = [
+        STEP.format(s=1, n=1),
+        "[W compiler_depend.ts:487] Warning: NPU warning, error code is 507048[Error]: ",
+        "[Error]: The execution of the internal task times out. ",
+        "EI0002: [PID: 7277] 2024-11-28-11:59:30.645.648 The wait execution of the Notify register times out.",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "collective_timeout", inc
+    assert_root(inc, path, 2, lines[1])
