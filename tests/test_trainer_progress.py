@@ -1,8 +1,9 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of trainers' own progress and ending lines read from their sources
-(patterns/openmmlab.toml, timm.toml, paddle.toml): a run by iterations that reached its last one completed,
-an error the steps went on after is a survived note, a save notice is a checkpoint. Lines are
-constructed from the emitters' format strings (see each pattern file's header)."""
+(patterns/openmmlab.toml, timm.toml, paddle.toml, mlperf.toml): a run by iterations that reached
+its last one completed, an error the steps went on after is a survived note, a save notice is a
+checkpoint. Lines are constructed from the emitters' format strings (see each pattern file's
+header)."""
 
 from __future__ import annotations
 
@@ -183,3 +184,17 @@ def test_paddleclas_average_of_its_last_epoch_ends_its_training_loop(run: Run) -
     # the average of an epoch before the last says the loop goes on
     code, doc, _path = run(epoch(19))
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_mlperfs_older_loggers_say_the_run_stopped(run: Run) -> None:
+    # v0.6's mlp_log (`:::MLL <s> <key>: <json>`) and v0.5's mlperf_compliance
+    # (`:::MLPv0.5.0 <benchmark> <s> (<file>:<line>) <key>: <value>`)
+    for stop in (
+        ':::MLL 1560722749.842 run_stop: {"value": null, "metadata": {"status": "success", "file": "common/fit.py", "lineno": 491}}',
+        ':::MLPv0.5.0 resnet 1541553432.123 (main.py:412) run_stop: {"success": false}',
+    ):
+        lines = ["Epoch[88] Batch [20-40]\tSpeed: 81235.11 samples/sec", stop]
+        code, doc, _path = run(lines)
+        assert (code, doc["job"]["outcome"]) == (0, "completed"), (stop, doc["job"])
+        code, doc, _path = run(lines[:1])
+        assert doc["job"]["outcome"] == "truncated", doc["job"]
