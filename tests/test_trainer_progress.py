@@ -1,9 +1,9 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of trainers' own progress and ending lines read from their sources
-(patterns/openmmlab.toml, timm.toml, paddle.toml, mlperf.toml): a run by iterations that reached
-its last one completed, an error the steps went on after is a survived note, a save notice is a
-checkpoint. Lines are constructed from the emitters' format strings (see each pattern file's
-header)."""
+(patterns/openmmlab.toml, timm.toml, paddle.toml, mlperf.toml, verl.toml): a run by iterations
+that reached its last one completed, an error the steps went on after is a survived note, a save
+notice is a checkpoint. Lines are constructed from the emitters' format strings (see each pattern
+file's header)."""
 
 from __future__ import annotations
 
@@ -198,3 +198,16 @@ def test_mlperfs_older_loggers_say_the_run_stopped(run: Run) -> None:
         assert (code, doc["job"]["outcome"]) == (0, "completed"), (stop, doc["job"])
         code, doc, _path = run(lines[:1])
         assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_verls_training_loop_says_it_returned_after_its_last_step(run: Run) -> None:
+    # ray_trainer.py fit(): pprint of the final metrics, then return (Ray's actor prefix)
+    steps = [
+        f"(TaskRunner pid=2871) step:{n} - actor/pg_loss:0.01{n} - critic/score/mean:0.8{n}"
+        for n in range(1, 4)
+    ]
+    final = "(TaskRunner pid=2871) 'Final validation metrics: {'val-core/openai/gsm8k/reward/mean@1': 0.8711}'"
+    code, doc, _path = run([*steps, final])
+    assert (code, doc["job"]["outcome"]) == (0, "completed"), doc["job"]
+    code, doc, _path = run(steps)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
