@@ -127,6 +127,8 @@ def test_a_cloud_reclaiming_the_machine_is_a_preemption(run: Run, notice: str) -
         ),
         ("pdsh@worker-0: worker-3: ssh exited with exit code 255", "launcher_error"),
         ("*** stack smashing detected ***: terminated", "segfault"),
+        # tvm-ffi's SIGSEGV handler (src/ffi/backtrace.cc), its frames after it
+        ("!!!!!!! Segfault encountered !!!!!!!", "segfault"),
     ],
 )
 def test_the_emitters_word_decides_the_category(run: Run, line: str, category: str) -> None:
