@@ -114,3 +114,20 @@ def test_torch_npus_acl_result_codes_are_read_by_class(run: Run) -> None:
     _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "collective_timeout", inc
     assert_root(inc, path, 2, lines[1])
+
+
+def test_a_jax_plugin_that_failed_to_initialize_is_caught(run: Run) -> None:
+    # xla_bridge.py discover_pjrt_plugins: logger.exception, then JAX goes on without it
+    lines = [
+        "ERROR:2025-03-02 08:13:00,410:jax._src.xla_bridge:444: Jax plugin configuration error: Exception when calling jax_plugins.xla_cuda12.initialize()",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/jax_plugins/xla_cuda12/__init__.py", line 324, in initialize',
+        "RuntimeError: jaxlib/cuda/versions_helpers.cc:113: operation cuInit(0) failed: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected",
+        *(STEP.format(s=n, n=n) for n in range(1, 4)),
+    ]
+    _code, doc, _path = run(lines)
+    assert doc["incidents"] == [], doc["incidents"]
+    # a job that needed the GPU fails on its own line later
+    need = "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices. (you may need to uninstall the failing plugin package, or set JAX_PLATFORMS=cpu to skip this backend.)"
+    _doc, inc, path = failed_verdict(run, [*lines[:4], need])
+    assert_root(inc, path, 5, need)

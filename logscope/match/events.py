@@ -170,6 +170,9 @@ class Extractor:
     _caught: set[tuple[Any, ...]] = field(default_factory=set)
     """Streams whose open traceback was printed inside a message logged below error level
     (`Import of X failed with: Traceback ...`): the program caught its exception and went on."""
+    _declared: set[tuple[Any, ...]] = field(default_factory=set)
+    """Streams whose open traceback its emitter announced as caught (`traceback_follows`): what
+    it ends with, even a fatal error's words, is the exception the program caught."""
     prefilter: Prefilter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -257,7 +260,11 @@ class Extractor:
             category, fields = self._classified(
                 category, fields, fields.get("exception", ""), fields.get("message", "")
             )
-        if raised and severity != "fatal" and self._in_caught(stream, line):
+        if (
+            raised
+            and (severity != "fatal" or stream in self._declared)
+            and self._in_caught(stream, line)
+        ):
             # the end of a traceback the program printed and went on
             severity, fields = "warning", {**fields, "caught": "true"}
         out.append(self._event(line, sig, fields, seq, category, severity))
@@ -268,9 +275,12 @@ class Extractor:
                 self._tracebacks[stream] = out[-1]
                 if caught:
                     self._caught.add(stream)
+                if announced:
+                    self._declared.add(stream)
         elif open_traceback and (raised or sig.role == "cause" or severity in ("fatal", "error")):
             del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
             self._caught.discard(stream)
+            self._declared.discard(stream)
         return out
 
     def _announced_before(self, line: Line) -> bool:
@@ -484,5 +494,6 @@ class Extractor:
             )
         self._tracebacks.clear()
         self._caught.clear()
+        self._declared.clear()
         self._announced.clear()
         return out
