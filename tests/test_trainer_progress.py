@@ -1,9 +1,9 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of trainers' own progress and ending lines read from their sources
-(patterns/openmmlab.toml, timm.toml, paddle.toml, mlperf.toml, verl.toml): a run by iterations
-that reached its last one completed, an error the steps went on after is a survived note, a save
-notice is a checkpoint. Lines are constructed from the emitters' format strings (see each pattern
-file's header)."""
+(patterns/openmmlab.toml, timm.toml, paddle.toml, mlperf.toml, verl.toml, progress.toml): a run
+by iterations that reached its last one completed, an error the steps went on after is a survived
+note, a save notice is a checkpoint. Lines are constructed from the emitters' format strings (see
+each pattern file's header)."""
 
 from __future__ import annotations
 
@@ -211,3 +211,15 @@ def test_verls_training_loop_says_it_returned_after_its_last_step(run: Run) -> N
     assert (code, doc["job"]["outcome"]) == (0, "completed"), doc["job"]
     code, doc, _path = run(steps)
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_modded_nanogpts_steps_in_either_time_unit_reach_the_last_one(run: Run) -> None:
+    # print0's formats: train_time in ms (2024-25) or seconds (2026's records)
+    for unit in ("ms", "s"):
+        lines = [
+            f"step:{n}/40 train_time:{n * 283 if unit == 'ms' else n * 0.283:.3f}{unit} step_avg:283.67ms"
+            for n in range(10, 41, 10)
+        ]
+        code, doc, _path = run(lines)
+        job = doc["job"]
+        assert (code, job["outcome"], job["last_iteration"]) == (0, "completed", 40), job
