@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -245,35 +245,29 @@ def _pick(events: Sequence[Event], world: World, library: Library) -> _Pick:
         )
         culprit = locate(culprit, events)
         culprit = fingerprint_culprit(culprit, root, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = own_rank_culprit(culprit, root)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = own_file_culprit(culprit, root, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = primary_rank_culprit(culprit, root, library)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = attribute(culprit, root, events, world)
-        if culprit.rank is None and culprit.local_rank is None:
+        # the clues in order of trust, until one names the rank: the root's own words, then
+        # what other lines say of the process that failed (analysis.clues)
+        clues: tuple[Callable[[Culprit], Culprit], ...] = (
+            lambda c: own_rank_culprit(c, root),
+            lambda c: own_file_culprit(c, root, world),
+            lambda c: primary_rank_culprit(c, root, library),
+            lambda c: attribute(c, root, events, world),
             # no prefix at all: a process-group rank is the only name the log gives the rank
             # (with a tee header, `[Rank N]` is a rank of some group of that local rank)
-            culprit = pg_culprit(culprit, root, events, _BURST_LINES)
-        # what other lines say of the process that failed (analysis.clues)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = oom_culprit(culprit, root, events, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = pid_culprit(culprit, root, events, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = same_error_culprit(culprit, root, events, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = quoted_culprit(culprit, root, events, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = launcher_culprit(culprit, events, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = nccl_process_culprit(culprit, root, events)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = task_culprit(culprit, root, world)
-        if culprit.rank is None and culprit.local_rank is None:
-            culprit = sole_worker_culprit(culprit, events, world)
+            lambda c: pg_culprit(c, root, events, _BURST_LINES),
+            lambda c: oom_culprit(c, root, events, world),
+            lambda c: pid_culprit(c, root, events, world),
+            lambda c: same_error_culprit(c, root, events, world),
+            lambda c: quoted_culprit(c, root, events, world),
+            lambda c: launcher_culprit(c, events, world),
+            lambda c: nccl_process_culprit(c, root, events),
+            lambda c: task_culprit(c, root, world),
+            lambda c: sole_worker_culprit(c, events, world),
+        )
+        for clue in clues:
+            if culprit.rank is not None or culprit.local_rank is not None:
+                break
+            culprit = clue(culprit)
         culprit = shared_failure_culprit(culprit, root, library)
         category = stated_reason(said, events, library) or said.category or "python_exception"
         if category == "unknown":
