@@ -167,12 +167,11 @@ class Extractor:
     """Per stream, the line number of a message its emitter logs with the traceback of an
     exception it caught (a signature's `traceback_follows`): the traceback that opens right
     after it is caught."""
-    _caught: set[tuple[Any, ...]] = field(default_factory=set)
+    _caught: dict[tuple[Any, ...], bool] = field(default_factory=dict)
     """Streams whose open traceback was printed inside a message logged below error level
-    (`Import of X failed with: Traceback ...`): the program caught its exception and went on."""
-    _declared: set[tuple[Any, ...]] = field(default_factory=set)
-    """Streams whose open traceback its emitter announced as caught (`traceback_follows`): what
-    it ends with, even a fatal error's words, is the exception the program caught."""
+    (`Import of X failed with: Traceback ...`): the program caught its exception and went on.
+    True where its emitter announced it (`traceback_follows`): what it ends with, even a fatal
+    error's words, is the exception the program caught."""
     prefilter: Prefilter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -262,7 +261,7 @@ class Extractor:
             )
         if (
             raised
-            and (severity != "fatal" or stream in self._declared)
+            and (severity != "fatal" or self._caught.get(stream, False))
             and self._in_caught(stream, line)
         ):
             # the end of a traceback the program printed and went on
@@ -274,13 +273,10 @@ class Extractor:
             if stream not in self._tracebacks:
                 self._tracebacks[stream] = out[-1]
                 if caught:
-                    self._caught.add(stream)
-                if announced:
-                    self._declared.add(stream)
+                    self._caught[stream] = announced
         elif open_traceback and (raised or sig.role == "cause" or severity in ("fatal", "error")):
             del self._tracebacks[stream]  # its exception (KeyboardInterrupt too) or a failure
-            self._caught.discard(stream)
-            self._declared.discard(stream)
+            self._caught.pop(stream, None)
         return out
 
     def _announced_before(self, line: Line) -> bool:
@@ -494,6 +490,5 @@ class Extractor:
             )
         self._tracebacks.clear()
         self._caught.clear()
-        self._declared.clear()
         self._announced.clear()
         return out
