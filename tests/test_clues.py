@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (log lines are kept whole)
-"""Culprit clues (logscope/analysis/clues.py), each on the events a real Engine makes of lines
+"""Culprit clues (logscope/analysis/clues.py, launcher_clues.py), each on the events a real Engine makes of lines
 built from their emitters' format strings, with a counter-case that must name no one."""
 
 from __future__ import annotations
@@ -8,15 +8,12 @@ from pathlib import Path
 
 from logscope.analysis.clues import (
     barrier_culprit,
-    first_exit,
-    launcher_culprit,
-    oom_culprit,
-    pid_culprit,
     quoted_culprit,
     same_error_culprit,
     store_barrier_culprit,
 )
 from logscope.analysis.culprits import build_world
+from logscope.analysis.launcher_clues import first_exit, launcher_culprit, oom_culprit, pid_culprit
 from logscope.model import Culprit, Event, Stream, World
 
 from .helpers import analyze_doc, cli, fed, incidents_of

@@ -27,23 +27,17 @@ from ..model import (
 from .aborts import aborted_together, consequent_death, symptom_terminates
 from .clues import (
     barrier_culprit,
-    first_exit,
-    launcher_culprit,
     nccl_process,
     nccl_process_culprit,
     nccl_process_rank,
-    oom_culprit,
     own_file_culprit,
     own_rank_culprit,
-    pid_culprit,
     primary_rank,
     primary_rank_culprit,
     quoted_culprit,
     report_culprit,
     same_error_culprit,
     shared_failure_culprit,
-    sole_worker,
-    sole_worker_culprit,
     store_barrier_culprit,
     task_culprit,
 )
@@ -57,6 +51,14 @@ from .culprits import (
     silent_culprit,
 )
 from .incident_text import incident_text
+from .launcher_clues import (
+    first_exit,
+    launcher_culprit,
+    oom_culprit,
+    pid_culprit,
+    sole_worker,
+    sole_worker_culprit,
+)
 from .launcher_reports import (
     block_category,
     first_observed,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from ..match.events import CHILD_FAILED, FAILURE_ENTRY
 from ..model import Category, Culprit, Event, Stream, World, field_int
 from .aborts import BLOCK_SPAN
-from .clues import KILL_LIST
+from .launcher_clues import KILL_LIST
 
 
 def first_below(
