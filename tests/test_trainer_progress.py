@@ -223,3 +223,37 @@ def test_modded_nanogpts_steps_in_either_time_unit_reach_the_last_one(run: Run) 
         code, doc, _path = run(lines)
         job = doc["job"]
         assert (code, job["outcome"], job["last_iteration"]) == (0, "completed", 40), job
+
+
+def _keras_epoch(e: int, epochs: int) -> list[str]:
+    # tf.keras 2.x verbose=1: the redraws of one epoch on one line, then the finalized bar
+    redraws = "".join(
+        f"\r{s:3d}/260 [{'=' * (s * 30 // 260)}>{'.' * (29 - s * 30 // 260)}] - ETA: 2:13 - loss: 458.81{s % 10} - cls_loss: 0.1205"
+        for s in (1, 2, 3)
+    )
+    return [
+        f"Epoch {e}/{epochs}",
+        redraws
+        + "\r260/260 [==============================] - 141s 542ms/step - loss: 457.6368 - val_loss: 450.6797",
+    ]
+
+
+def test_keras_steps_are_progress_a_run_outlives_an_error_line_by(run: Run) -> None:
+    # a dashboard that failed to start, then ten epochs of Keras's fit loop
+    lines = ["Starting training.", "Failed to initialize the experiment dashboard"]
+    for e in range(1, 11):
+        lines += _keras_epoch(e, 10)
+    code, doc, _path = run(lines)
+    assert (code, doc["incidents"]) == (0, []), doc["incidents"]
+    assert doc["training"]["loss"].count(457.6368) == 10, doc["training"]
+    # the same line as the log's last word is the failure
+    code, doc, _path = run(lines[:2])
+    assert doc["incidents"], doc["job"]
+    # Keras 3's bar (escape codes and all) and either version's verbose=2 line are steps too
+    for step in (
+        "\x1b[1m260/260\x1b[0m \x1b[32m━━━━━━━━━━━━━━━━━━━━\x1b[0m\x1b[37m\x1b[0m \x1b[1m141s\x1b[0m 542ms/step - accuracy: 0.9712 - loss: 0.0951",
+        "782/782 - 31s - loss: 1.5342 - accuracy: 0.4421 - 31s/epoch - 40ms/step",
+        "782/782 - 31s - 40ms/step - accuracy: 0.4421 - loss: 1.5342",
+    ):
+        code, doc, _path = run([*lines[:2], "Epoch 1/3", step, "Epoch 2/3", step])
+        assert (code, doc["incidents"]) == (0, []), (step, doc["incidents"])
