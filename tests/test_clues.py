@@ -184,6 +184,34 @@ def test_an_oom_printed_by_one_rank_only_is_that_ranks() -> None:
     assert same_error_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
 
 
+# c10/cuda/CUDAException.h C10_CUDA_CHECK_WARNING under TORCH_WARN, and C10_CUDA_CHECK's error
+CUDA_WARNING = (
+    "[rank{r}]:[W CUDAGuardImpl.h:115] Warning: CUDA warning: {error} (function destroyEvent)"
+)
+KERNEL_FAULT = "RuntimeError: CUDA error: unspecified launch failure"
+
+
+def test_the_one_rank_whose_later_cuda_call_fails_with_the_root_s_error_is_the_culprit() -> None:
+    timeout = "[rank{r}]:[E ProcessGroupNCCL.cpp:754] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=71974, OpType=ALLGATHER, NumelIn=3840000, NumelOut=61440000, Timeout(ms)=1800000) ran for 1800699 milliseconds before timing out."
+    peers = [timeout.format(r=r) for r in (0, 2, 10)]
+    warned = CUDA_WARNING.format(r=11, error="unspecified launch failure")
+    events = events_of([KERNEL_FAULT, warned, *peers])
+    culprit = same_error_culprit(FIRST_ERROR, events[0], events, build_world([]))
+    assert culprit.rank == 11, culprit
+    assert "rank 11 alone reports a later CUDA call failing with the same error" in culprit.reason
+    # through the whole analysis: the fault stays the root, rank 11 its culprit
+    (inc,) = incidents_of(fed([KERNEL_FAULT, warned, *peers]))
+    assert inc.root_cause.line.text == KERNEL_FAULT
+    assert inc.culprit is not None and inc.culprit.rank == 11, inc.culprit
+    # another error's warning, or the same one from two ranks: no one
+    for lines in (
+        [KERNEL_FAULT, CUDA_WARNING.format(r=11, error="invalid resource handle"), *peers],
+        [KERNEL_FAULT, warned, CUDA_WARNING.format(r=3, error="unspecified launch failure")],
+    ):
+        events = events_of(lines)
+        assert same_error_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
+
+
 # -- barriers -----------------------------------------------------------------------------------
 
 

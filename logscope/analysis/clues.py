@@ -143,26 +143,42 @@ def report_culprit(
     return with_rank(found, rank, None, why, 0.85)
 
 
+CUDA_WARNING = "cuda.check_warning"
+"""c10's `CUDA warning: <error>`: a later CUDA call of the process whose context the error broke."""
+
+
+def _same_error(e: Event, root: Event) -> bool:
+    """`e` reports the root cause's error: its signature as a cause, an out-of-memory error of
+    its category, or c10's CUDA warning naming the root's CUDA error."""
+    if e.signature == CUDA_WARNING:
+        message = e.fields.get("message") or ""
+        return root.category == "cuda_error" and bool(message) and message in root.line.text
+    oom = root.category in ("oom_gpu", "oom_host")
+    return e.role == "cause" and (
+        e.signature == root.signature or (oom and e.category == root.category)
+    )
+
+
 def same_error_culprit(
     culprit: Culprit, root: Event, events: Sequence[Event], world: World
 ) -> Culprit:
     """The root cause's error printed with no rank, and the same error (its signature, or its
-    category of out-of-memory) printed by one rank only: that rank's."""
+    category of out-of-memory, or a CUDA warning of the process whose context it broke)
+    printed by one rank only: that rank's."""
     if root.category is None:
         return culprit
-    oom = root.category in ("oom_gpu", "oom_host")
-    ranks = {
-        r
-        for e in events
-        if e.role == "cause"
-        and (e.signature == root.signature or (oom and e.category == root.category))
-        if (r := world.rank_of(e.line)) is not None
-    }
+    same = [
+        (r, e) for e in events if _same_error(e, root) if (r := world.rank_of(e.line)) is not None
+    ]
+    ranks = {r for r, _ in same}
     if len(ranks) != 1:
         return culprit
     r = ranks.pop()
-    what = "out-of-memory error" if oom else "error"
-    why = f"the same {what} is printed with a rank by rank {r} only"
+    if all(e.signature == CUDA_WARNING for _, e in same):
+        why = f"rank {r} alone reports a later CUDA call failing with the same error"
+    else:
+        what = "out-of-memory error" if root.category in ("oom_gpu", "oom_host") else "error"
+        why = f"the same {what} is printed with a rank by rank {r} only"
     return with_rank(culprit, r, None, why, 0.7)
 
 
