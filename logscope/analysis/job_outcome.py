@@ -9,7 +9,8 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import Event, Incident, Job, Outcome, Progress, World, duration, field_int
-from .incidents import SPLIT_AFTER_PROGRESS, last_reason
+from .incidents import SPLIT_AFTER_PROGRESS
+from .root_cause import last_reason
 
 _END_OUTCOME = MappingProxyType(
     {

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..analysis.incidents import SPLIT_AFTER_PROGRESS, build_incidents, signal_death
+from ..analysis.incidents import SPLIT_AFTER_PROGRESS, build_incidents
 from ..analysis.job_outcome import allowed_silence
+from ..analysis.root_cause import signal_death
 from ..analysis.survived import completes
 from ..engine.feed import Engine
 from ..findings.gather import find
