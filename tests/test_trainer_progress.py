@@ -257,3 +257,31 @@ def test_keras_steps_are_progress_a_run_outlives_an_error_line_by(run: Run) -> N
     ):
         code, doc, _path = run([*lines[:2], "Epoch 1/3", step, "Epoch 2/3", step])
         assert (code, doc["incidents"]) == (0, []), (step, doc["incidents"])
+
+
+def _nanotron_step(i: int, total: int, header: str) -> str:
+    # LoggerWriter.add_scalars_from_list's line under nanotron's logger header
+    return f"{header} [INFO|DP=0|PP=0|TP=0|ip-26-0-1-7]: iteration: {i} / {total} | consumed_tokens: 634K | time_per_iteration_ms: 258 | tokens_per_sec: 2.48K | global_batch_size: 20 | lm_loss: 9.6{i % 10} | lr: 1e-05 | grad_norm: 1.11"
+
+
+def test_a_nanotron_run_whose_steps_reach_its_train_steps_completed(run: Run) -> None:
+    lines = [_nanotron_step(i, 1000, f"01/17/2024 14:{i - 990:02d}:46") for i in range(991, 1001)]
+    code, doc, _path = run(lines)
+    assert (code, doc["job"]["outcome"]) == (0, "completed"), doc["job"]
+    assert doc["training"]["loss"][-1] == 9.6, doc["training"]
+    # the logger's `%m/%d/%Y %H:%M:%S [LEVEL|...]: ` header gives each line its time
+    assert (doc["job"]["start"], doc["job"]["end"]) == (
+        "2024-01-17T14:01:46",
+        "2024-01-17T14:10:46",
+    )
+    # before its last step, with an error line it went on after: still going, no incident
+    noise = (
+        "01/17/2024 14:00:01 [ERROR|DP=0|PP=0|TP=0|ip-26-0-1-7]: Failed to upload metrics, retrying"
+    )
+    code, doc, _path = run([noise, *lines[:5]])
+    assert (doc["job"]["outcome"], doc["incidents"]) == ("truncated", []), doc["job"]
+    # the 2025+ header (no year) is read too
+    code, doc, _path = run([_nanotron_step(i, 20, f"03/02 09:{i:02d}:44") for i in (1, 2)])
+    assert doc["job"]["end"] is not None and doc["job"]["end"].endswith("-03-02T09:02:44"), doc[
+        "job"
+    ]

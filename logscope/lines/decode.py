@@ -90,6 +90,13 @@ _SLASH_LOG = re.compile(
     r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r"(?:\] (?:[\w.]+ )?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL): | [\w.]+\]: )"
 )
+# nanotron's logger (huggingface/nanotron src/nanotron/logging/base.py): `%(asctime)s
+# [%(levelname)s|DP=..|PP=..|TP=..|<node>]: ` with datefmt `%m/%d/%Y %H:%M:%S` (until 2025) or
+# `%m/%d %H:%M:%S`; the parallel ranks in the brackets are not the world rank
+_NANOTRON = re.compile(
+    r"(?P<mo>\d\d)/(?P<dd>\d\d)(?:/(?P<y>\d{4}))? (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    r" \[(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?:\|[^\]\s]*)?\]: "
+)
 _DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
 _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
@@ -219,7 +226,7 @@ def _stamped(text: str, pos: int) -> bool:
         return True
     if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _MMLOG.match(text, pos):
         return True
-    if _SLASH_LOG.match(text, pos):
+    if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
     return m is not None and (m["lvl"] or m["pylvl"]) is not None
@@ -338,6 +345,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             or _ISO_START.match(text)
             or _MMLOG.match(text)
             or _SLASH_LOG.match(text)
+            or _NANOTRON.match(text)
         )
         if m:
             g = m.groupdict()
