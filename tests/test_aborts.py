@@ -66,6 +66,21 @@ def test_a_sigabrt_of_a_rank_the_log_does_not_show_follows_the_shown_ranks_taked
     assert inc.root_cause.line.lineno == 2, inc.root_cause
 
 
+def test_a_shell_s_abort_status_is_an_abort_a_launcher_reports_as_the_rank_s_exit_code() -> None:
+    # HPE PALS passes each rank's status through: 134 is 128 + SIGABRT, here rank 0's watchdog
+    # (its output not kept) taking its process down like rank 2's, over the same collective
+    takedown = "[rank2]:[E ProcessGroupNCCL.cpp:583] [Rank 2] To avoid data inconsistency, we are taking the entire process down."
+    lines = [
+        "[rank2]:" + WATCHDOG.format(line=1537, rank=2, seq=1),
+        takedown,
+        "x1000c0s3b0n0.hsn.cm.polaris.alcf.anl.gov: rank 0 exited with code 134",
+        "x1000c0s3b0n0.hsn.cm.polaris.alcf.anl.gov: rank 1 died from signal 15",
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "collective_timeout", inc.root_cause
+    assert inc.root_cause.line.lineno == 1
+
+
 def test_a_death_torchrun_reports_after_a_collective_timeout_did_not_cause_it() -> None:
     # the agent polls its workers: a SIGKILL it reports after rank 0's watchdog ran its whole
     # timeout came after the wait (the takedown, or a stuck rank killed), not before it

@@ -38,9 +38,15 @@ BLOCK_SPAN = 200
 """Lines a torchrun failure block may span (7 a failure entry)."""
 
 
+ABORT_STATUS = 128 + 6
+"""A shell's exit status of a process SIGABRT ended, which launchers that pass the status through
+report as its exit code (HPE PALS's `rank 0 exited with code 134`)."""
+
+
 def is_abort(e: Event) -> bool:
-    """A launcher's report of a death by SIGABRT (exit code -6, or the signal named)."""
-    return field_int(e, "exit_code") == -6 or e.fields.get("signal_name") == "SIGABRT"
+    """A launcher's report of a death by SIGABRT (exit code -6 or 134, or the signal named)."""
+    code = field_int(e, "exit_code")
+    return code in (-6, ABORT_STATUS) or e.fields.get("signal_name") == "SIGABRT"
 
 
 def consequent_death(death: Event, serious: Sequence[Event], world: World) -> bool:
