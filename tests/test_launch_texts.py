@@ -55,3 +55,38 @@ def test_a_crash_loop_report_does_not_say_why_the_container_exits(run: Run) -> N
     _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "unknown", inc
     assert_root(inc, path, 2, lines[1])
+
+
+# MPICH's fatal error handler (src/mpi/errhan/errutil.c) through MPID_Abort, with Cray MPICH's
+# prefix, and the error stack under it
+CRAY_INIT = "MPICH ERROR [Rank 3] [job id 41.0] [Tue Mar  4 10:11:12 2025] [nid000132] - Abort(2665871) (rank 3 in comm 0): Fatal error in PMPI_Init_thread: Other MPI error, error stack:"
+INIT_STACK = [
+    "MPIR_Init_thread(170).................:",
+    "MPID_Init(501)........................:",
+    "MPIDI_OFI_mpi_init_hook(580)..........:",
+    "open_fabric(1519).....................: OFI invalid value for environment variable",
+]
+
+
+def test_mpi_failing_to_start_is_a_launch_error_and_its_own_reason_comes_first(run: Run) -> None:
+    reason = "MPICH ERROR: Unable to use a NIC_POLICY of 'NUMA'. Rank 3 is not confined to a single NUMA node.  There are 4 numa_nodes detected (rc=0)."
+    _doc, inc, path = failed_verdict(run, [reason, CRAY_INIT, *INIT_STACK])
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 1, reason)
+    # without it, the abort is the root, and it names its rank (comm 0 is the world) and node
+    _doc, inc, path = failed_verdict(run, ["step 0: loading data", CRAY_INIT, *INIT_STACK])
+    assert_root(inc, path, 2, CRAY_INIT)
+    assert (inc["culprit"]["rank"], inc["culprit"]["host"]) == (3, "nid000132"), inc["culprit"]
+
+
+def test_an_mpi_call_that_fails_after_start_up_is_a_communication_error(run: Run) -> None:
+    # Intel MPI's form of the same abort, after UCX's own error (src/ucs/debug/log_def.h format)
+    ucx = "[1613401128.440773] [cn042:11838:0]    ucp_request.c:269  UCX  ERROR failed to register user buffer datatype 0x8 address 0xabcf12c0 len 26400: Input/output error"
+    abort = "Abort(672797967) on node 5 (rank 5 in comm 0): Fatal error in PMPI_Isend: Other MPI error, error stack:"
+    _doc, inc, path = failed_verdict(run, ["epoch 2 step 40 loss 1.21", abort])
+    assert (inc["category"], inc["culprit"]["rank"]) == ("comm_error", 5), inc
+    assert_root(inc, path, 2, abort)
+    # the transport's error just before it says what failed
+    _doc, inc, path = failed_verdict(run, ["epoch 2 step 40 loss 1.21", ucx, abort])
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 2, ucx)
