@@ -213,6 +213,22 @@ def test_verls_training_loop_says_it_returned_after_its_last_step(run: Run) -> N
     assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
+def test_verls_console_step_lines_are_progress_a_run_outlives_an_error_line_by(run: Run) -> None:
+    # concat_dict_to_str's `step:N - key:value` lines after a reward worker's logged error
+    noise = "(TaskRunner pid=2871) ERROR: reward server returned 503"
+    steps = [
+        f"(TaskRunner pid=2871) step:{n} - actor/pg_loss:-0.01{n} - critic/score/mean:0.5{n} - timing_s/step:41.20{n}"
+        for n in range(1, 6)
+    ]
+    code, doc, _path = run([noise, *steps])
+    assert (code, doc["incidents"]) == (0, []), doc["incidents"]
+    assert doc["job"]["last_iteration"] == 5, doc["job"]
+    assert doc["training"]["loss"][-1] == -0.015, doc["training"]
+    # the same line as the log's last word is the failure
+    code, doc, _path = run([*steps, noise])
+    assert doc["incidents"], doc["job"]
+
+
 def test_modded_nanogpts_steps_in_either_time_unit_reach_the_last_one(run: Run) -> None:
     # print0's formats: train_time in ms (2024-25) or seconds (2026's records)
     for unit in ("ms", "s"):
