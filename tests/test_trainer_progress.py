@@ -315,19 +315,19 @@ def test_a_yolo_run_ends_when_its_epoch_loop_says_so(run: Run) -> None:
     assert doc["job"]["outcome"] != "completed", doc["job"]
 
 
-def test_mxnets_speedometer_and_epoch_lines_are_progress(run: Run) -> None:
+def test_mxnets_epoch_lines_are_progress_with_the_time_fit_states(run: Run) -> None:
     # Speedometer's and Module.fit's formats under logging.basicConfig's `INFO:root:`
-    speed = "INFO:root:Epoch[{e}] Batch [{a}-{b}]\tSpeed: 1808.63 samples/sec\taccuracy=0.41{b}\tcross-entropy=2.3{b}"
+    speed = "INFO:root:Epoch[{e}] Batch [{a}-{b}]\tSpeed: 1808.63 samples/sec\taccuracy=0.41{b}"
     lines = ["ERROR:root:failed to open the experiment dashboard"]
-    for e in range(2):
+    for e in range(3):
         lines += [speed.format(e=e, a=a, b=a + 100) for a in (0, 100)]
         lines += [
             f"INFO:root:Epoch[{e}] Train-accuracy=0.41{e}",
-            f"INFO:root:Epoch[{e}] Time cost=412.33{e}",
+            f"INFO:root:Epoch[{e}] Time cost=41{e}.5",
         ]
     code, doc, _path = run(lines)
     assert (code, doc["incidents"]) == (0, []), doc["incidents"]
-    assert doc["training"]["loss"][0] == 2.3100, doc["training"]
+    assert doc["training"]["step_s"] == [410.5, 411.5, 412.5], doc["training"]
     # the same line as the log's last word is the failure
     code, doc, _path = run([*lines[1:], lines[0]])
     assert doc["incidents"], doc["job"]
