@@ -47,6 +47,7 @@ def _prefixed(line: Line) -> bool:
 def with_rank(
     culprit: Culprit, rank: int | None, local: int | None, why: str, conf: float
 ) -> Culprit:
+    """`culprit` naming `rank` (and `local`) by a clue: `why` joins its reason."""
     return replace(
         culprit,
         rank=rank,
