@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 from ..model import Line
 from .layers import (
+    HOST_NAME,
     LAYER_SAMPLE,
     MAX_SAMPLE_LINES,
     PATTERNS,
@@ -32,12 +33,11 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # hold it, as lines.layers reads it
 _OMPI = PATTERNS["ompi"]
 _SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
-# pdsh puts the hostfile's name in front: an IP, `localhost`, or a name with a digit in it, so that
-# `RuntimeError: ` or `srun: ` are never taken for a host.
+# pdsh puts the hostfile's name in front: a HOST_NAME or `localhost`
 _PDSH = re.compile(
     r"(?!slurmstepd|srun|sbatch|salloc|slurmd|python\d)"
     r"(?![\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault|Expired): )"
-    r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*|localhost): (?=\S)"
+    r"(?P<host>" + HOST_NAME + r"|localhost): (?=\S)"
 )
 _TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
 _C10 = re.compile(

@@ -64,6 +64,9 @@ _MONTH = r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _SEP = r"(?:\t| ?\| | - |: |,| )"
 # what follows a tag: text, or an srun label padded to its width
 _NEXT = r"(?=\S| +\d+: )"
+# a host name as launchers put it in front of a line: an IP, or a name with a digit in it, so that
+# `RuntimeError: ` or `srun: ` is never taken for a host
+HOST_NAME = r"(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*"
 
 PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
     {
@@ -91,11 +94,11 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # hostfile name through pdsh as written)
         "pdsh": re.compile(
             r"(?!(?:python|rank|default|local_rank|worker)\d+: )"
-            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*|localhost): " + _NEXT
+            r"(?P<host>" + HOST_NAME + r"|localhost): " + _NEXT
         ),
         "bracket_host": re.compile(
             r"\[(?!(?:rank|default|local_rank|worker)\d+\])"
-            r"(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*)\] " + _NEXT
+            r"(?P<host>" + HOST_NAME + r")\] " + _NEXT
         ),
         "compose": re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*) +\| " + _NEXT),
         "kubectl": re.compile(r"\[pod/(?P<host>[\w.-]+)/[\w.-]+\] " + _NEXT),
