@@ -54,3 +54,19 @@ def test_a_traceback_after_the_result_code_is_no_reason() -> None:
     ]
     (inc,) = incidents_of(fed(lines))
     assert inc.category == "comm_error"
+
+
+def test_an_exception_whose_message_goes_on_to_a_result_code_takes_the_codes_category() -> None:
+    # constructed: Python prints an exception whose message holds a newline as `<Type>: <first
+    # line>` and the rest bare; here the rest is PyTorch's result-code text
+    lines = [
+        "[rank3]: RuntimeError: all_gather_into_tensor failed: ",
+        "[rank3]: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version 2.18.1",
+        "[rank3]: ncclUnhandledCudaError: Call to CUDA function failed.",
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert (inc.category, inc.root_cause.line.lineno) == ("cuda_error", 1)
+    # counter-case: an exception of its own kind before the result code keeps its category
+    lines[0] = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "oom_gpu"

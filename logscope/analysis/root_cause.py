@@ -227,8 +227,11 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             root = _stated_before(root, events)
             # the line that began the failure names its kind when a signature of a cause knows
             # it (`NCCL WARN Cuda failure 'out of memory'`); a generic warning only says where
-            # it began, and the report's own category (and the reason it states after) stands
-            said = root if root.role == "cause" else said
+            # it began, and the report's own category (and the reason it states after) stands.
+            # So does a catch-all's: a Python exception whose message goes on to the next line
+            # (`RuntimeError: work = pg.broadcast(...): ` then `NCCL error in: ...`) is the
+            # same report, its head naming no kind
+            said = root if root.role == "cause" and not _catch_all(root, library) else said
         rank = world.rank_of(root.line)
         culprit = Culprit(
             rank=rank,
