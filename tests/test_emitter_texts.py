@@ -451,7 +451,11 @@ def test_megatrons_nan_grad_norm_check_names_the_rank_device_and_node_that_found
             "node_failure",
             "node_failure",
         ),
-        ("the actor's node was terminated expectedly: received SIGTERM", "process_killed", "crashed"),
+        (
+            "the actor's node was terminated expectedly: received SIGTERM",
+            "process_killed",
+            "crashed",
+        ),
     ],
 )
 def test_a_ray_worker_whose_node_died_names_how_the_node_went(
@@ -483,11 +487,13 @@ def test_before_ray_2_10_the_actors_death_cause_alone_says_its_node_died(run: Ru
         "\tip: 10.0.3.17",
         "The actor is dead because its node has died. Node Id: 0d1c2b3a495867f8e9d0c1b2a3948576e5f4d3c2b1a09f8e7d6c5b4a",
     ]
-    doc, inc, path = failed_verdict(run, lines)
+    _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "node_failure", inc
     assert_root(inc, path, 6, lines[5])
     # counter-case: the worker process died, its node lived on
-    lines[5] = "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2."
+    lines[5] = (
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2."
+    )
     _doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "process_killed", inc
 
