@@ -193,6 +193,19 @@ def test_crlf_lines_are_measured_without_their_carriage_return() -> None:
     assert spans[0][1] > first_end + 2, spans  # grown into the next physical line
 
 
+def test_the_width_is_counted_in_characters_as_a_terminal_cuts() -> None:
+    # a progress bar's blocks are three bytes each in UTF-8 and one column each on the screen:
+    # bars of different lengths glued to the records before them, every piece cut at the width
+    bars = [f"Epoch {n}: |{'█' * (n * 7)}{' ' * (70 - n * 7)}| {n * 90}/1000 " for n in (1, 4, 6)]
+    lines = wrapped([bar + DS_ERROR for bar in bars])
+    data = "\n".join(lines).encode() + b"\n"
+    assert len({len(x.encode()) for x in lines if len(x) == WIDTH}) > 1  # bytes tell no width
+    assert wrap_width(data) == WIDTH
+    first_end = data.find(b"\n")
+    spans = rejoin(data, [(0, first_end)], WIDTH)
+    assert data[spans[0][0] : spans[0][1]].count(b"\n") >= 2, spans  # grown to its record
+
+
 def test_a_programs_own_log_line_starts_a_record() -> None:
     # SLURM's log.c writes `argv0: level: msg`; a banner after a fixed-width line is no piece of it
     for line in (

@@ -55,8 +55,12 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     if len(newlines) < _MIN_CUT + 1:
         return None
     starts = np.concatenate(([0], newlines[:-1] + 1))
-    cr = np.frombuffer(data, np.uint8)[np.maximum(newlines - 1, 0)] == 13
-    lengths = newlines - starts - (cr & (newlines > starts))
+    raw = np.frombuffer(data, np.uint8)
+    cr = raw[np.maximum(newlines - 1, 0)] == 13
+    # a terminal cuts at a number of characters: UTF-8's continuation bytes take no column
+    # (a tqdm bar's blocks are three bytes each)
+    tails = np.concatenate(([0], np.cumsum((raw & 0xC0) == 0x80)))
+    lengths = newlines - starts - (cr & (newlines > starts)) - (tails[newlines] - tails[starts])
     width = int(lengths.max())
     at_width = np.flatnonzero(lengths == width)
     if width >= _MIN_WIDTH and len(at_width) < _MIN_CUT:
@@ -123,8 +127,11 @@ def _continues(line: bytes | bytearray, after: bytes | bytearray) -> bool:
 
 
 def _length(data: bytes | bytearray, start: int, end: int) -> int:
-    """The length of the line [start, end), a carriage return before its newline not counted."""
-    return end - start - (1 if end > start and data[end - 1] == 13 else 0)
+    """The length in characters of the line [start, end), as a terminal cuts it: a carriage
+    return before its newline not counted."""
+    end -= 1 if end > start and data[end - 1] == 13 else 0
+    piece = data[start:end]
+    return len(piece) if piece.isascii() else len(bytes(piece).decode("utf-8", "replace"))
 
 
 def rejoin(
