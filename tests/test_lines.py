@@ -255,6 +255,15 @@ ROWS = [
     ),
     # an indent before text that is no routing prefix stays (a traceback frame)
     row('  File "train.py", line 3, in main', SAME),
+    # the poster's Markdown emphasis around the line that mattered; glog's and slurmstepd's
+    # `*** ... ***` banners are no emphasis
+    row(
+        "**OSError: [Errno 28] No space left on device**",
+        "OSError: [Errno 28] No space left on device",
+    ),
+    row("> **[rank2]: KeyError: 'x'** ", "KeyError: 'x'", rank=2),
+    row("*** SIGSEGV (@0x0) received by PID 4120 (TID 0x7f) from PID 0; stack trace: ***", SAME),
+    row("** WARNING **", SAME),
     # Ray worker and raylet prefixes (ray/_private/log_monitor.py); the ip names the node
     row(
         "(TorchTrainer pid=287, ip=10.0.0.218) Started distributed worker processes:",

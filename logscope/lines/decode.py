@@ -107,6 +107,9 @@ _SYSLOG = re.compile(
 # `> `, a table or box gutter `| `, a shell or editor indent before a routing prefix. They carry
 # nothing, and are stripped once, before the first routing prefix.
 _QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")
+# Markdown's strong emphasis around a whole line: two asterisks each side, not glog's or
+# slurmstepd's `*** ... ***` banners
+_BOLD = re.compile(r"\*\*(?P<line>[^*\s](?:.*[^*\s])?)\*\*\s*")
 _INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,(?:mpirank:)?\d+[\w.,-]*)\]<?[:\w])")
 # Ray prefixes every line of a worker with `(ActorName pid=N[, ip=A.B.C.D])` and the raylet's
 # lines with `(raylet[, ip=...])` (ray/_private/log_monitor.py): the ip names the node.
@@ -256,6 +259,10 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
     m = _QUOTE.match(text) or _INDENT.match(text)
     if m:
         text = text[m.end() :]
+    if text.startswith("**"):
+        m = _BOLD.fullmatch(text)
+        if m:
+            text = m["line"]  # the poster's Markdown emphasis of the line that mattered
     for _ in range(_MAX_PREFIXES):
         m = _OMPI.match(text)
         if m:
