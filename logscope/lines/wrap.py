@@ -59,8 +59,9 @@ def wrap_width(data: bytes | bytearray) -> int | None:
     cr = raw[np.maximum(newlines - 1, 0)] == 13
     # a terminal cuts at a number of characters: UTF-8's continuation bytes take no column
     # (a tqdm bar's blocks are three bytes each)
-    tails = np.concatenate(([0], np.cumsum((raw & 0xC0) == 0x80)))
-    lengths = newlines - starts - (cr & (newlines > starts)) - (tails[newlines] - tails[starts])
+    continuation = np.flatnonzero((raw & 0xC0) == 0x80)  # few or none: only their places kept
+    wide = np.searchsorted(continuation, newlines) - np.searchsorted(continuation, starts)
+    lengths = newlines - starts - (cr & (newlines > starts)) - wide
     width = int(lengths.max())
     at_width = np.flatnonzero(lengths == width)
     if width >= _MIN_WIDTH and len(at_width) < _MIN_CUT:
