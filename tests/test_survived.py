@@ -517,18 +517,28 @@ def test_common_trainers_progress_outlives_an_early_error(tmp_path: Path) -> Non
         assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
-def test_a_wait_at_a_barrier_that_every_waiting_rank_passed_was_no_hang(tmp_path: Path) -> None:
+def test_a_wait_at_a_barrier_that_a_rank_passed_later_was_no_hang(tmp_path: Path) -> None:
     """torch's _store_based_barrier logs `Waiting in store based barrier` while peers join and
-    `Rank N: Completed store-based barrier for key:K` once all did: the wait was answered."""
+    `Rank N: Completed store-based barrier for key:K` once all did: the wait was answered. The
+    barrier is one store counter, so any rank's completion answers every rank's wait."""
     wait = "08/17/2022 21:31:00 - INFO - torch.distributed.distributed_c10d - Waiting in store based barrier to initialize process group for rank: 1, key: store_based_barrier_key:{k} (world_size=4, worker_count=3, timeout=0:30:00)"
     done = "08/17/2022 21:31:01 - INFO - torch.distributed.distributed_c10d - Rank {r}: Completed store-based barrier for key:store_based_barrier_key:{k} with 4 nodes."
     log = tmp_path / "job.log"
     log.write_text("\n".join([wait.format(k=2), *(done.format(r=r, k=2) for r in range(4))]) + "\n")
     _, doc, _ = analyze_doc(str(log))
     assert doc["incidents"] == [] and doc["job"]["outcome"] != "hung", doc["job"]
-    assert any("passed the barrier later" in s["reason"] for s in doc["survived"]), doc["survived"]
-    # another key's completion (the next group's barrier), or none: rank 1 still waits
-    for lines in ([wait.format(k=2), done.format(r=1, k=1)], [wait.format(k=2)]):
+    assert any("barrier was passed later" in s["reason"] for s in doc["survived"]), doc["survived"]
+    # rank 0 alone says it passed: the counter reached world_size, rank 1's wait is over too
+    log.write_text("\n".join([wait.format(k=2), done.format(r=0, k=2)]) + "\n")
+    _, doc, _ = analyze_doc(str(log))
+    assert doc["incidents"] == [] and doc["job"]["outcome"] != "hung", doc["job"]
+    # another key's completion (the next group's barrier), one before the wait, or none: rank 1
+    # still waits
+    for lines in (
+        [wait.format(k=2), done.format(r=1, k=1)],
+        [done.format(r=0, k=2), wait.format(k=2)],
+        [wait.format(k=2)],
+    ):
         log.write_text("\n".join(lines) + "\n")
         _, doc, _ = analyze_doc(str(log))
         assert doc["job"]["outcome"] == "hung", lines

@@ -220,31 +220,36 @@ def _outlived(
     return None
 
 
-def _barriers_passed(markers: Sequence[Event]) -> dict[tuple[str, str | None], Event]:
-    """The first line where each rank said it passed a barrier it had waited at (`Rank 3:
-    Completed store-based barrier for key:K`), by (key, rank)."""
-    passed: dict[tuple[str, str | None], Event] = {}
+def _barriers_passed(markers: Sequence[Event]) -> dict[str, list[Event]]:
+    """The lines where a rank said it passed a store-based barrier (`Rank 3: Completed
+    store-based barrier for key:K`), by key, in log order. The barrier is one counter in the
+    store that every rank adds to: whichever rank sees it reach world_size has seen every rank
+    arrive, so its line answers the waits of all ranks at that key before it."""
+    passed: dict[str, list[Event]] = {}
     for m in markers:
         if key := m.fields.get("barrier_done"):
-            passed.setdefault((key, m.fields.get("rank")), m)
+            passed.setdefault(key, []).append(m)
     return passed
 
 
 def _answered(
-    inc: Incident, passed: Mapping[tuple[str, str | None], Event]
+    inc: Incident, passed: Mapping[str, Sequence[Event]]
 ) -> tuple[SurvivedKind, str] | None:
-    """A hang made of waits at a barrier (a `key`) that every waiting rank later said it passed:
-    the wait ended, the job went on."""
+    """A hang made of waits at a barrier (a `key`) that some rank later said it passed: every
+    rank had arrived, the wait ended, the job went on."""
     if inc.category != "hang":
         return None
     waits = [e for e in _lines(inc) if e.category == "hang" and e.fields.get("key")]
     if not waits or len(waits) != sum(1 for _ in _lines(inc)):
         return None
-    answers = [passed.get((e.fields["key"], e.fields.get("rank"))) for e in waits]
-    if any(a is None or a.seq < e.seq for a, e in zip(answers, waits, strict=True)):
+    answers = [
+        next((a for a in passed.get(e.fields["key"], ()) if a.seq > e.seq), None) for e in waits
+    ]
+    if any(a is None for a in answers):
         return None
     last = max((a for a in answers if a is not None), key=lambda a: a.seq)
-    return "survived", f"every waiting rank passed the barrier later (line {last.line.lineno})"
+    where = f"line {last.line.lineno}"
+    return "survived", f"the barrier was passed later ({where}): every rank had joined"
 
 
 def _connected(inc: Incident, connected: Sequence[Event]) -> tuple[SurvivedKind, str] | None:
