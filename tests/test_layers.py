@@ -72,6 +72,8 @@ TAG_LAYERS = (
     Layer("srun", lambda r, h: _task(r), frozenset({"task"})),
     Layer("srun-unpadded", lambda r, h: f"{r}: ", frozenset({"task"})),
     Layer("ompi", lambda r, h: f"[1,{r}]<stderr>:", frozenset({"rank"}), glued=True),
+    # horovodrun's Gloo launcher (runner/util/safe_shell_exec.py): the worker index alone
+    Layer("horovodrun", lambda r, h: f"[{r}]<stdout>:", frozenset({"rank"}), glued=True),
     Layer("hydra", lambda r, h: f"[{r}] ", frozenset({"rank"})),
     # SageMaker's mpirun (aws/sagemaker-training-toolkit): the rank, then the host
     Layer("sagemaker", lambda r, h: f"[1,mpirank:{r},{h}]<stderr>:", frozenset({"rank", "host"})),

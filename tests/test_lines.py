@@ -142,6 +142,15 @@ ROWS = [
         rank=3,
         time=datetime(2022, 3, 21, 13, 34, 34),
     ),
+    # horovodrun's own launchers (runner/util/safe_shell_exec.py): the worker index alone, with
+    # and without --prefix-timestamp
+    row("[3]<stderr>:RuntimeError: boom", "RuntimeError: boom", rank=3),
+    row(
+        "Tue Apr 21 18:22:53 2020[12]<stdout>:epoch 1",
+        "epoch 1",
+        rank=12,
+        time=datetime(2020, 4, 21, 18, 22, 53),
+    ),
     # SageMaker's mpirun (aws/sagemaker-training-toolkit test_process.py): rank, then host
     row(
         "[1,mpirank:10,algo-2]<stderr>:FileNotFoundError: [Errno 2] No such file or directory",

@@ -16,6 +16,9 @@ The formats, from their emitters:
   jobid, vpid (the rank) and stdout/stderr/stddiag, glued to the text; with
   `--timestamp-output` a ctime string glued in front of it (FORMATS.md §1.5). SageMaker's
   mpirun tags `[1,mpirank:3,algo-2]<stderr>:` (aws/sagemaker-training-toolkit), with the host.
+  horovodrun's own launchers (Gloo, and its Spark/Ray runs; horovod/runner/util/safe_shell_exec.py
+  prefix_connection) tag `{time}[{index}]<{stream}>:`, the worker's index (its rank) alone, the
+  time a ctime string when asked for (`--prefix-timestamp`).
 - MPICH / Intel MPI Hydra `mpiexec -prepend-rank` (`-l`): `[%d] ` before each line.
 - pdsh (src/pdsh/dsh.c): `"%S: %s"`, the host as in the host list (FORMATS.md §1.6).
 - docker compose `up` / `logs`: the service name padded to the longest and ` | `.
@@ -85,7 +88,7 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         "srun": re.compile(r"(?:P\d+ +)? *(?P<task>\d+): (?=\S)"),
         "ompi": re.compile(
             r"(?:(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}))?"
-            r"\[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d+)(?:,(?P<host>[\w.-]+))?\]"
+            r"\[(?:(?P<job>\d+),(?:mpirank:)?)?(?P<rank>\d+)(?:,(?P<host>[\w.-]+))?\]"
             r"<(?:stdout|stderr|stddiag)>:"
         ),
         "hydra": re.compile(r"\[(?P<rank>\d+)\] " + _NEXT),
