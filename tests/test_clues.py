@@ -330,6 +330,27 @@ def test_horovods_stall_list_names_its_one_missing_rank() -> None:
     assert barrier_culprit(events_of([MISSING.format(n=0, ranks="1, 3")])) is None
 
 
+# horovod/common/stall_inspector.cc (0.20+): the warning, `Missing ranks:`, then `<rank>[!]: [<names>]`
+STALL = (
+    "[1,0]<stderr>:[2021-03-02 10:11:12.123456: W horovod/common/stall_inspector.cc:105] One or "
+    "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+    "waiting for remainder of ranks for more than 60 seconds. This may indicate that different "
+    "ranks are trying to submit different tensors or that only subset of ranks is submitting "
+    "tensors, which will cause deadlock. "
+)
+
+
+def test_horovods_stall_warning_names_the_rank_it_lists_not_the_coordinator() -> None:
+    listed = "[1,0]<stderr>:{r}: [allreduce.fc.weight, allreduce.fc.bias]"
+    lines = [STALL, "[1,0]<stderr>:Missing ranks:", listed.format(r=5)]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "hang" and inc.culprit is not None and inc.culprit.rank == 5, inc.culprit
+    assert "horovod.stall_rank_list" in inc.culprit.reason
+    # two ranks listed: the warning names no one rank
+    (inc,) = incidents_of(fed([*lines, listed.format(r=6)]))
+    assert inc.culprit is None or inc.culprit.rank not in (0, 5, 6), inc.culprit
+
+
 def test_an_srun_task_with_no_rank_is_the_culprit_in_every_output(tmp_path: Path) -> None:
     # a launcher of its own under srun (its tee headers): srun's task 4 is a node, not a rank
     log = tmp_path / "job.out"
