@@ -350,3 +350,20 @@ def test_context_and_last_lines_read_ranks_behind_layers(tmp_path: Path) -> None
     assert context == [23, 27, 31, 35, 39, 41], context
     last = {s["rank"]: s["line"] for s in doc["last_seen"]}
     assert last == {0: 42, 1: 43, 2: 41, 3: 44}, last
+
+
+def test_determined_trial_log_lines_name_their_rank() -> None:
+    # the master's trial-log format, and the CLI's (container bracketed); the container's own
+    # lines carry no rank
+    for tag in ("5c902731", "[5c902731]"):
+        lines = [
+            f"[2024-05-06T07:08:09.123456Z] {tag} [rank={r}] || RuntimeError: rank {r} failed"
+            for r in range(8)
+        ]
+        lines.append(f"[2024-05-06T07:08:10.000000Z] {tag} || Process 1 exit with status code 1.")
+        got = _decoded(lines)
+        assert [(g.rank, g.text) for g in got[:8]] == [
+            (r, f"RuntimeError: rank {r} failed") for r in range(8)
+        ], [g.raw for g in got]
+        assert (got[8].rank, got[8].text) == (None, "Process 1 exit with status code 1.")
+        assert got[0].time is not None and got[0].time.second == 9
