@@ -284,6 +284,23 @@ def test_a_rank_of_another_process_group_is_no_global_rank() -> None:
     assert pg("[PG ID 2 PG GUID 9 Rank 5]") == FIRST_ERROR
 
 
+def test_another_ranks_timeout_a_few_lines_on_names_no_rank_for_the_error() -> None:
+    # a bare OOM (no prefix), then a peer's watchdog timing out on the collective it waited in:
+    # the `[Rank 1]` is the waiting peer's, not the rank of the process that ran out of memory
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.90 GiB. GPU 0 has a total capacity of 39.39 GiB of which 8.17 GiB is free."
+    timeout = "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=175487, OpType=ALLREDUCE, NumelIn=1030, NumelOut=1030, Timeout(ms)=1800000) ran for 1800495 milliseconds before timing out."
+    events = events_of([oom, timeout])
+    assert pg_culprit(FIRST_ERROR, events[0], events, 40) == FIRST_ERROR
+    # the same error's own watchdog line a few lines on still names its rank
+    events = events_of(
+        [
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            PG_ERROR.format(prefix="[Rank 3]"),
+        ]
+    )
+    assert pg_culprit(FIRST_ERROR, events[0], events, 40).rank == 3
+
+
 def test_the_deepspeed_launchers_command_line_is_the_last_workers_and_names_no_culprit() -> None:
     # launch.py's sigkill_handler logs `{cmd} exits with return code = {last_return_code}`, cmd
     # the spawn loop's variable: the last worker's argv (`--local_rank=3` of 4), whoever failed

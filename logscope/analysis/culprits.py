@@ -108,6 +108,7 @@ def pg_culprit(culprit: Culprit, root: Event, events: Sequence[Event], burst_lin
         and e.line.path == root.line.path
         and e.line.stream == root.line.stream
         and 0 < e.line.lineno - root.line.lineno <= burst_lines
+        and e.category == root.category
     )
     for e in (root, *later):
         stated = field_int(e, "pg_rank")
