@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -1100,3 +1100,18 @@ def test_a_store_connect_the_client_retries_is_no_root_of_a_later_failure(run: R
         "KeyError: 'labels'",
     ]
     assert told(run, lines, 4)[0] == "python_exception"
+
+
+def test_torchx_says_how_the_job_it_waited_for_ended(run: Run) -> None:
+    # torchx/cli/cmd_run.py `_wait_and_exit`: `Job finished: {AppState}`, behind its logger header
+    steps = [f"trainer/0 epoch {n} loss 0.{9 - n}" for n in range(1, 10)]
+    done = "torchx 2024-02-01 10:11:12 INFO     Job finished: {state}"
+    code, doc, _ = run([*steps, done.format(state="SUCCEEDED")])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    # a replica's own error is the cause; torchx's FAILED is its summary
+    error = "trainer/0 ValueError: labels out of range"
+    _doc, inc, path = failed_verdict(run, [*steps, error, done.format(state="FAILED")])
+    assert_root(inc, path, 10, error)
+    # cancelled with nothing else wrong
+    code, doc, _ = run([*steps, done.format(state="CANCELLED")])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
