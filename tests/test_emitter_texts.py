@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -1115,3 +1115,25 @@ def test_torchx_says_how_the_job_it_waited_for_ended(run: Run) -> None:
     # cancelled with nothing else wrong
     code, doc, _ = run([*steps, done.format(state="CANCELLED")])
     assert doc["job"]["outcome"] == "cancelled", doc["job"]
+
+
+def test_openpcdet_says_its_run_ended(run: Run) -> None:
+    # tools/train.py and eval_utils.py, behind common_utils' `%(asctime)s  %(levelname)5s ` header
+    head = "2024-03-02 10:{m:02d}:00,000   INFO  "
+    tag = "cfgs/kitti_models/second(default)"
+    train = [
+        head.format(m=0) + f"**********************Start training {tag}**********************",
+        *(head.format(m=n) + f"Train: {n}/80 loss 0.{9 - n}" for n in range(1, 9)),
+        head.format(m=10) + f"**********************End training {tag}**********************",
+        head.format(m=11) + f"**********************Start evaluation {tag}**********************",
+    ]
+    done = [
+        head.format(m=20) + "****************Evaluation done.*****************",
+        head.format(m=21) + f"**********************End evaluation {tag}**********************",
+    ]
+    code, doc, _ = run([*train, *done])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    # a run that stops inside its evaluation did not complete
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    _doc, inc, path = failed_verdict(run, [*train, error])
+    assert_root(inc, path, len(train) + 1, error)
