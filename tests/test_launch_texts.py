@@ -90,3 +90,38 @@ def test_an_mpi_call_that_fails_after_start_up_is_a_communication_error(run: Run
     _doc, inc, path = failed_verdict(run, ["epoch 2 step 40 loss 1.21", ucx, abort])
     assert inc["category"] == "comm_error", inc
     assert_root(inc, path, 2, ucx)
+
+
+# Lightning's announcement of each process (FORMATS §5.5), under srun --label
+MEMBER = "{task}: Initializing distributed: GLOBAL_RANK: {rank}, MEMBER: {member}/8"
+
+
+def _members(pairs: list[tuple[int, int]]) -> list[str]:
+    return [MEMBER.format(task=t, rank=r, member=r + 1) for t, r in pairs]
+
+
+def test_two_processes_claiming_one_rank_are_a_launch_that_hangs(run: Run) -> None:
+    # two srun tasks, each starting ranks 0-3 as if its node were the whole job of 8
+    lines = _members([(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)])
+    doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "hang" and "claim global rank 0 of 8" in inc["title"], inc
+    assert_root(inc, path, 3, lines[2])
+    assert inc["culprit"] is None or inc["culprit"]["rank"] is None, inc["culprit"]
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # one task a rank, as srun should start them
+        _members([(r, r) for r in range(8)]),
+        # one process saying it twice (its console and its file handler), no task to tell apart
+        [MEMBER.format(task="x", rank=r, member=r + 1)[3:] for r in (0, 0, 1, 1)],
+        # a claim the job outlived: training went on
+        [*_members([(0, 0), (1, 0)]), *(f"0: step: {n:3d}  loss:  2.10{n}" for n in range(1, 10))],
+    ],
+    ids=["one-rank-each", "said-twice", "outlived"],
+)
+def test_ranks_announced_once_each_or_outlived_are_no_incident(run: Run, lines: list[str]) -> None:
+    _code, doc, _ = run(lines)
+    assert doc["incidents"] == [], doc["incidents"]

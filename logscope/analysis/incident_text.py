@@ -8,6 +8,8 @@ import re
 from ..match.events import CHILD_FAILED, FAILURE_ENTRY, UNRECOGNIZED
 from ..match.signatures import Library
 from ..model import Event, field_int
+from .duplicate_ranks import DUPLICATE_RANK
+from .duplicate_ranks import TEXT as DUPLICATE_TEXT
 
 
 def incident_text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
@@ -28,6 +30,9 @@ def incident_text(library: Library, e: Event) -> tuple[str, str, tuple[str, ...]
             _UNRECOGNIZED_REMEDIES,
             (),
         )
+    if e.signature == DUPLICATE_RANK:
+        title, explanation, remedies = DUPLICATE_TEXT
+        return fill_title(title, e.fields), explanation, remedies, ()
     if sig is None:
         return e.signature, "", (), ()
     title = fill_title(sig.title, e.fields)

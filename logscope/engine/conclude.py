@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from ..analysis.attempt_endings import attempt_endings
+from ..analysis.duplicate_ranks import duplicate_ranks
 from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import WOUND_DOWN_FIELDS, Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
@@ -40,7 +41,7 @@ def conclude(
     ended, findings, the ledger and checkpoint advice. The engine closes what the inputs left
     open (Engine.finish) and is read, never changed otherwise."""
     attempts = engine.finish()
-    failures = _failures(engine)
+    failures = _failures(engine, attempts)
     if attempts:
         named = [
             (a, e.fields["job_id"])
@@ -173,14 +174,15 @@ def _attempt_hosts(engine: Engine, attempts: Sequence[Attempt]) -> dict[int, fro
     return out
 
 
-def _failures(engine: Engine) -> list[Event]:
-    """The failure events, with the unrecognized error lines when no signature found a
-    serious one: a plain failure nobody wrote a signature for still makes an incident."""
-    if any(e.severity in ("fatal", "error") for e in engine.failures):
-        return engine.failures
-    # a line the job outlived (it says it finished after it) did not end the job
-    finished = max((m.seq for m in engine.markers if m.kind == "exit"), default=-1)
-    extra = [e for e in engine.extractor.unrecognized_events if e.seq > finished]
+def _failures(engine: Engine, attempts: Sequence[Attempt]) -> list[Event]:
+    """The failure events, with those derived from several lines (two processes claiming one
+    rank), and the unrecognized error lines when no signature found a serious one: a plain
+    failure nobody wrote a signature for still makes an incident."""
+    extra = duplicate_ranks(engine.markers, attempts)
+    if not any(e.severity in ("fatal", "error") for e in [*engine.failures, *extra]):
+        # a line the job outlived (it says it finished after it) did not end the job
+        finished = max((m.seq for m in engine.markers if m.kind == "exit"), default=-1)
+        extra += [e for e in engine.extractor.unrecognized_events if e.seq > finished]
     return sorted([*engine.failures, *extra], key=lambda e: e.seq) if extra else engine.failures
 
 

@@ -1,0 +1,78 @@
+"""Two processes of one attempt that say they are the same global rank (Lightning's
+`Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/8` from srun task 0 and from task 1): the
+launch started each node as if it were the job's only one (ntasks-per-node against the GPUs,
+a node rank every node took as 0, a script run without srun on several nodes), so the process
+group cannot form and the ranks wait at init. A derived failure: no single line says it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..model import Attempt, Event, field_int, input_of
+from .ledger import attempt_of
+
+DUPLICATE_RANK = "launch.duplicate_rank"
+"""The derived event's signature id (no pattern file has it: incident_text reads TEXT)."""
+
+TEXT = (
+    "Two processes claim global rank {rank} of {world_size}: the launch is misconfigured",
+    "Every process of a job must have its own global rank. Two that announce the same one were "
+    "started as if each node were the whole job (srun's --ntasks-per-node not matching the "
+    "processes each node starts, every node given node rank 0, or the script run on several "
+    "nodes without srun), so the process group cannot form: the ranks wait at init until they "
+    "time out.",
+    (
+        "Under SLURM, start one task per GPU (`--ntasks-per-node` = GPUs per node) and let the "
+        "framework read SLURM's variables, or one task per node that runs torchrun with "
+        "`--node_rank=$SLURM_NODEID`",
+        "Check that WORLD_SIZE equals nodes x processes per node, and that no rank repeats "
+        "among the `GLOBAL_RANK` lines",
+    ),
+)
+"""Title (filled from the event's fields), explanation and remedies."""
+
+
+def duplicate_ranks(markers: Sequence[Event], attempts: Sequence[Attempt]) -> list[Event]:
+    """One derived hang event per global rank that a second process of the same attempt
+    announced (a launch line with `rank` and `world_size`), at that second announcement. Two
+    processes are told apart by the srun task or host their lines carry: lines that name
+    neither may be one process saying it twice."""
+    first: dict[tuple[int | None, int, int, int], Event] = {}
+    out: list[Event] = []
+    flagged: set[tuple[int | None, int, int, int]] = set()
+    for m in markers:
+        if m.kind != "launch":
+            continue
+        rank, world = field_int(m, "rank"), field_int(m, "world_size")
+        if rank is None or world is None:
+            continue
+        attempt = attempt_of(m, attempts) if attempts else None
+        key = (attempt, input_of(m.seq), rank, world)
+        seen = first.setdefault(key, m)
+        if seen is m or key in flagged or not _other_process(seen, m):
+            continue
+        flagged.add(key)
+        out.append(
+            replace(
+                m,
+                # the fault is the launch's, not the process that printed the line: no stream of
+                # its own, so that no rank is named its culprit
+                line=replace(m.line, host=None, rank=None, local_rank=None, task=None),
+                signature=DUPLICATE_RANK,
+                kind="failure",
+                fields={**m.fields, "first_line": str(seen.line.lineno)},
+                category="hang",
+                severity="error",
+                role="cause",
+            )
+        )
+    return out
+
+
+def _other_process(a: Event, b: Event) -> bool:
+    """Whether two lines come from two processes, by the srun task or host they carry."""
+    for x, y in ((a.line.task, b.line.task), (a.line.host, b.line.host)):
+        if x is not None and y is not None and x != y:
+            return True
+    return False
