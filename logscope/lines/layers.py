@@ -113,7 +113,9 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # running its own launcher); peeled, the names say nothing of rank or host
         "torchx": re.compile(r"[A-Za-z_][\w.-]*/\d+ " + _NEXT),
         # Determined's trial logs after their time: the container id's first 8 hex digits
-        # (bracketed by the CLI), the rank when the line has one, then `|| `
+        # (bracketed by the CLI), the rank when the line has one, then `|| `. lines.decode reads
+        # a line with a rank on sight (its _DETERMINED); learned, this also peels the
+        # container's own lines, which have none
         "determined": re.compile(
             r"\[?(?:[0-9a-f]{8}|UNKNOWN CONTAINER)\]? (?:\[rank=(?P<rank>\d+)\] )?\|\| " + _NEXT
         ),
