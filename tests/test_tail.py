@@ -125,6 +125,18 @@ def test_crash_waits_for_its_burst_then_names_the_root_cause() -> None:
     assert f.tick(200) == []  # a dead job is not also a hang
 
 
+def test_a_second_process_claiming_a_rank_alerts_before_the_stall() -> None:
+    # two srun tasks announcing Lightning's same GLOBAL_RANK: the launch is broken, no need to
+    # wait for the silence that follows
+    f = Feeder(stall=600)
+    member = "{t}: Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {m}/8"
+    assert f.lines(member.format(t=0, r=0, m=1), member.format(t=0, r=1, m=2), at=1.0) == []
+    assert f.lines(member.format(t=1, r=0, m=1), at=2.0) == []
+    (alert,) = f.tick(3.0)
+    assert (alert.kind, alert.category) == ("crash", "hang"), alert
+    assert "claim global rank 0 of 8" in alert.title
+
+
 def test_status_lines_are_not_progress() -> None:
     f = Feeder(stall=5)
     f.iterations(1, 3, start=0, every=1)

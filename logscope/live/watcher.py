@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..analysis.duplicate_ranks import duplicate_ranks
 from ..analysis.incidents import SPLIT_AFTER_PROGRESS, build_incidents
 from ..analysis.job_outcome import allowed_silence
 from ..analysis.root_cause import signal_death
@@ -220,11 +221,20 @@ class Watcher:
             self._phase, self._phase_since = "eval", now
         elif e.kind in ("launch", "checkpoint_load"):
             self._phase, self._phase_since = "startup", now
+            if e.kind == "launch" and "rank" in e.fields:
+                # a second process claiming this rank: the launch's failure (duplicate_ranks)
+                for d in duplicate_ranks(self.engine.markers, ()):
+                    if d.seq == e.seq:
+                        self._hold(d, now)
         elif _serious(e) and self._completed_attempt != self._attempt():  # else teardown
-            self._window.append(e)
-            if self._window_deadline is None:
-                self._window_deadline = now + GRACE_S
-                self._window_progress = self._progress_mark()
+            self._hold(e, now)
+
+    def _hold(self, e: Event, now: float) -> None:
+        """A failure into the window that becomes one crash alert when it closes."""
+        self._window.append(e)
+        if self._window_deadline is None:
+            self._window_deadline = now + GRACE_S
+            self._window_progress = self._progress_mark()
 
     def _went_on(self) -> None:
         """A crash alert of this attempt that training went on after is outlived: say so once,
