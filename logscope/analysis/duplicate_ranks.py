@@ -33,40 +33,50 @@ TEXT = (
 """Title (filled from the event's fields), explanation and remedies."""
 
 
+class Claims:
+    """The global ranks announced so far, each by its first process; `claim` answers a second
+    process claiming one. Fed line by line (live.watcher) or over a whole log (duplicate_ranks)."""
+
+    def __init__(self) -> None:
+        self._first: dict[tuple[int | None, int, int, int], Event] = {}
+        self._flagged: set[tuple[int | None, int, int, int]] = set()
+
+    def claim(self, m: Event, attempt: int | None = None) -> Event | None:
+        """The derived hang event when `m` (a launch line with `rank` and `world_size`) is the
+        first second process to claim its rank in its attempt and input, else None."""
+        rank, world = field_int(m, "rank"), field_int(m, "world_size")
+        if m.kind != "launch" or rank is None or world is None:
+            return None
+        key = (attempt, input_of(m.seq), rank, world)
+        seen = self._first.setdefault(key, m)
+        if seen is m or key in self._flagged or not _other_process(seen, m):
+            return None
+        self._flagged.add(key)
+        return replace(
+            m,
+            # the fault is the launch's, not the process that printed the line: no stream of
+            # its own, so that no rank is named its culprit
+            line=replace(m.line, host=None, rank=None, local_rank=None, task=None),
+            signature=DUPLICATE_RANK,
+            kind="failure",
+            fields={**m.fields, "first_line": str(seen.line.lineno)},
+            category="hang",
+            severity="error",
+            role="cause",
+        )
+
+
 def duplicate_ranks(markers: Sequence[Event], attempts: Sequence[Attempt]) -> list[Event]:
     """One derived hang event per global rank that a second process of the same attempt
-    announced (a launch line with `rank` and `world_size`), at that second announcement. Two
-    processes are told apart by the srun task or host their lines carry: lines that name
-    neither may be one process saying it twice."""
-    first: dict[tuple[int | None, int, int, int], Event] = {}
+    announced, at that second announcement. Two processes are told apart by the srun task or
+    host their lines carry: lines that name neither may be one process saying it twice."""
+    claims = Claims()
     out: list[Event] = []
-    flagged: set[tuple[int | None, int, int, int]] = set()
     for m in markers:
-        if m.kind != "launch":
-            continue
-        rank, world = field_int(m, "rank"), field_int(m, "world_size")
-        if rank is None or world is None:
-            continue
-        attempt = attempt_of(m, attempts) if attempts else None
-        key = (attempt, input_of(m.seq), rank, world)
-        seen = first.setdefault(key, m)
-        if seen is m or key in flagged or not _other_process(seen, m):
-            continue
-        flagged.add(key)
-        out.append(
-            replace(
-                m,
-                # the fault is the launch's, not the process that printed the line: no stream of
-                # its own, so that no rank is named its culprit
-                line=replace(m.line, host=None, rank=None, local_rank=None, task=None),
-                signature=DUPLICATE_RANK,
-                kind="failure",
-                fields={**m.fields, "first_line": str(seen.line.lineno)},
-                category="hang",
-                severity="error",
-                role="cause",
-            )
-        )
+        if m.kind == "launch":
+            d = claims.claim(m, attempt_of(m, attempts) if attempts else None)
+            if d is not None:
+                out.append(d)
     return out
 
 

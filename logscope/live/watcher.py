@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..analysis.duplicate_ranks import duplicate_ranks
+from ..analysis.duplicate_ranks import Claims
 from ..analysis.incidents import SPLIT_AFTER_PROGRESS, build_incidents
 from ..analysis.job_outcome import allowed_silence
 from ..analysis.root_cause import signal_death
@@ -154,6 +154,8 @@ class Watcher:
     _phase: str = "startup"
     _phase_since: float | None = None
     _window: list[Event] = field(default_factory=list)
+    _claims: Claims = field(default_factory=Claims)
+    """The global ranks processes announced: a second claim of one is the launch's failure."""
     _window_deadline: float | None = None
     _fired_crash_attempt: int | None = None
     _fired_hang_progress: int = -1
@@ -221,11 +223,8 @@ class Watcher:
             self._phase, self._phase_since = "eval", now
         elif e.kind in ("launch", "checkpoint_load"):
             self._phase, self._phase_since = "startup", now
-            if e.kind == "launch" and "rank" in e.fields:
-                # a second process claiming this rank: the launch's failure (duplicate_ranks)
-                for d in duplicate_ranks(self.engine.markers, ()):
-                    if d.seq == e.seq:
-                        self._hold(d, now)
+            if e.kind == "launch" and (claimed := self._claims.claim(e)) is not None:
+                self._hold(claimed, now)  # a second process claiming this rank: the launch's
         elif _serious(e) and self._completed_attempt != self._attempt():  # else teardown
             self._hold(e, now)
 
