@@ -128,14 +128,17 @@ _RAY_CPP = re.compile(r"\[" + _ASCTIME + r" (?P<lvl>[DIWEF]) \d+ \d+\] ")
 # line of worker N; its master's task log (master/pkg/model/task.go, TaskLog.Message) puts the
 # record's time and the container's id in front and `|| LEVEL: ` after it:
 # `[2022-03-02T02:15:18.299569Z] f6114bb3 [rank=1] || INFO: text` (an empty id is blank, older
-# masters bracket it: `[f6114bb3]`, `[]`). The rank is the worker's global rank.
+# masters and the CLI's format_trial_log bracket it: `[f6114bb3]`, `[]`). The rank is the
+# worker's global rank; the container's own lines have none (`<time> f6114bb3 || text`).
 _DETERMINED = re.compile(
     r"(?:\[(?P<date>\d{4}-\d\d-\d\d)T(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))?Z\] )?"
     r"(?:\[[0-9a-f]{0,8}\] +|[0-9a-f]{8} +| {8} )?"
-    r"\[rank=(?P<rank>\d+)\] (?:\|\| (?:(?P<lvl>[A-Z]+): )?)?"
+    # the rank tag, or `|| ` right after a container id (the time's `]` alone is not one)
+    r"(?:\[rank=(?P<rank>\d+)\] (?:\|\| )?|(?<=[0-9a-f\]] )(?<!Z\] )\|\| )"
+    r"(?:(?<=\|\| )(?P<lvl>[A-Z]+): )?"
 )
 _DETERMINED_REACH = 64
-"""How far into a line Determined's `[rank=N]` tag can start (after the master's time and id)."""
+"""How far into a line Determined's tag can start (after the master's time and id)."""
 # Hadoop YARN's log collector: `<ISO time> /container_e559_1557431881457_79419_05_000002: `
 _CONTAINER = re.compile(r"/?container_\w+: ")
 _MONTHS = MappingProxyType(
@@ -316,9 +319,15 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             text = rest
             continue
         # (a substring test first: the pattern is tried only where its tag can be)
-        m = _DETERMINED.match(text) if text.find("[rank=", 0, _DETERMINED_REACH) >= 0 else None
+        m = (
+            _DETERMINED.match(text)
+            if text.find("[rank=", 0, _DETERMINED_REACH) >= 0
+            or text.find("|| ", 0, _DETERMINED_REACH) >= 0
+            else None
+        )
         if m:
-            p.rank = int(m["rank"])
+            if m["rank"] is not None:
+                p.rank = int(m["rank"])
             p.time = _time(m.groupdict(), year) or p.time
             if m["lvl"]:
                 p.level = m["lvl"][0]

@@ -25,10 +25,6 @@ The formats, from their emitters:
 - `kubectl logs --prefix` (kubectl pkg/cmd/logs): `[pod/<pod>/<container>] `; the pod is the host.
 - torchx `log` and its tee of a local job (torchx/util/log_tee_helpers.py, cli/cmd_log.py):
   `{role}/{replica_id} ` (colored on a terminal), as NeMo-Run's local and SLURM executors print it.
-- Determined (determined-ai/determined: the master's trial-log query, the CLI's
-  `format_trial_log`): `[<time>] <container id, 8 hex digits> [rank=<n>] || `, the CLI
-  bracketing the container (`[<time>] [<container>] [rank=<n>] || `), the rank only on a
-  worker's lines.
 - A syslog / journal record after its time (RFC 3164 HOSTNAME and TAG, `journalctl -o
   short-iso`): `<host> <program>[<pid>]: `.
 - CRI container log files (kubelet, kubernetes/cri-api logs format): `<RFC 3339 nano time>
@@ -112,13 +108,6 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # torchx (and NeMo-Run through it) `{role}/{replica_id} `: one role's replica (a node
         # running its own launcher); peeled, the names say nothing of rank or host
         "torchx": re.compile(r"[A-Za-z_][\w.-]*/\d+ " + _NEXT),
-        # Determined's trial logs after their time: the container id's first 8 hex digits
-        # (bracketed by the CLI), the rank when the line has one, then `|| `. lines.decode reads
-        # a line with a rank on sight (its _DETERMINED); learned, this also peels the
-        # container's own lines, which have none
-        "determined": re.compile(
-            r"\[?(?:[0-9a-f]{8}|UNKNOWN CONTAINER)\]? (?:\[rank=(?P<rank>\d+)\] )?\|\| " + _NEXT
-        ),
         "syslog_tag": re.compile(
             r"(?P<host>[A-Za-z0-9][\w.-]*) [A-Za-z][\w./-]*(?:\[\d+\])?: " + _NEXT
         ),
@@ -127,9 +116,7 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
 """Every layer a line may start with, tried in this order where several match."""
 
 TIME_LAYERS = frozenset({"cri", "iso", "syslog", "epoch", "clock"})
-AFTER: Mapping[str, frozenset[str]] = MappingProxyType(
-    {"syslog_tag": TIME_LAYERS, "determined": TIME_LAYERS}
-)
+AFTER: Mapping[str, frozenset[str]] = MappingProxyType({"syslog_tag": TIME_LAYERS})
 """Layers that only ever follow one of these: a syslog record's host and program follow its
 time (`node1 kernel: ` alone is too like `Train loss: `)."""
 _GUTTER = re.compile(r"(?:> ?|[│┃║] ?|\| )")
@@ -210,9 +197,8 @@ def _take(name: str, m: re.Match[str], out: Peeled, year: int | None) -> None:
         out.time = _stamp(g, year) or out.time
     elif name == "srun":
         out.task = int(m["task"])
-    elif name in ("ompi", "hydra", "determined"):
-        if g.get("rank") is not None:  # a Determined line of the container's own has none
-            out.rank = int(m["rank"])
+    elif name in ("ompi", "hydra"):
+        out.rank = int(m["rank"])
         out.host = out.host or g.get("host")
         if g.get("ctime"):
             out.time = parse_ctime(str(g["ctime"])) or out.time
