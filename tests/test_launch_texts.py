@@ -93,7 +93,8 @@ def test_an_mpi_call_that_fails_after_start_up_is_a_communication_error(run: Run
 
 
 # Lightning's announcement of each process (FORMATS §5.5), under srun --label
-MEMBER = "{task}: Initializing distributed: GLOBAL_RANK: {rank}, MEMBER: {member}/8"
+ANNOUNCE = "Initializing distributed: GLOBAL_RANK: {rank}, MEMBER: {member}/8"
+MEMBER = "{task}: " + ANNOUNCE
 
 
 def _members(pairs: list[tuple[int, int]]) -> list[str]:
@@ -116,7 +117,7 @@ def test_two_processes_claiming_one_rank_are_a_launch_that_hangs(run: Run) -> No
         # one task a rank, as srun should start them
         _members([(r, r) for r in range(8)]),
         # one process saying it twice (its console and its file handler), no task to tell apart
-        [MEMBER.format(task="x", rank=r, member=r + 1)[3:] for r in (0, 0, 1, 1)],
+        [ANNOUNCE.format(rank=r, member=r + 1) for r in (0, 0, 1, 1)],
         # a claim the job outlived: training went on
         [*_members([(0, 0), (1, 0)]), *(f"0: step: {n:3d}  loss:  2.10{n}" for n in range(1, 10))],
     ],

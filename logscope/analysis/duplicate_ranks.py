@@ -42,10 +42,10 @@ class Claims:
         self._flagged: set[tuple[int | None, int, int, int]] = set()
 
     def claim(self, m: Event, attempt: int | None = None) -> Event | None:
-        """The derived hang event when `m` (a launch line with `rank` and `world_size`) is the
+        """The derived hang event when `m` (a launch line: the callers pass no other) is the
         first second process to claim its rank in its attempt and input, else None."""
         rank, world = field_int(m, "rank"), field_int(m, "world_size")
-        if m.kind != "launch" or rank is None or world is None:
+        if rank is None or world is None:
             return None
         key = (attempt, input_of(m.seq), rank, world)
         seen = self._first.setdefault(key, m)
