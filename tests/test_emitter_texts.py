@@ -1137,3 +1137,60 @@ def test_openpcdet_says_its_run_ended(run: Run) -> None:
     error = "RuntimeError: CUDA error: an illegal memory access was encountered"
     _doc, inc, path = failed_verdict(run, [*train, error])
     assert_root(inc, path, len(train) + 1, error)
+
+
+def test_open_mpi_s_shared_memory_single_copy_failing_is_the_transport_s_failure(run: Run) -> None:
+    # btl_vader_get.c: opal_output(0, "Read %ld, expected %lu, errno = %d\n") behind opal_output's
+    # `[host:pid] `, once per failed copy, from each local rank
+    steps = [f"[1,0]<stdout>:epoch 1 step {n} loss 0.{9 - n}" for n in range(1, 4)]
+    copies = [
+        f"[1,{r}]<stderr>:[trainer-7:0{4410 + r}] Read -1, expected {size}, errno = 1"
+        for r, size in ((1, 262144), (0, 524288), (1, 26214400))
+    ]
+    category, _rank = told(run, [*steps, *copies], 3)
+    assert category == "comm_error"
+    # a file reader's own short-read report in the same words is not it
+    other = "Read 4096, expected 8192, errno = 0 at /data/shard-0003.bin"
+    _code, doc, _ = run([*steps, other])
+    assert all(i["root_cause"]["pattern"] != "openmpi.cma_read_failed" for i in doc["incidents"])
+
+
+def test_a_c10d_error_type_is_the_communication_layer_s_even_when_only_its_name_survives(
+    run: Run,
+) -> None:
+    # c10/util/Exception.h: DistBackendError / DistNetworkError / DistStoreError as they reach
+    # Python; Ray re-raises a worker's as RayTaskError(<type>) with the actor in the message
+    steps = [
+        f"(RayTrainWorker pid=2210, ip=10.0.4.12) step {n} loss 0.{9 - n}" for n in range(1, 4)
+    ]
+    wrapped = "ray.exceptions.RayTaskError(DistBackendError): ray::_RayTrainWorker__execute.get_next() (pid=2210, ip=10.0.4.12, actor_id=5c1e0a9b7d3f2e4a6b8c0d1e02000000, repr=<RayTrainWorker object at 0x7f3a2c1d5e80>)"
+    assert told(run, [*steps, wrapped], 3)[0] == "comm_error"
+    store = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 9, in <module>',
+        "torch.distributed.DistStoreError: Key not found: rank_3_ready",
+    ]
+    assert told(run, [*steps, *store], 5)[0] == "comm_error"
+    # what the message says first decides: a CUDA error raised through the backend is the GPU's
+    cuda = (
+        "torch.distributed.DistBackendError: CUDA error: an illegal memory access was encountered"
+    )
+    assert told(run, [*steps, cuda], 3)[0] == "cuda_error"
+
+
+def test_lightning_s_graceful_shutdown_on_an_interrupt_is_a_cancel(run: Run) -> None:
+    # trainer/call.py (2.x) and the 1.x trainer: rank_zero_warn("Detected KeyboardInterrupt,
+    # attempting graceful shutdown ..."); `warnings` quotes the source line under the 1.x form
+    steps = [
+        f"Epoch 3:  {n}0%|####      | {n}0/100 [00:10<00:15, loss=0.{9 - n}]" for n in range(1, 4)
+    ]
+    caught = "/opt/conda/lib/python3.8/site-packages/pytorch_lightning/utilities/distributed.py:69: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown..."
+    _code, doc, _ = run(
+        [
+            *steps,
+            caught,
+            '  rank_zero_warn("Detected KeyboardInterrupt, attempting graceful shutdown...")',
+        ]
+    )
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    assert [i["root_cause"]["line"] for i in doc["incidents"]] == [4], doc["incidents"]
