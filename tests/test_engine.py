@@ -182,3 +182,25 @@ def test_slurm_banners_between_fixed_width_iteration_lines_are_lines_of_their_ow
     ]
     a = concluded(("job.log", lines))
     assert a.job.outcome is Outcome.timelimit, a.job
+
+
+def test_the_time_limit_after_progress_lines_with_no_time_of_their_own_is_the_time_limit() -> None:
+    # HF Trainer's log dicts state no time: after the stamped start they get its time as a floor,
+    # so an hour between it and the banner is no silence the log shows
+    stamped = (
+        "[2024-04-06 02:00:00,000] [INFO] [logging.py:107:log_dist] [Rank 0] step=0, skipped=0"
+    )
+    dicts = [
+        f"{{'loss': {2 - n / 10:.4f}, 'learning_rate': 5e-05, 'epoch': 0.{n}}}" for n in range(1, 6)
+    ]
+    banner = (
+        "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T03:00:50 DUE TO TIME "
+        "LIMIT ***"
+    )
+    a = concluded(("job.log", [stamped, *dicts, banner]))
+    assert a.job.outcome is Outcome.timelimit, a.job
+    assert [i.category for i in a.incidents] == ["timelimit"]
+    # the same silence after progress lines that state their times is a hang
+    timed = [f"2024-04-06 02:0{n}:00,000 - INFO - {d}" for n, d in enumerate(dicts)]
+    a = concluded(("job.log", [stamped, *timed, banner]))
+    assert a.job.outcome is Outcome.hung, a.job

@@ -45,7 +45,7 @@ def attempt_endings(
         # silence counts from the last sign of life (progress, or a save completed after it)
         # and the phase the attempt ended in allows more of it when a save was under way; a
         # run whose step time is not known yet (one progress line) is still starting up
-        alive = _last_alive(a)
+        alive = _last_alive(a, progress)
         phase = "training" if cadence is not None else "startup"
         allowed = allowed_silence("save" if a.ended_saving else phase, base, save_max)
         if a is last:
@@ -89,8 +89,12 @@ def attempt_endings(
     return renamed, endings, ending
 
 
-def _last_alive(a: Attempt) -> datetime | None:
-    """The attempt's last sign of life: its last progress line, or a save completed after it."""
+def _last_alive(a: Attempt, progress: Progress) -> datetime | None:
+    """The attempt's last sign of life: its last progress line, or a save completed after it;
+    None when the last progress line has no time of its own (Progress.time_is_floor): how long
+    the attempt was silent after it is not known."""
+    if progress.time_is_floor(*a.progress):
+        return None
     ends = [s.end for s in a.saves if s.end is not None and (a.end is None or s.end <= a.end)]
     times = [t for t in (a.last_progress, *ends) if t is not None]
     return max(times) if times else None

@@ -178,6 +178,20 @@ class Progress:
             return None, None
         return int(its[numbered[0]]), int(its[numbered[-1]])
 
+    def time_is_floor(self, first: int, last: int) -> bool:
+        """Whether line `last`'s time is only a bound from below: it states no time and no
+        duration, so the timeline gave it the time of a line before it (an HF log dict after an
+        earlier one, in a log whose other lines are stamped). The line was written then or
+        later, so a silence measured from it may not have been one. Lines `first`..`last` are
+        one attempt's; every rank prints the same step at the same stamp, so the line compared
+        is the last one of another step (of any other, where the lines number none)."""
+        if last <= first or not math.isnan(self.iter_s[last]) or math.isnan(self.time[last]):
+            return False
+        its = self.iteration.numpy()[first:last]
+        it = int(self.iteration[last])
+        other = np.flatnonzero(its != it) if it >= 0 else np.arange(len(its))
+        return bool(len(other)) and self.time[first + int(other[-1])] == self.time[last]
+
     def median_interval_s(self) -> float | None:
         """Typical seconds per logged progress line: from the lines' own durations, else times."""
         values = self.iter_s.numpy()
