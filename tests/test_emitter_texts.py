@@ -1194,3 +1194,66 @@ def test_lightning_s_graceful_shutdown_on_an_interrupt_is_a_cancel(run: Run) -> 
     )
     assert doc["job"]["outcome"] == "cancelled", doc["job"]
     assert [i["root_cause"]["line"] for i in doc["incidents"]] == [4], doc["incidents"]
+
+
+def test_paddle_s_signal_report_says_whether_the_process_crashed_or_was_stopped(run: Run) -> None:
+    # paddle/fluid/platform/init.cc SignalHandle: errors::Fatal("`%s` is detected by the operating
+    # system.") with SignalErrorStrings' text, after the C++ traceback block
+    steps = [
+        f"[2024-03-02 10:0{n}:00,000] [    INFO] - loss: 0.{9 - n}, global_step: {n}"
+        for n in range(1, 4)
+    ]
+    block = [
+        "--------------------------------------",
+        "C++ Traceback (most recent call last):",
+        "--------------------------------------",
+        "No stack trace in paddle, may be caused by external reasons.",
+        "----------------------",
+        "Error Message Summary:",
+        "----------------------",
+    ]
+    fatal = "FatalError: `{text}` is detected by the operating system."
+    info = "  [SignalInfo: *** {sig} (@0x3e8) received by PID 4711 (TID 0x7f60d4b6e740) from PID 4700 ***]"
+    crashed = [*steps, *block, fatal.format(text="Segmentation fault"), info.format(sig="SIGSEGV")]
+    assert told(run, crashed, 10)[0] == "segfault"
+    stopped = [*steps, *block, fatal.format(text="Termination signal"), info.format(sig="SIGTERM")]
+    assert told(run, stopped, 10)[0] == "process_killed"
+
+
+def test_an_hccl_call_failing_under_an_npu_operator_is_a_communication_error(run: Run) -> None:
+    # torch_npu's OPS_CHECK_ERROR with an HCCL API as the call: the code is an HcclResult
+    steps = [f"[rank0]: step {n} loss 0.{9 - n}" for n in range(1, 4)]
+    error = "[rank2]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllGather, error code is 9"
+    trailer = "[rank2]: [ERROR] 2025-04-08-18:07:20 (PID:4711, Device:2, RankID:2) ERR01100 OPS call acl api failed."
+    category, rank = told(run, [*steps, error, trailer], 3)
+    assert (category, rank) == ("comm_error", 2)
+
+
+def test_a_ray_process_that_cannot_register_with_its_raylet_is_a_failed_start(run: Run) -> None:
+    # core_worker_process.cc: RAY_LOG(FATAL) << "Failed to register worker to Raylet: " << status
+    lines = [
+        "2025-03-04 09:12:40,374 INFO worker.py:1837 -- Connecting to existing Ray cluster at address: 10.0.4.7:6379...",
+        "2025-03-04 09:12:40,385 INFO worker.py:2023 -- Connected to Ray cluster.",
+        "[2025-03-04 09:12:46,736 E 46008 46008] core_worker_process.cc:232: Failed to register worker to Raylet: IOError: Failed to read data from the socket: End of file worker_id=01000000ffffffffffffffffffffffffffffffffffffffffffffffff",
+    ]
+    assert told(run, lines, 2)[0] == "launcher_error"
+
+
+def test_tensorflow_s_own_words_on_a_lost_peer_and_on_storage_that_gave_up(run: Run) -> None:
+    steps = [f"{n}/100 [==>...........] - ETA: 1:0{n} - loss: 0.{9 - n}" for n in range(1, 4)]
+    # collective_all_reduce_strategy.py _check_health: retries, then aborts the collectives
+    lost = [
+        "WARNING:tensorflow:/job:worker/replica:0/task:2 seems down, retrying 1/3",
+        "WARNING:tensorflow:/job:worker/replica:0/task:2 seems down, retrying 2/3",
+        "ERROR:tensorflow:Cluster check alive failed, /job:worker/replica:0/task:2 is down, aborting collectives: Deadline Exceeded",
+    ]
+    assert told(run, [*steps, *lost], 5)[0] == "comm_error"
+    # retrying_utils.cc CallWithRetries, here under a checkpoint save to GCS
+    gave_up = "tensorflow.python.framework.errors_impl.AbortedError: All 10 retry attempts failed. The last failure: Unavailable: Error executing an HTTP request: HTTP response code 503"
+    assert told(run, [*steps, gave_up], 3)[0] == "io_error"
+    # Google auth's warning of every run off GCP carries the same words and is no failure
+    warning = '2024-05-02 10:00:00.000000: W tsl/platform/cloud/google_auth_provider.cc:184] All attempts to get a Google authentication bearer token failed, returning an empty token. Retrieving token from GCE failed with "ABORTED: All 10 retry attempts failed. The last failure: Error executing an HTTP request: libcurl code 6".'
+    _code, doc, _ = run([*steps, warning, *steps])
+    assert all(
+        i["root_cause"]["pattern"] != "tensorflow.retries_exhausted" for i in doc["incidents"]
+    )

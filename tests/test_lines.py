@@ -280,6 +280,9 @@ ROWS = [
         host="10.0.0.218",
     ),
     row("(RayTrainWorker pid=43515) [rank1]: KeyError: 'x'", "KeyError: 'x'", rank=1),
+    # a worker with no actor or task name (ray/_private/worker.py print_worker_logs)
+    row("(pid=51234, ip=10.0.4.7) RuntimeWarning: slow", "RuntimeWarning: slow", host="10.0.4.7"),
+    row("\x1b[36m(pid=51234)\x1b[0m step 3 loss 1.2", "step 3 loss 1.2"),
     # a copy that lost the escape bytes keeps the colour codes as text
     row("[2m[36m(RayTrainWorker pid=7, ip=10.2.0.3)[0m hello", "hello", host="10.2.0.3"),
     # SkyPilot's run log (sky/skylet/log_lib.py): its rank numbers nodes, so the node is the host

@@ -111,14 +111,15 @@ _QUOTE = re.compile(r"(?:> ?|\| )+(?=\S)")
 # slurmstepd's `*** ... ***` banners
 _BOLD = re.compile(r"\*\*(?P<line>[^*\s](?:.*[^*\s])?)\*\*\s*")
 _INDENT = re.compile(r"[ \t]+(?=\[(?:[A-Za-z_][\w.:-]*?\d+|\d+,(?:mpirank:)?\d+[\w.,-]*)\]<?[:\w])")
-# Ray prefixes every line of a worker with `(ActorName pid=N[, ip=A.B.C.D])` and the raylet's
-# lines with `(raylet[, ip=...])` (ray/_private/log_monitor.py): the ip names the node.
+# Ray prefixes every line of a worker with `(ActorName pid=N[, ip=A.B.C.D])` (a worker with no
+# actor or task name: `(pid=N[, ip=...])`) and the raylet's lines with `(raylet[, ip=...])`
+# (ray/_private/worker.py print_worker_logs, log_monitor.py): the ip names the node.
 # SkyPilot's run log (sky/skylet/log_lib.py) has the same shape with its node in front: `(head,
 # rank=0, pid=N)`, `(worker1, rank=1, pid=N, ip=A.B.C.D)`, `(task, pid=N)`; its rank numbers
 # nodes, not processes, so the node's name (or its ip) is the host; a task name is not.
 _RAY = re.compile(
     # a copy without the escape bytes keeps the colour codes as text: `[2m[36m(...)[0m`
-    r"(?:\[[0-9;]*m)*\((?:[\w.:-]+,? pid=\d+|(?P<node>[\w.:-]+), rank=\d+, pid=\d+"
+    r"(?:\[[0-9;]*m)*\((?:(?:[\w.:-]+,? )?pid=\d+|(?P<node>[\w.:-]+), rank=\d+, pid=\d+"
     r"|raylet|gcs_server|autoscaler|monitor)"
     r"(?:, ip=(?P<ip>[\w.:-]+))?\)(?:\[[0-9;]*m)* ?"
 )
