@@ -1257,3 +1257,15 @@ def test_tensorflow_s_own_words_on_a_lost_peer_and_on_storage_that_gave_up(run: 
     assert all(
         i["root_cause"]["pattern"] != "tensorflow.retries_exhausted" for i in doc["incidents"]
     )
+
+
+def test_wandb_core_s_own_log_on_stderr_is_no_failure_of_the_run(run: Run) -> None:
+    # core/cmd/wandb-core/main.go: slog.Error("main: failed to get logger path", "error", err) with
+    # Go's default handler, then the service's own records on stderr
+    steps = [f"2024-05-02 10:0{n}:00,000 - INFO - step {n}/300 loss 1.{n}" for n in range(1, 4)]
+    own = [
+        '2024/05/02 10:03:30 ERROR main: failed to get logger path error="error creating log directory: mkdir /home/u/.cache/wandb: permission denied"',
+        "2024/05/02 10:03:30 INFO server: will exit if parent process dies ppid=4711",
+    ]
+    _code, doc, _path = run([*steps, *own])
+    assert doc["incidents"] == [], doc["incidents"]
