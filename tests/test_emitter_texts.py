@@ -1269,3 +1269,26 @@ def test_wandb_core_s_own_log_on_stderr_is_no_failure_of_the_run(run: Run) -> No
     ]
     _code, doc, _path = run([*steps, *own])
     assert doc["incidents"] == [], doc["incidents"]
+
+
+def test_a_windows_worker_that_died_of_a_native_exception_crashed(run: Run) -> None:
+    # ntstatus.h: a process killed by an exception exits with its NTSTATUS (0xC0000005 access
+    # violation = 3221225477), which mp.spawn and torchrun report as the exit code
+    steps = [f" {n}0%|####      | {n}/6 [00:1{n}<00:18,  6.24s/it]" for n in range(1, 4)]
+    spawn = "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 3221225477"
+    category, rank = told(run, [*steps, spawn], 3)
+    assert (category, rank) == ("segfault", 0)
+    block = child_failed_block(
+        "train.py",
+        time="2024-03-02_10:11:12",
+        host="DESKTOP-7Q",
+        rank=1,
+        local_rank=1,
+        exitcode=3221226505,
+        pid=4711,
+    )
+    _doc, inc, _path = failed_verdict(run, [*steps, *block])
+    assert inc["category"] == "segfault", inc
+    # an exit code of the program's own is not a crash
+    plain = spawn.replace("3221225477", "3")
+    assert told(run, [*steps, plain], 3)[0] == "python_exception"

@@ -52,7 +52,8 @@ every rank's few frames may interleave (64 ranks x 5 lines); past it, the traceb
 the stream's next exception is a new one. Within it, a chained `Traceback` line is part of the
 caught one (`traceback.format_exc()` prints the chain)."""
 
-# Exit codes of workers killed by a signal, as torchelastic reports them (negative signal).
+# Exit codes of workers killed by a signal, as torchelastic reports them (negative signal), and
+# the shell's 128 + signal.
 EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
     {
         -9: ("SIGKILL", "process_killed"),
@@ -63,6 +64,14 @@ EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
         -2: ("SIGINT", "cancelled"),
         137: ("SIGKILL", "process_killed"),
         139: ("SIGSEGV", "segfault"),
+        # a Windows process that died of an exception exits with its NTSTATUS (ntstatus.h), as
+        # torchrun and mp.spawn report it there: the native crashes
+        3221225477: ("STATUS_ACCESS_VIOLATION", "segfault"),
+        3221225501: ("STATUS_ILLEGAL_INSTRUCTION", "segfault"),
+        3221225620: ("STATUS_INTEGER_DIVIDE_BY_ZERO", "segfault"),
+        3221225725: ("STATUS_STACK_OVERFLOW", "segfault"),
+        3221226356: ("STATUS_HEAP_CORRUPTION", "segfault"),
+        3221226505: ("STATUS_STACK_BUFFER_OVERRUN", "segfault"),
     }
 )
 
