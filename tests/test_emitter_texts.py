@@ -1292,3 +1292,13 @@ def test_a_windows_worker_that_died_of_a_native_exception_crashed(run: Run) -> N
     # an exit code of the program's own is not a crash
     plain = spawn.replace("3221225477", "3")
     assert told(run, [*steps, plain], 3)[0] == "python_exception"
+
+
+def test_a_slurm_command_that_rejects_its_own_option_never_launched(run: Run) -> None:
+    # src/common/proc_args.c verify_node_count: error("\"%s\" is not a valid node count")
+    lines = [
+        "+ NNODES=t",
+        "+ sbatch -N t run.sub",
+        'sbatch: error: "t" is not a valid node count',
+    ]
+    assert told(run, lines, 2)[0] == "launcher_error"
