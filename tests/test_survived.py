@@ -579,3 +579,18 @@ def test_other_ranks_printing_the_step_under_way_is_not_training_going_on(tmp_pa
     more = [step.format(r=r, m=m, it=10 * m) for m in (6, 7, 8) for r in (0, 1, 2, 3)]
     _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*lines, crash, *more])))
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_a_run_whose_step_lines_reach_their_last_iteration_outlived_what_came_before(
+    tmp_path: Path,
+) -> None:
+    # fewer steps after the error than training-went-on needs, but the last of the run's
+    # own `N/N`: it completed
+    noise = "fatal: not a git repository (or any of the parent directories): .git"
+    code, doc = _analyze(tmp_path, [noise, _iteration(1, 2), _iteration(2, 2)])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    (note,) = doc["survived"]
+    assert note["reason"] == "the run reached its last iteration after it (2/2)", note
+    # one step short of the last is no completion
+    code, doc = _analyze(tmp_path, [noise, _iteration(1, 3), _iteration(2, 3)])
+    assert code == 1 and doc["survived"] == [], doc["survived"]
