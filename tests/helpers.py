@@ -116,7 +116,7 @@ def analyze_doc(*args: str, input: bytes | str | None = None) -> tuple[int, dict
     return code, json.loads(out), err
 
 
-_SIGNALS = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
 
 @dataclass(frozen=True)

@@ -1302,3 +1302,24 @@ def test_a_slurm_command_that_rejects_its_own_option_never_launched(run: Run) ->
         'sbatch: error: "t" is not a valid node count',
     ]
     assert told(run, lines, 2)[0] == "launcher_error"
+
+
+def test_a_worker_killed_by_an_arithmetic_or_instruction_trap_crashed(run: Run) -> None:
+    # signal(7): SIGFPE (8) and SIGILL (4) are crash signals like SIGSEGV; torchrun reports the
+    # worker's exit as the negative signal, in its agent line and in its failure block
+    steps = [f"[rank0]: step {n} loss 0.{9 - n}" for n in range(1, 4)]
+    agent = "[2025-09-09 10:30:47,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -{sig}) local_rank: 1 (pid: 52782) of binary: /usr/bin/python"
+    for sig in (8, 4):
+        category, rank = told(run, [*steps, agent.format(sig=sig)], 3)
+        assert category == "segfault", sig
+    block = child_failed_block(
+        "train.py",
+        time="2025-09-09_10:30:47",
+        host="node-3",
+        rank=5,
+        local_rank=1,
+        exitcode=-8,
+        pid=52782,
+    )
+    _doc, inc, _path = failed_verdict(run, [*steps, *block])
+    assert (inc["category"], inc["culprit"]["rank"]) == ("segfault", 5), inc

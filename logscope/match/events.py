@@ -59,6 +59,8 @@ EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
         -9: ("SIGKILL", "process_killed"),
         -11: ("SIGSEGV", "segfault"),
         -7: ("SIGBUS", "segfault"),
+        -8: ("SIGFPE", "segfault"),
+        -4: ("SIGILL", "segfault"),
         -6: ("SIGABRT", "unknown"),
         -15: ("SIGTERM", "process_killed"),
         -2: ("SIGINT", "cancelled"),
