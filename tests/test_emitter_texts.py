@@ -1310,7 +1310,7 @@ def test_a_worker_killed_by_an_arithmetic_or_instruction_trap_crashed(run: Run) 
     steps = [f"[rank0]: step {n} loss 0.{9 - n}" for n in range(1, 4)]
     agent = "[2025-09-09 10:30:47,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -{sig}) local_rank: 1 (pid: 52782) of binary: /usr/bin/python"
     for sig in (8, 4):
-        category, rank = told(run, [*steps, agent.format(sig=sig)], 3)
+        category, _rank = told(run, [*steps, agent.format(sig=sig)], 3)
         assert category == "segfault", sig
     block = child_failed_block(
         "train.py",
