@@ -1323,3 +1323,29 @@ def test_a_worker_killed_by_an_arithmetic_or_instruction_trap_crashed(run: Run) 
     )
     _doc, inc, _path = failed_verdict(run, [*steps, *block])
     assert (inc["category"], inc["culprit"]["rank"]) == ("segfault", 5), inc
+
+
+def test_paddle_s_launcher_says_which_local_rank_failed_and_when_its_pod_completed(
+    run: Run,
+) -> None:
+    # paddle/distributed/launch/controllers/controller.py `watch`, behind `LAUNCH <LEVEL> <asctime> `
+    head = "LAUNCH {lvl} 2024-03-02 10:{m:02d}:00,000 "
+    start = [
+        head.format(lvl="INFO", m=0) + "Run Pod: wnfrei, replicas 4, status ready",
+        head.format(lvl="INFO", m=0) + "Watching Pod: wnfrei, replicas 4, status running",
+        # its own warnings are no failure of the job
+        head.format(lvl="WARNING", m=5) + "save gpu log failed",
+    ]
+    failed = [
+        head.format(lvl="INFO", m=9) + "Pod failed",
+        head.format(lvl="ERROR", m=9) + "Container failed !!!",
+        "Container rank 2 status failed cmd ['/usr/bin/python', '-u', 'train.py'] code -9 log log/workerlog.2 ",
+        head.format(lvl="INFO", m=9)
+        + "------------------------- ERROR LOG DETAIL -------------------------",
+        head.format(lvl="INFO", m=9) + "Exit code -9",
+    ]
+    _doc, inc, path = failed_verdict(run, [*start, *failed])
+    assert_root(inc, path, 6, failed[2])
+    assert (inc["category"], inc["culprit"]["local_rank"]) == ("process_killed", 2), inc
+    code, doc, _ = run([*start, head.format(lvl="INFO", m=9) + "Pod completed"])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]

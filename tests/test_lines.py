@@ -116,6 +116,13 @@ ROWS = [
         "[c10d] The client socket has failed to connect to [node-1]:29500 (system error: 10061).",
         level="W",
     ),
+    # `%(name)s %(levelname)s %(asctime)s `: Paddle's launcher (logger LAUNCH)
+    row(
+        "LAUNCH WARNING 2025-06-13 17:55:57,156 save gpu log failed",
+        "save gpu log failed",
+        level="W",
+        time=datetime(2025, 6, 13, 17, 55, 57, 156000),
+    ),
     row(
         "I0820 14:27:21.482718 4030958 ProcessGroupNCCL.cpp:980] [PG 0 Rank 1] NCCL options",
         "[PG 0 Rank 1] NCCL options",

@@ -59,6 +59,11 @@ _ASCTIME = r"(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d),(?P<f
 _PYLOG_NAMED = re.compile(r"\[" + _ASCTIME + r"\] [\w.]+: \[(?P<lvl>[A-Z]+)\] ?")
 _DEEPSPEED = re.compile(r"\[" + _ASCTIME + r"\] \[(?P<lvl>[A-Z]+)\] \[[^\]]*\] ?")
 _HF = re.compile(r"\[(?P<lvl>[A-Z]+)\|[^\]]+\] " + _ASCTIME + r" >> ")
+# `%(name)s %(levelname)s %(asctime)s `: Paddle's launcher (paddle/distributed/launch/context
+# `get_logger`, logger `LAUNCH`) and the loggers that take its format
+_NAME_LEVEL = re.compile(
+    r"[A-Za-z][\w.]* (?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) " + _ASCTIME + " "
+)
 _PYLOG_PLAIN = re.compile(r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+):")
 _NCCL = re.compile(
     r"(?:\[(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.\d+)?\] )?"
@@ -345,7 +350,12 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             p.time = _time(g, year) or p.time
             text = text[m.end() :]
             continue
-        m = _PYLOG_NAMED.match(text) or _DEEPSPEED.match(text) or _HF.match(text)
+        m = (
+            _PYLOG_NAMED.match(text)
+            or _DEEPSPEED.match(text)
+            or _HF.match(text)
+            or _NAME_LEVEL.match(text)
+        )
         if m:
             p.level = m["lvl"][0]
             p.time = _time(m.groupdict(), year) or p.time
