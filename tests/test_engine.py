@@ -204,3 +204,7 @@ def test_the_time_limit_after_progress_lines_with_no_time_of_their_own_is_the_ti
     timed = [f"2024-04-06 02:0{n}:00,000 - INFO - {d}" for n, d in enumerate(dicts)]
     a = concluded(("job.log", [stamped, *timed, banner]))
     assert a.job.outcome is Outcome.hung, a.job
+    # and so after lines stamped to the second, the last two in the same one: each states its time
+    same = [f"2024-04-06 02:01:0{(n + 1) // 2} - INFO - {d}" for n, d in enumerate(dicts)]
+    a = concluded(("job.log", [stamped, *same, banner]))
+    assert a.job.outcome is Outcome.hung, a.job

@@ -91,9 +91,11 @@ def attempt_endings(
 
 def _last_alive(a: Attempt, progress: Progress) -> datetime | None:
     """The attempt's last sign of life: its last progress line, or a save completed after it;
-    None when the last progress line has no time of its own (Progress.time_is_floor): how long
-    the attempt was silent after it is not known."""
-    if progress.time_is_floor(*a.progress):
+    None when the last progress line has no time of its own (Progress.time_is_floor; a line
+    that states its time has one, whatever the line before it says): how long the attempt was
+    silent after it is not known."""
+    stated = a.last_event is not None and a.last_event.time_exact
+    if not stated and progress.time_is_floor(*a.progress):
         return None
     ends = [s.end for s in a.saves if s.end is not None and (a.end is None or s.end <= a.end)]
     times = [t for t in (a.last_progress, *ends) if t is not None]
