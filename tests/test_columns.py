@@ -341,3 +341,26 @@ def test_progress_columns_come_from_one_spec() -> None:
     cols, _ = collector.finish()
     assert list(cols.values) == list(PARSED)
     assert list(progress_arrays.ScanArrays.of(cols, 0).health) == list(STATED)
+
+
+def test_a_progress_line_whose_time_is_the_line_befores_has_only_a_floor() -> None:
+    def progress(rows: list[tuple[int | None, float]]) -> Progress:
+        p = Progress()
+        for i, (it, t) in enumerate(rows):
+            line = Line("x", i + 1, "", "")
+            p.add(Event(seq=i + 1, signature="s", kind="iteration", line=line), it, math.nan)
+            p.time[i] = t
+        return p
+
+    # unnumbered lines (HF log dicts) given the time of the one before
+    assert progress([(None, 100.0), (None, 160.0), (None, 160.0)]).time_is_floor(0, 2)
+    assert not progress([(None, 100.0), (None, 160.0), (None, 220.0)]).time_is_floor(0, 2)
+    # every rank prints step 7 at one stamp: the step before is what it is compared with
+    ranks = progress([(6, 100.0), (7, 160.0), (7, 160.0)])
+    assert not ranks.time_is_floor(0, 2)
+    assert progress([(6, 160.0), (7, 160.0), (7, 160.0)]).time_is_floor(0, 2)
+    # the attempt's only line is dated; so is a line that states its duration
+    assert not progress([(None, 100.0)]).time_is_floor(0, 0)
+    timed = progress([(None, 100.0), (None, 100.0)])
+    timed.iter_s[1] = 60.0
+    assert not timed.time_is_floor(0, 1)

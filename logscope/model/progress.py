@@ -187,10 +187,14 @@ class Progress:
         is the last one of another step (of any other, where the lines number none)."""
         if last <= first or not math.isnan(self.iter_s[last]) or math.isnan(self.time[last]):
             return False
-        its = self.iteration.numpy()[first:last]
         it = int(self.iteration[last])
-        other = np.flatnonzero(its != it) if it >= 0 else np.arange(len(its))
-        return bool(len(other)) and self.time[first + int(other[-1])] == self.time[last]
+        before = last - 1
+        if it >= 0:
+            other = np.flatnonzero(self.iteration.numpy()[first:last] != it)
+            if not len(other):
+                return False
+            before = first + int(other[-1])
+        return bool(self.time[before] == self.time[last])
 
     def median_interval_s(self) -> float | None:
         """Typical seconds per logged progress line: from the lines' own durations, else times."""
