@@ -859,6 +859,16 @@ def test_apptainer_s_fatal_is_the_launch_failure_under_srun_s_exit_255(run: Run)
         run, ["step 10 loss 2.0", "FATAL: loss is NaN, stopping", lines[-1]]
     )
     assert inc["category"] != "launcher_error", inc
+    # its command line refused (apptainer.go ExecuteApptainer): usage, then exit 1
+    refused = [
+        "+ srun apptainer run --nv",
+        *[
+            f'{t}: Error for command "run": requires at least 1 arg(s), only received 0'
+            for t in range(2)
+        ],
+        "srun: error: gpu-c03: tasks 0-1: Exited with exit code 1",
+    ]
+    assert told(run, refused, 1)[0] == "launcher_error"
 
 
 def test_the_agents_exit_barrier_error_is_caught_and_the_workers_result_stands(
