@@ -1282,6 +1282,43 @@ def test_wandb_core_s_own_log_on_stderr_is_no_failure_of_the_run(run: Run) -> No
     assert doc["incidents"] == [], doc["incidents"]
 
 
+def test_wandb_s_git_root_error_is_no_failure_of_the_run(run: Run) -> None:
+    # wandb/sdk/lib/gitlib.py GitRepo.root catches GitPython's GitCommandError, logs it and goes
+    # on: in 0.13 to 0.15 with logger.error(f"git root error: {e}"), later with
+    # logger.exception("git root error") and the traceback after it (git/exc.py's text)
+    start = [
+        "2024-05-02 10:00:00,000 - INFO - building model",
+        "wandb: Tracking run with wandb version 0.16.6",
+    ]
+    detail = [
+        "  cmdline: git rev-parse --show-toplevel",
+        "  stderr: 'fatal: detected dubious ownership in repository at '/workspace/proj''",
+    ]
+    logged = [
+        "ERROR:2024-05-02 10:00:01,517:git root error: Cmd('git') failed due to: exit code(128)",
+        *detail,
+    ]
+    excepted = [
+        "ERROR:wandb.sdk.lib.gitlib:git root error",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/site-packages/wandb/sdk/lib/gitlib.py", line 94, in root',
+        '    return self.repo.git.rev_parse("--show-toplevel")',
+        "git.exc.GitCommandError: Cmd('git') failed due to: exit code(128)",
+        *detail,
+    ]
+    for noted in (logged, excepted):
+        _code, doc, _path = run(
+            [*start, *noted, "wandb: Run data is saved locally in /workspace/proj/wandb"]
+        )
+        assert doc["incidents"] == [], doc["incidents"]
+        assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # the same detail after a command the script itself ran and died of is that failure's
+    _code, doc, _path = run(
+        [*start, *excepted[1:], "wandb: Run data is saved locally in /workspace/proj/wandb"]
+    )
+    assert doc["incidents"], doc
+
+
 def _crash_block(exitcode: int, rank: int) -> list[str]:
     """torchrun's failure block for one worker that died with `exitcode`."""
     return child_failed_block(
