@@ -270,6 +270,32 @@ def test_whole_records_carries_a_record_into_the_next_block() -> None:
     assert b"".join(b.data for b in whole_records(blocks, None)) == b"".join(b.data for b in blocks)
 
 
+def test_a_screen_copy_padded_to_its_width_keeps_its_last_record_whole(tmp_path: Path) -> None:
+    # a terminal's screen copied whole pads every row to the width: the rows of the input's last
+    # block all look like pieces of a record going on, and nothing follows them
+    w = 100
+    record = (
+        "2023-04-02 11:07:26.771566: E external/xla/xla/pjrt/pjrt_stream_executor_client.cc:2153]"
+        " Execution of replica 1 failed: INTERNAL: external/xla/xla/service/gpu/nccl_all_reduce"
+        "_thunk.cc:70: NCCL operation ncclAllReduce(send_buffer, recv_buffer, count, dtype, op,"
+        " comm, stream) failed: unhandled cuda error"
+    )
+    rows = [record[i : i + w] for i in range(0, len(record), w)]
+    rows += ["Traceback (most recent call last):", '  File "train.py", line 757, in <module>']
+    rows += [f"    frame {n}" for n in range(3)]
+    log = _write(tmp_path, [r.ljust(w) for r in rows])
+    _code, doc, _ = analyze_doc(str(log))
+    root = verdict_incident(doc)["root_cause"]
+    assert (root["pattern"], root["line"]) == ("nccl.unhandled_cuda_error", 1), root
+    # the last block is not cut, but one that more blocks follow still is
+    from logscope.lines.wrap import whole_records
+    from logscope.read.sources import Block
+
+    piece = b"x" * w + b"\n"
+    out = list(whole_records([Block(b"a\n" + piece, 1)], w))
+    assert [(b.data, b.first_lineno) for b in out] == [(b"a\n" + piece, 1)]
+
+
 def test_a_cut_record_is_reported_where_its_phrase_begins(tmp_path: Path) -> None:
     # the phrase a signature knows runs back from its trigger to the last bracketed field: the
     # watchdog's words begin at the end of the first piece, the launcher's at the `]` that

@@ -191,17 +191,23 @@ def unfinished_tail(data: bytes | bytearray, width: int | None) -> int:
 
 def whole_records(blocks: Iterable[Block], width: int | None) -> Iterator[Block]:
     """The blocks, each cut before a hard-wrapped record that goes on into the next (its lines
-    carried there): a scan of one block sees every record whole, whatever the block size."""
+    carried there): a scan of one block sees every record whole, whatever the block size. The
+    input's last block is never cut: nothing follows it (a screen copy pads every line to the
+    width, and its last lines would otherwise be scanned apart from the record they end)."""
     carried: Block | None = None
-    for block in blocks:
+    ahead = iter(blocks)
+    block = next(ahead, None)
+    while block is not None:
+        following = next(ahead, None)
         if carried is not None:
             block, carried = joined([carried, block]), None
-        cut = unfinished_tail(block.data, width)
+        cut = unfinished_tail(block.data, width) if following is not None else len(block.data)
         if cut == 0:
             carried = block  # all of it one record going on (MAX_PIECES lines at most)
-            continue
-        if cut < len(block.data):
-            block, carried = split_block(block, cut)
-        yield block
+        else:
+            if cut < len(block.data):
+                block, carried = split_block(block, cut)
+            yield block
+        block = following
     if carried is not None:
         yield carried
