@@ -117,6 +117,34 @@ def test_a_cloud_reclaiming_the_machine_is_a_preemption(run: Run, notice: str) -
     assert doc["job"]["outcome"] == "preempted", (code, doc["job"])
 
 
+def test_skypilot_s_controller_tells_a_preemption_a_success_and_a_failure(run: Run) -> None:
+    # sky/jobs/controller.py (sky/spot/controller.py before 0.6) and its logger's header
+    # (sky/sky_logging.py): the cluster lost, the job's cleanup on it failing after
+    lost = [
+        "I 07-19 08:00:02 controller.py:155] Started monitoring.",
+        "I 07-19 09:30:02 controller.py:260] Cluster is preempted or failed (status: INIT). Recovering...",
+        "I 07-19 09:30:02 state.py:344] === Recovering... ===",
+        "E 07-19 09:30:32 backend_utils.py:998] Command failed with code 255: python3 -u -c 'from sky.skylet import job_lib;job_lib.cancel_jobs(None)'",
+        "E 07-19 09:30:32 backend_utils.py:999] Failed to cancel jobs on cluster train-4.",
+    ]
+    code, doc, _path = run(lost)
+    assert doc["job"]["outcome"] == "preempted", (code, doc["job"])
+    assert verdict_incident(doc)["category"] == "preemption", doc["incidents"]
+    done = "I 07-19 12:01:55 controller.py:299] Managed job 4 (task: 0) SUCCEEDED. Cleaning up the cluster train-4."
+    code, doc, _path = run([*lost, "I 07-19 09:41:10 state.py:367] ==== Recovered. ====", done])
+    assert (code, doc["job"]["outcome"]) == (0, "completed"), doc["job"]
+    failed = [
+        lost[0],
+        "I 07-19 09:30:07 controller.py:273] The user job failed. Please check the logs below.",
+        "== Logs of the user job (ID: 4) ==",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 9, in <module>',
+        "KeyError: 'labels'",
+    ]
+    _doc, inc, path = failed_verdict(run, failed)
+    assert_root(inc, path, 6, failed[5])
+
+
 @pytest.mark.parametrize(
     ("line", "category"),
     [

@@ -368,6 +368,22 @@ ROWS = [
         host="localhost",
         rank=0,
     ),
+    # SkyPilot's logger (sky/sky_logging.py) and vLLM's taken from it (vllm/logger.py):
+    # `%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] `, datefmt `%m-%d %H:%M:%S`
+    row(
+        "E 03-04 10:11:12 backend_utils.py:998] Failed to cancel jobs on cluster c-7.",
+        "Failed to cancel jobs on cluster c-7.",
+        level="E",
+        time=datetime(YEAR, 3, 4, 10, 11, 12),
+    ),
+    row(
+        "(EngineCore_DP0 pid=812) WARNING 11-30 23:59:01 [v1/worker/gpu_worker.py:44] x",
+        "x",
+        level="W",
+        time=datetime(YEAR, 11, 30, 23, 59, 1),
+    ),
+    # a month-day time with no source position after it is the message's
+    row("I 03-04 10:11:12 step 3 done", "I 03-04 10:11:12 step 3 done"),
     # dmesg -H relative stamps
     row("[  +0.000004] pcieport 0000:00:03.0: AER: x", "pcieport 0000:00:03.0: AER: x"),
 ]

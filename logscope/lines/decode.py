@@ -64,6 +64,13 @@ _HF = re.compile(r"\[(?P<lvl>[A-Z]+)\|[^\]]+\] " + _ASCTIME + r" >> ")
 _NAME_LEVEL = re.compile(
     r"[A-Za-z][\w.]* (?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) " + _ASCTIME + " "
 )
+# `%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] ` with datefmt `%m-%d %H:%M:%S`: SkyPilot's
+# logger (sky/sky_logging.py, the level's initial, no brackets) and vLLM's, taken from it
+# (vllm/logger.py: the whole level name; brackets and a path under vllm/ since 0.8)
+_LEVEL_MONTHDAY = re.compile(
+    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL|[DIWEC]) (?P<mo>\d\d)-(?P<dd>\d\d) "
+    r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?:\[[\w./-]+:\d+\]|[\w.-]+\.py:\d+\]) ?"
+)
 _PYLOG_PLAIN = re.compile(r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+):")
 _NCCL = re.compile(
     r"(?:\[(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.\d+)?\] )?"
@@ -355,6 +362,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             or _DEEPSPEED.match(text)
             or _HF.match(text)
             or _NAME_LEVEL.match(text)
+            or _LEVEL_MONTHDAY.match(text)
         )
         if m:
             p.level = m["lvl"][0]
