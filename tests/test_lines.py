@@ -382,6 +382,20 @@ ROWS = [
         level="W",
         time=datetime(YEAR, 11, 30, 23, 59, 1),
     ),
+    # TensorFlow's C++ logger (platform/default/logging.cc): ISO time, microseconds, level,
+    # the thread id under TF_CPP_LOG_THREAD_ID
+    row(
+        "2022-10-23 01:07:26.771566: E external/xla/service/gpu/nccl_utils.cc:70] x",
+        "x",
+        level="E",
+        time=datetime(2022, 10, 23, 1, 7, 26, 771566),
+    ),
+    row(
+        "2021-03-01 10:00:00.123456: I   31337 tensorflow/core/common_runtime/gpu/gpu_device.cc:1418] x",
+        "x",
+        level="I",
+        time=datetime(2021, 3, 1, 10, 0, 0, 123456),
+    ),
     # a month-day time with no source position after it is the message's
     row("I 03-04 10:11:12 step 3 done", "I 03-04 10:11:12 step 3 done"),
     # dmesg -H relative stamps

@@ -71,6 +71,13 @@ _LEVEL_MONTHDAY = re.compile(
     r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL|[DIWEC]) (?P<mo>\d\d)-(?P<dd>\d\d) "
     r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) (?:\[[\w./-]+:\d+\]|[\w.-]+\.py:\d+\]) ?"
 )
+# TensorFlow's C++ logger (tensorflow/core/platform/default/logging.cc, later tsl/platform):
+# `%Y-%m-%d %H:%M:%S.%06d: %c[ %7u] %s:%d] `, the level one of IWEF, the thread id only under
+# TF_CPP_LOG_THREAD_ID; XLA inside JAX and PyTorch/XLA logged through it before abseil
+_TF_LOG = re.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<frac>\d{6}): "
+    r"(?P<lvl>[IWEF])(?: +\d+)? [^\s\]]+:\d+\] ?"
+)
 _PYLOG_PLAIN = re.compile(r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+):")
 _NCCL = re.compile(
     r"(?:\[(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.\d+)?\] )?"
@@ -245,7 +252,7 @@ def _stamped(text: str, pos: int) -> bool:
         return True
     if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _MMLOG.match(text, pos):
         return True
-    if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos):
+    if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos) or _TF_LOG.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
     return m is not None and (m["lvl"] or m["pylvl"]) is not None
@@ -363,6 +370,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             or _HF.match(text)
             or _NAME_LEVEL.match(text)
             or _LEVEL_MONTHDAY.match(text)
+            or _TF_LOG.match(text)
         )
         if m:
             p.level = m["lvl"][0]
