@@ -1,7 +1,8 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from accelerator stacks other than CUDA/NCCL
 (patterns/ascend.toml: torch_npu, its ACL result codes and HCCL; patterns/xla.toml: torch_xla's
-XRT mesh service; patterns/openxla.toml: XLA's and TensorFlow's statuses).
+XRT mesh service; patterns/openxla.toml: XLA's and TensorFlow's statuses; patterns/neuron.toml:
+the AWS Neuron runtime and its collectives).
 Lines are constructed from the emitters' format strings (see each pattern file's header)."""
 
 from __future__ import annotations
@@ -128,3 +129,25 @@ def test_a_jax_plugin_that_failed_to_initialize_is_caught(run: Run) -> None:
     need = "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices. (you may need to uninstall the failing plugin package, or set JAX_PLATFORMS=cpu to skip this backend.)"
     _doc, inc, path = failed_verdict(run, [*lines[:4], need])
     assert_root(inc, path, 5, need)
+
+
+def test_a_neuron_hardware_error_is_the_cause_of_the_other_workers_collective_hang(
+    run: Run,
+) -> None:
+    # nrt-troubleshoot.rst's hardware-error table and its `Hang on Collectives` message, in the
+    # runtime's `<date> <pid>:<tid> LEVEL MODULE:function message` lines
+    hang = "2025-Mar-02 08:44:{s:02d}.000{p}00 {p}:{p}90 ERROR  TDRV:exec_consume_infer_status_notifications (FATAL-RT-UNDEFINED-STATE) missing collectives status on Neuron Device 0 NC {p}, model 0 - suspected hang in collectives operation 7 out of 100"
+    hw = "2025-Mar-02 08:14:21.000123 4711:4790 ERROR  TDRV:exec_consume_infer_status_notifications (FATAL-RT-UNDEFINED-STATE) [ND 3][NC 1] Uncorrectable memory error is detected, metadata: 0x16. Please terminate or stop/start this instance to avoid future impact from the hardware error."
+    steps = [STEP.format(s=n, n=n) for n in range(1, 4)]
+    lines = [*steps, hw, hang.format(s=1, p=5), hang.format(s=2, p=6)]
+    category, _rank = told(run, lines, 3)
+    assert category == "gpu_hardware"
+    # without it, the hang is the story, and it names no cause of its own
+    _doc, inc, _path = failed_verdict(run, [*steps, hang.format(s=1, p=5)])
+    assert inc["category"] == "collective_timeout", inc
+    # the collectives engine failing to set up its rings is a communication error, and the
+    # runtime's device errors are the accelerator runtime's
+    enc = "2025-Jan-07 08:09:10.123456 2211:2290 ERROR   ENC:init_metaring_algorithm                 [nec_dev 3 ch 1] failed to reuse global comm devmem reservation"
+    assert told(run, [*steps, enc], 3)[0] == "comm_error"
+    cores = "2025-Jan-07 08:09:10.123456 2211:2211 ERROR   NRT:nrt_allocate_neuron_cores               NeuronCore(s) not available - Requested:nc1-nc1 Available:0"
+    assert told(run, [*steps, cores], 3)[0] == "cuda_error"
