@@ -2,7 +2,7 @@
 """Whole-log behaviour of the signatures read from accelerator stacks other than CUDA/NCCL
 (patterns/ascend.toml: torch_npu, its ACL result codes and HCCL; patterns/xla.toml: torch_xla's
 XRT mesh service; patterns/openxla.toml: XLA's and TensorFlow's statuses; patterns/neuron.toml:
-the AWS Neuron runtime and its collectives).
+the AWS Neuron runtime and its collectives; patterns/habana.toml: Gaudi's Synapse status).
 Lines are constructed from the emitters' format strings (see each pattern file's header)."""
 
 from __future__ import annotations
@@ -151,3 +151,20 @@ def test_a_neuron_hardware_error_is_the_cause_of_the_other_workers_collective_ha
     assert told(run, [*steps, enc], 3)[0] == "comm_error"
     cores = "2025-Jan-07 08:09:10.123456 2211:2211 ERROR   NRT:nrt_allocate_neuron_cores               NeuronCore(s) not available - Requested:nc1-nc1 Available:0"
     assert told(run, [*steps, cores], 3)[0] == "cuda_error"
+
+
+def test_gaudi_s_synapse_status_is_read_by_its_name(run: Run) -> None:
+    # the Gaudi bridge's `synStatus=synStatus <code> [<name>]` in the exception a rank raises
+    steps = [STEP.format(s=n, n=n) for n in range(1, 4)]
+    frame = [
+        "[rank5]: Traceback (most recent call last):",
+        '[rank5]:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 2425, in broadcast',
+        "[rank5]:     work = default_pg.broadcast([tensor], opts)",
+    ]
+    for name, category in (
+        ("26 [Generic failure]", "cuda_error"),
+        ("4 [Out of device memory]", "oom_gpu"),
+        ("17 [Device reset]", "gpu_hardware"),
+    ):
+        error = f"[rank5]: RuntimeError: Graph compile failed. synStatus=synStatus {name}."
+        assert told(run, [*steps, *frame, error], 6) == (category, 5)
