@@ -384,7 +384,7 @@ def test_the_traceback_spawn_quotes_for_a_child_is_that_childs() -> None:
     events = events_of(lines)
     found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
     assert (found.rank, found.local_rank) == (2, 2), found
-    assert "mp.spawn quotes for process 2" in found.reason
+    assert "the output mp.spawn quotes for process 2" in found.reason
 
 
 def test_an_error_before_spawns_header_is_not_the_childs() -> None:
@@ -393,6 +393,40 @@ def test_an_error_before_spawns_header_is_not_the_childs() -> None:
     events = events_of(lines)
     found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
     assert found == FIRST_ERROR
+
+
+# composer/cli/launcher.py _print_process_exit_status: a crashed worker's output, quoted at clean-up
+COMPOSER = [
+    "Global rank 3 (PID 40211) exited with code 1",
+    "----------Begin global rank 3 STDOUT----------",
+    "step 10 loss 2.0",
+    "----------End global rank 3 STDOUT----------",
+    "----------Begin global rank 3 STDERR----------",
+    "Traceback (most recent call last):",
+    '  File "/work/train.py", line 77, in <module>',
+    OOM,
+    "----------End global rank 3 STDERR----------",
+    "ERROR:composer.cli.launcher:Global rank 0 (PID 40208) exited with code -15",
+]
+
+
+def test_the_output_composer_quotes_for_a_worker_is_that_workers() -> None:
+    events = events_of(COMPOSER)
+    found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
+    assert found.rank == 3, found
+    assert "the output Composer's launcher quotes for rank 3" in found.reason
+    # an excerpt that starts inside the quote: its End line closes it
+    events = events_of(COMPOSER[6:])
+    found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(4))
+    assert found.rank == 3, found
+
+
+def test_an_error_after_composers_quote_is_closed_is_not_the_workers() -> None:
+    # counter-case: the quote ended before the error; the next quote's End line is another's
+    lines = [*COMPOSER[4:9], OOM, "----------End global rank 5 STDERR----------"]
+    events = events_of(lines)
+    root = [e for e in events if e.signature == "cuda.out_of_memory"][-1]
+    assert quoted_culprit(FIRST_ERROR, root, events, one_node(8)) == FIRST_ERROR
 
 
 # Ray Train V2's WorkerGroupError (train/v2/_internal/execution/worker_group/poll.py,
@@ -411,7 +445,7 @@ def test_the_traceback_ray_train_quotes_under_one_rank_is_that_ranks() -> None:
     events = events_of([line.format(ranks=5) for line in RAY_V2])
     found = quoted_culprit(FIRST_ERROR, the(events, "cuda.out_of_memory"), events, one_node(8))
     assert found.rank == 5, found
-    assert "Ray Train quotes for rank 5" in found.reason
+    assert "the output Ray Train quotes for rank 5" in found.reason
 
 
 def test_a_ray_train_header_naming_several_ranks_names_no_culprit() -> None:

@@ -391,7 +391,7 @@ ROWS = [
         time=datetime(2022, 10, 23, 1, 7, 26, 771566),
     ),
     row(
-        "2021-03-01 10:00:00.123456: I   31337 tensorflow/core/common_runtime/gpu_device.cc:1418] x",
+        "2021-03-01 10:00:00.123456: I   31337 tensorflow/core/common_runtime/gpu_device.cc:141] x",
         "x",
         level="I",
         time=datetime(2021, 3, 1, 10, 0, 0, 123456),

@@ -9,7 +9,8 @@ lists, Slurm tasks, the first exit) is read in `launcher_clues`; here:
   failed to pass monitoredBarrier`), or a store-based barrier counted all ranks but one and one
   rank of the world never showed itself;
 - the traceback mp.spawn prints under `-- Process N terminated with the following error:` is
-  child N's, N its spawn index (by convention the local rank);
+  child N's, N its spawn index (by convention the local rank); the output Composer's launcher
+  quotes between `Begin global rank N STDERR` and `End global rank N STDERR` is rank N's;
 - a launcher's report that names the process on one line and its end on the next (Hydra's
   `=   RANK 3 PID 1234 RUNNING AT host`, then `=   KILLED BY SIGNAL: 9`);
 - an srun `--label` task where srun started the ranks itself, and NCCL's `host:pid` line head
@@ -29,11 +30,21 @@ from ..model import Culprit, Event, Line, Stream, World, field_int
 MONITORED_BARRIER = "gloo.monitored_barrier"
 STORE_BARRIER = frozenset({"torchrun.store_barrier_timeout", "torchrun.store_barrier_waiting"})
 TRACEBACK_HEADS: Mapping[str, str] = MappingProxyType(
-    {"spawn.process_raised": "mp.spawn", "ray.train_worker_errors": "Ray Train"}
+    {
+        "spawn.process_raised": "mp.spawn",
+        "ray.train_worker_errors": "Ray Train",
+        "composer.rank_output_begin": "Composer's launcher",
+    }
 )
 """Headers a parent prints above the traceback it quotes for one worker: mp.spawn's `-- Process N
 terminated with the following error:` (N its local rank), Ray Train's `[Rank N]:` in a
-WorkerGroupError (N its world rank)."""
+WorkerGroupError (N its world rank), Composer's `Begin global rank N STDERR` (N its global rank)."""
+QUOTE_ENDS: Mapping[str, str] = MappingProxyType(
+    {"composer.rank_output_end": "Composer's launcher"}
+)
+"""Lines that close a worker's quoted output: Composer's `End global rank N STDERR`. The lines
+above one, back to the marker before it, are worker N's, where its Begin line is not in the log
+(an excerpt that starts inside the quote)."""
 QUOTED_TRACEBACK_LINES = 400
 """How far a quoted traceback under its header may run (deep stacks, chained exceptions)."""
 
@@ -243,26 +254,33 @@ def store_barrier_culprit(events: Sequence[Event], world: World) -> Culprit | No
 
 
 def quoted_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
-    """An error with no rank on its line inside the traceback a parent quotes for one worker (the
-    nearest header above it in the same file: `TRACEBACK_HEADS`)."""
-    heads = [
+    """An error with no rank on its line inside the output a parent quotes for one worker: the
+    nearest marker above it in the same file is a header (`TRACEBACK_HEADS`), or, when the
+    nearest above is none, the nearest below closes the quote it is in (`QUOTE_ENDS`)."""
+    near = [
         e
         for e in events
-        if e.signature in TRACEBACK_HEADS
+        if (e.signature in TRACEBACK_HEADS or e.signature in QUOTE_ENDS)
         and e.line.path == root.line.path
-        and 0 < root.line.lineno - e.line.lineno <= QUOTED_TRACEBACK_LINES
+        and 0 < abs(root.line.lineno - e.line.lineno) <= QUOTED_TRACEBACK_LINES
     ]
-    if not heads:
-        return culprit
-    head = max(heads, key=lambda e: e.line.lineno)
+    above = [e for e in near if e.line.lineno < root.line.lineno]
+    head = max(above, key=lambda e: e.line.lineno) if above else None
+    if head is not None and head.signature in QUOTE_ENDS:
+        return culprit  # the quote above was closed before the root
+    if head is None:
+        below = [e for e in near if e.line.lineno > root.line.lineno]
+        head = min(below, key=lambda e: e.line.lineno) if below else None
+        if head is None or head.signature not in QUOTE_ENDS:
+            return culprit
     rank, local = field_int(head, "rank"), field_int(head, "local_rank")
     if rank is None and local is None:
         return culprit
     if rank is None:
         rank = world.rank_of_stream(Stream(head.line.task, head.line.host, local, None))
     who = f"process {local}" if local is not None else f"rank {rank}"
-    quoter = TRACEBACK_HEADS[head.signature]
-    why = f"the error is in the traceback {quoter} quotes for {who} (line {head.line.lineno})"
+    quoter = TRACEBACK_HEADS.get(head.signature) or QUOTE_ENDS[head.signature]
+    why = f"the error is in the output {quoter} quotes for {who} (line {head.line.lineno})"
     named = with_rank(culprit, rank, local, why, 0.8)
     return replace(named, host=culprit.host or head.line.host)
 
