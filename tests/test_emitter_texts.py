@@ -1193,6 +1193,21 @@ def test_open_mpi_s_shared_memory_single_copy_failing_is_the_transport_s_failure
     assert all(i["root_cause"]["pattern"] != "openmpi.cma_read_failed" for i in doc["incidents"])
 
 
+def test_a_ray_actor_s_death_is_a_killed_process_unless_its_creation_task_raised(run: Run) -> None:
+    # ray/exceptions.py: ActorDiedError / RayActorError / WorkerCrashedError, also behind the
+    # driver's RayTaskError(<type>) wrapper
+    steps = [f"(main_task pid=4711) step:{n} - actor/loss:0.{9 - n}" for n in range(1, 4)]
+    wrapped = (
+        "ray.exceptions.RayTaskError(ActorDiedError): ray::main_task() (pid=4711, ip=10.0.0.5)"
+    )
+    assert told(run, [*steps, wrapped], 3)[0] == "process_killed"
+    crashed = "ray.exceptions.WorkerCrashedError: The worker died unexpectedly while executing this task. Check python-core-worker-*.log files for more information."
+    assert told(run, [*steps, crashed], 3)[0] == "process_killed"
+    # an actor whose __init__ raised died of that error
+    init = "ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, ray::Worker.__init__() (pid=4790, ip=10.0.0.5, actor_id=1a2b3c4d5e6f708192a3b4c501000000, repr=<Worker object at 0x7f00>)"
+    assert told(run, [*steps, init], 3)[0] == "python_exception"
+
+
 def test_a_c10d_error_type_is_the_communication_layer_s_even_when_only_its_name_survives(
     run: Run,
 ) -> None:
