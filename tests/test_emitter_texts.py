@@ -1193,6 +1193,28 @@ def test_open_mpi_s_shared_memory_single_copy_failing_is_the_transport_s_failure
     assert all(i["root_cause"]["pattern"] != "openmpi.cma_read_failed" for i in doc["incidents"])
 
 
+def test_a_store_read_that_timed_out_is_the_first_word_of_a_wait_no_peer_answered(run: Run) -> None:
+    # socket.cpp SocketImpl::waitForInput's warning (torch 2.13 libtorch_cpu.so), then the
+    # client's call failing in the rank's traceback
+    steps = [f"[rank0]:{{'loss': 0.{9 - n}, 'step': {n}}}" for n in range(1, 4)]
+    lines = [
+        *steps,
+        "[rank0]:[W1104 03:12:44.019281734 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=58, addr=[node-0]:42412, remote=[node-0]:51216) timed out after 300000ms",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/work/grpo.py", line 88, in sync_weights',
+        "[rank0]:     group = StatelessProcessGroup.create(host, port, rank, world_size)",
+        "[rank0]: torch.distributed.DistStoreError: Socket Timeout",
+    ]
+    # the rank's exception is the root where the log shows it; where it does not (an excerpt
+    # that stops in the traceback), the warning is
+    assert told(run, lines, 7)[0] == "comm_error"
+    assert told(run, lines[:6], 3)[0] == "comm_error"
+    # poll()'s own report of an empty wait is not it
+    poll = "[W1104 03:12:44.019281734 socket.cpp:460] [c10d] waitForInput: poll for socket SocketImpl(fd=12, addr=[10.0.0.7]:53318, remote=[10.0.0.2]:29500) returned 0, likely a timeout"
+    _code, doc, _ = run([*steps, poll, *steps])
+    assert all(i["root_cause"]["pattern"] != "c10d.store_read_timeout" for i in doc["incidents"])
+
+
 def test_a_ray_actor_s_death_is_a_killed_process_unless_its_creation_task_raised(run: Run) -> None:
     # ray/exceptions.py: ActorDiedError / RayActorError / WorkerCrashedError, also behind the
     # driver's RayTaskError(<type>) wrapper
