@@ -1215,6 +1215,20 @@ def test_a_store_read_that_timed_out_is_the_first_word_of_a_wait_no_peer_answere
     assert all(i["root_cause"]["pattern"] != "c10d.store_read_timeout" for i in doc["incidents"])
 
 
+def test_a_dataloader_worker_terminated_from_outside_is_a_killed_process(run: Run) -> None:
+    # the DataLoader's `is killed by signal: {strsignal}`: SIGTERM is no data error
+    steps = [f"[rank0]: step {n} loss 0.{9 - n}" for n in range(1, 4)]
+    dead = "[rank0]: RuntimeError: DataLoader worker (pid 3349) is killed by signal: Terminated. "
+    assert told(run, [*steps, dead], 3) == ("process_killed", 0)
+    # the scheduler's cancel that sent it tells how the job ended
+    cancel = "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2025-03-04T10:11:12 ***"
+    _code, doc, _ = run([*steps, dead, cancel])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    # a segfault in a decoder stays the data pipeline's
+    segv = "[rank0]: RuntimeError: DataLoader worker (pid 3349) is killed by signal: Segmentation fault. "
+    assert told(run, [*steps, segv], 3)[0] == "data_error"
+
+
 def test_a_ray_actor_s_death_is_a_killed_process_unless_its_creation_task_raised(run: Run) -> None:
     # ray/exceptions.py: ActorDiedError / RayActorError / WorkerCrashedError, also behind the
     # driver's RayTaskError(<type>) wrapper

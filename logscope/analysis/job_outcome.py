@@ -320,8 +320,18 @@ def _ended_after(
             gap,
         )
     if ended.category == "cancelled":
+        if _terminated(fault):
+            # the SIGTERM the fault reports is the one a cancel sends first
+            return Ending(Outcome.cancelled, f"{final.title}; the scheduler cancelled the job")
         return None
     return Ending(_END_OUTCOME[ended.category or ""], f"{final.title}; then {ended.category}")
+
+
+def _terminated(e: Event) -> bool:
+    """A process ended by SIGTERM (its strsignal name `Terminated`, exit code -15 or 143): the
+    signal a scheduler's cancel sends first, before SIGKILL."""
+    code = field_int(e, "exit_code")
+    return e.fields.get("signal_name") in ("SIGTERM", "Terminated") or code in (-15, 143)
 
 
 def _end_in(final: Incident, categories: tuple[str, ...]) -> Event | None:
