@@ -549,6 +549,22 @@ def test_nccls_proxy_thread_names_the_rank_of_its_own_process() -> None:
         assert inc.culprit is None or inc.culprit.rank != 6, inc.culprit
 
 
+def test_nccls_tree_and_init_lines_name_the_rank_of_their_own_process() -> None:
+    # src/init.cc's INFO lines (NCCL 2.7 formats) behind the same `host:pid:tid [dev] ` head as
+    # the transport's WARN (src/transport/p2p.cc)
+    trees = "node-1:4711:4790 [0] NCCL INFO Trees [0] -1/-1/-1->3->2|2->3->-1/-1/-1 [1] -1/-1/-1->3->2|2->3->-1/-1/-1"
+    other = "node-1:4712:4791 [1] NCCL INFO Trees [0] 3/-1/-1->2->1|1->2->3/-1/-1"
+    warn = "node-1:4711:4790 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access is not supported between these two devices"
+    returned = "node-1:4711:4790 [0] NCCL INFO init.cc:766 -> 1"
+    (inc,) = incidents_of(fed([trees, other, warn, returned]))
+    assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
+    assert "gives it rank 3" in inc.culprit.reason
+    # a process in two communicators has a rank in each: it names none
+    init = "node-1:4711:4790 [0] NCCL INFO comm 0x5581d2f3c2a0 rank 1 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE"
+    (inc,) = incidents_of(fed([trees, init, warn, returned]))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+
+
 def test_a_record_only_the_primary_rank_prints_names_rank_0() -> None:
     # detectron2's setup_logger attaches its console handler on rank 0 only (the other ranks
     # write log.txt.rankN), so the train loop's `Exception during training:` there is rank 0's

@@ -316,27 +316,40 @@ def nccl_process(e: Event) -> tuple[str, str] | None:
     return (head["host"], head["pid"]) if head is not None else None
 
 
+NCCL_RANK_INFO = "nccl.process_rank"
+"""NCCL's INFO lines that state the process's rank in a communicator (its tree, its init)."""
+
+
 def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
     """A root printed by NCCL (`host:pid:tid [dev]`): the rank another NCCL line of the same
-    process gives itself (its proxy thread's `[Proxy Service N]`)."""
+    process gives itself (its proxy thread's `[Proxy Service N]`, or its communicator's tree and
+    init INFO lines), where all of them give one rank: a process in several communicators has a
+    rank in each, and says nothing then."""
     process = nccl_process(root)
     if process is None:
         return None
-    ranks = set()
+    ranks: dict[int, str] = {}
     for e in events:
+        if nccl_process(e) != process:
+            continue
         said = _PROXY_SERVICE.search(e.line.text)
-        if said and nccl_process(e) == process:
-            ranks.add(int(said["rank"]))
+        if said:
+            ranks.setdefault(
+                int(said["rank"]), f"its proxy thread names it: [Proxy Service {said['rank']}]"
+            )
+        elif e.signature == NCCL_RANK_INFO and (r := field_int(e, "comm_rank")) is not None:
+            ranks.setdefault(
+                r, f"its communicator's INFO line gives it rank {r} (line {e.line.lineno})"
+            )
     if len(ranks) != 1:
         return None
-    rank = ranks.pop()
+    rank, how = ranks.popitem()
     return Culprit(
         rank=rank,
         local_rank=None,
         host=process[0],
         confidence=0.75,
-        reason=f"NCCL's proxy thread of the same process ({process[0]}:{process[1]}) names "
-        f"its rank: [Proxy Service {rank}]",
+        reason=f"NCCL's lines of the same process ({process[0]}:{process[1]}) give its rank: {how}",
     )
 
 
