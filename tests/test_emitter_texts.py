@@ -1361,6 +1361,18 @@ def test_wandb_core_s_own_log_on_stderr_is_no_failure_of_the_run(run: Run) -> No
     assert doc["incidents"] == [], doc["incidents"]
 
 
+def test_ucx_s_vfs_thread_failing_is_no_failure_of_the_run(run: Run) -> None:
+    # src/ucs/vfs/fuse/vfs_fuse.c: inotify's ENOSPC (the watch limit) in each process at start
+    vfs = "[1724683625.658140] [gpu-n12:{pid}:f]        vfs_fuse.c:281  UCX  ERROR inotify_add_watch(/tmp) failed: No space left on device"
+    steps = [f" iteration {n}/ 10 | lm loss: 2.{n} |" for n in range(1, 4)]
+    _code, doc, _path = run([vfs.format(pid=p) for p in (96227, 96228)] + steps)
+    assert doc["incidents"] == [], doc["incidents"]
+    # a checkpoint write that fills the disk is the job's
+    full = "OSError: [Errno 28] No space left on device: '/ckpt/iter_0000003/model.pt'"
+    _code, doc, _path = run([vfs.format(pid=1), *steps, full])
+    assert verdict_incident(doc)["category"] == "io_error", doc["incidents"]
+
+
 def test_wandb_s_git_root_error_is_no_failure_of_the_run(run: Run) -> None:
     # wandb/sdk/lib/gitlib.py GitRepo.root catches GitPython's GitCommandError, logs it and goes
     # on: in 0.13 to 0.15 with logger.error(f"git root error: {e}"), later with
