@@ -153,9 +153,10 @@ class Engine:
         )
 
     def since(self, mark: Mark) -> Since:
-        """What the engine took since `mark` that places a root cause."""
+        """What the engine took since `mark` that places a root cause (an info record, such as
+        NCCL's rank of a process or a launcher's quote marker, never is one)."""
         new = [
-            *self.failures[mark.failures :],
+            *(e for e in self.failures[mark.failures :] if e.severity != "info"),
             *self.extractor.unrecognized_events[mark.unrecognized :],
         ]
         seqs = self.progress.seq
