@@ -358,6 +358,28 @@ def test_a_run_whose_processes_tore_their_communicators_down_completed(tmp_path)
     assert doc["job"]["outcome"] == "crashed"
 
 
+def test_nccl_s_own_reports_at_the_end_of_a_log_say_nothing_of_how_its_processes_ended(
+    tmp_path,
+) -> None:
+    """NCCL returns an error to its caller, which raises, aborts the communicator or waits: a log
+    that ends on the library's WARN and its return codes (src/misc/socket.cc, proxy.cc) shows no
+    process ending. The caller's exception, or its abort of the communicator, does."""
+    nccl = [
+        "node-7:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from 10.0.0.9<41468> failed : Connection timed out",
+        "node-7:83:2526 [0] NCCL INFO misc/socket.cc:520 -> 2",
+        "node-7:83:2520 [0] NCCL INFO proxy.cc:614 -> 2 [Proxy Thread]",
+    ]
+    steps = iterations(1, 5)
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*steps, *nccl])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    assert "no process seen ending" in doc["job"]["outcome_reason"]
+    raised = "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, NCCL version 2.21.5"
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps, *nccl, raised])))
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", [*steps, *nccl, _teardown(3, "Abort")])))
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+
+
 def test_detectron2_s_final_checkpoint_ends_its_training(tmp_path) -> None:
     """fvcore's PeriodicCheckpointer writes `model_final.pth` once, after the last iteration:
     the steps before it are progress, and the run completed (a periodic save is no end)."""

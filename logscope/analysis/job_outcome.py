@@ -153,6 +153,13 @@ def decide_outcome(
             after = _ended_after(final, end, end_time, threshold)
             if after is not None:
                 return after
+            if _library_records_only(final, wound_down):
+                # NCCL returns the error to its caller, which raises or waits: no line says
+                # any process ended
+                return Ending(
+                    Outcome.truncated,
+                    f"the log ends after NCCL's own reports, no process seen ending: {final.title}",
+                )
             return Ending(Outcome.crashed, f"{final.title} ({end.signature})")
         # the scheduler's last word says why: a step cancelled, then its job `DUE TO
         # PREEMPTION` (a plain cancel after it, torchrun's own SignalException, says no more)
@@ -325,6 +332,18 @@ def _ended_after(
             return Ending(Outcome.cancelled, f"{final.title}; the scheduler cancelled the job")
         return None
     return Ending(_END_OUTCOME[ended.category or ""], f"{final.title}; then {ended.category}")
+
+
+def _library_records_only(incident: Incident, wound_down: Event | None) -> bool:
+    """An incident made only of NCCL's own log records (`NCCL WARN`, `NCCL INFO ... -> N`): the
+    library's account of an error it returns to the program, with no sign of the program's
+    reaction (an exception, an exit, a communicator it tore down after: `wound_down`)."""
+    if wound_down is not None and wound_down.seq > incident.root_cause.seq:
+        return False
+    lines = (incident.root_cause, *incident.cascade, *incident.evidence)
+    return all(
+        " NCCL WARN " in f" {e.line.text}" or " NCCL INFO " in f" {e.line.text}" for e in lines
+    )
 
 
 def _terminated(e: Event) -> bool:
