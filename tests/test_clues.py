@@ -558,10 +558,19 @@ def test_nccls_tree_and_init_lines_name_the_rank_of_their_own_process() -> None:
     returned = "node-1:4711:4790 [0] NCCL INFO init.cc:766 -> 1"
     (inc,) = incidents_of(fed([trees, other, warn, returned]))
     assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
-    assert "gives it rank 3" in inc.culprit.reason
-    # a process in two communicators has a rank in each: it names none
-    init = "node-1:4711:4790 [0] NCCL INFO comm 0x5581d2f3c2a0 rank 1 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE"
-    (inc,) = incidents_of(fed([trees, init, warn, returned]))
+    assert "give it rank 3" in inc.culprit.reason
+    # the init lines are read wherever they are: hours of training between them and the WARN
+    steps = [f"node-1:4711:4711 [0] step {n} loss 2.{n}" for n in range(1, 400)]
+    (inc,) = incidents_of(fed([trees, other, *steps, warn, returned]))
+    assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
+    # a process is in its world communicator and in smaller ones (point-to-point pairs,
+    # subgroups), with another rank in each: the largest one's is the job's rank; two of the
+    # same size that disagree name none
+    init = "node-1:4711:4790 [0] NCCL INFO comm 0x5581d2f3c2a0 rank {r} nranks {n} cudaDev 0 busId 1b000 - Init COMPLETE"
+    pair, world = init.format(r=1, n=2), init.format(r=3, n=4)
+    (inc,) = incidents_of(fed([pair, world, warn, returned]))
+    assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
+    (inc,) = incidents_of(fed([trees, pair, init.format(r=0, n=2), warn, returned]))
     assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
 
 

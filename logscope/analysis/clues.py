@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from ..lines.decode import nccl_head
 from ..match.signatures import Library
 from ..model import Culprit, Event, Line, Stream, World, field_int
 
@@ -303,8 +304,6 @@ def task_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
     return with_rank(culprit, task, None, why, 0.6)
 
 
-_NCCL_PROCESS = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] ")
-"""NCCL's `host:pid:tid [cudaDev] ` line head: which process printed the line."""
 _PROXY_SERVICE = re.compile(r"\[Proxy Service (?P<rank>\d+)\]")
 """NCCL proxy.cc: `[Proxy Service %d] Failed to execute operation ...` with the process's own
 rank (comm->rank, tpRank from 2.19: its rank in the top-level communicator)."""
@@ -312,35 +311,25 @@ rank (comm->rank, tpRank from 2.19: its rank in the top-level communicator)."""
 
 def nccl_process(e: Event) -> tuple[str, str] | None:
     """The (host, pid) of the process that printed an NCCL line (`host:pid:tid [dev] `)."""
-    head = _NCCL_PROCESS.search(e.line.raw)
-    return (head["host"], head["pid"]) if head is not None else None
+    return nccl_head(e.line.raw)
 
 
-NCCL_RANK_INFO = "nccl.process_rank"
-"""NCCL's INFO lines that state the process's rank in a communicator (its tree, its init)."""
-
-
-def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
-    """A root printed by NCCL (`host:pid:tid [dev]`): the rank another NCCL line of the same
-    process gives itself (its proxy thread's `[Proxy Service N]`, or its communicator's tree and
-    init INFO lines), where all of them give one rank: a process in several communicators has a
-    rank in each, and says nothing then."""
+def nccl_process_rank(root: Event, events: Sequence[Event], world: World) -> Culprit | None:
+    """A root printed by NCCL (`host:pid:tid [dev]`): the rank the same process gives itself,
+    in its proxy thread's `[Proxy Service N]` or in its NCCL INFO lines of the job's world
+    communicator (World.nccl_ranks), where what it says names one rank."""
     process = nccl_process(root)
     if process is None:
         return None
     ranks: dict[int, str] = {}
     for e in events:
-        if nccl_process(e) != process:
-            continue
         said = _PROXY_SERVICE.search(e.line.text)
-        if said:
-            ranks.setdefault(
-                int(said["rank"]), f"its proxy thread names it: [Proxy Service {said['rank']}]"
-            )
-        elif e.signature == NCCL_RANK_INFO and (r := field_int(e, "comm_rank")) is not None:
-            ranks.setdefault(
-                r, f"its communicator's INFO line gives it rank {r} (line {e.line.lineno})"
-            )
+        if said and nccl_process(e) == process:
+            r = int(said["rank"])
+            ranks.setdefault(r, f"its proxy thread names it: [Proxy Service {r}]")
+    for host, pid, r in world.nccl_ranks:
+        if (host, pid) == process:
+            ranks.setdefault(r, f"its NCCL INFO lines give it rank {r} of the world communicator")
     if len(ranks) != 1:
         return None
     rank, how = ranks.popitem()
@@ -353,9 +342,11 @@ def nccl_process_rank(root: Event, events: Sequence[Event]) -> Culprit | None:
     )
 
 
-def nccl_process_culprit(culprit: Culprit, root: Event, events: Sequence[Event]) -> Culprit:
+def nccl_process_culprit(
+    culprit: Culprit, root: Event, events: Sequence[Event], world: World
+) -> Culprit:
     """A culprit with no rank yet, named by its own process's NCCL lines (nccl_process_rank)."""
-    found = nccl_process_rank(root, events)
+    found = nccl_process_rank(root, events, world)
     if found is None:
         return culprit
     return with_rank(culprit, found.rank, None, found.reason, found.confidence)

@@ -263,7 +263,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             lambda c: same_error_culprit(c, root, events, world),
             lambda c: quoted_culprit(c, root, events, world),
             lambda c: launcher_culprit(c, events, world),
-            lambda c: nccl_process_culprit(c, root, events),
+            lambda c: nccl_process_culprit(c, root, events, world),
             lambda c: task_culprit(c, root, world),
             lambda c: sole_worker_culprit(c, events, world),
         )
@@ -360,7 +360,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             or silent_culprit(events, world)
             or reported_culprit(events)
             or first_exit(events, world)
-            or nccl_process_rank(root, events)
+            or nccl_process_rank(root, events, world)
         )
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return RootPick(root, named, category)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from ..analysis.clock import from_timestamp
 from ..analysis.culprits import build_world
 from ..analysis.timeline import Timeline
-from ..lines.decode import learn_layers
+from ..lines.decode import learn_layers, nccl_head
 from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
 from ..lines.hostlist import expand_hostlist
 from ..lines.layers import Layers
@@ -71,6 +71,8 @@ class Engine:
     declared_world: int | None = None
     file_named: dict[str, set[int | None]] = field(default_factory=dict)
     """Per file, the ranks its lines of a rank's own log file (Signature.own_log_file) name."""
+    nccl_ranks: dict[tuple[str, str], set[tuple[int, int]]] = field(default_factory=dict)
+    """Per NCCL process (host, pid), the (communicator size, rank) its INFO lines state."""
     first_time: datetime | None = None
     last_time: datetime | None = None
     derived_until: float = -math.inf
@@ -338,12 +340,23 @@ class Engine:
         world = build_world(
             sorted(self.streams, key=repr), self.declared_world, self.tasks, self.hosts
         )
-        if not self.file_named:
-            return world
         # a file is one rank's own log where such lines name one rank, above 0 (rank 0's file
         # is also its console, where other ranks' stderr lands)
         sole = [(path, next(iter(r))) for path, r in self.file_named.items() if len(r) == 1]
-        return replace(world, file_ranks=tuple(sorted((p, r) for p, r in sole if r)))
+        return replace(
+            world,
+            file_ranks=tuple(sorted((p, r) for p, r in sole if r)),
+            nccl_ranks=tuple(sorted(_world_ranks(self.nccl_ranks))),
+        )
+
+    def _note_nccl_rank(self, e: Event) -> None:
+        """An NCCL INFO line's rank in a communicator, for the process its head names (a
+        tree's line states no size: 0)."""
+        process = nccl_head(e.line.raw)
+        rank = field_int(e, "comm_rank")
+        if process is not None and rank is not None:
+            size = field_int(e, "comm_ranks") or 0
+            self.nccl_ranks.setdefault(process, set()).add((size, rank))
 
     def _note_stream(self, line: Line) -> None:
         if line.local_rank is not None or line.rank is not None:
@@ -403,6 +416,10 @@ class Engine:
             elif e.kind == "checkpoint_saved":
                 self.timeline.save_done(e)
             return
+        if "comm_rank" in e.fields and e.kind in ("config", "launch"):
+            self._note_nccl_rank(e)
+            if e.kind == "launch":
+                return  # one a communicator a process: the map keeps what they say
         if e.kind == "config":
             # how the job was set up: a few lines of each kind are enough
             n = self._per_sig.get(e.signature, 0)
@@ -503,3 +520,18 @@ def _stamp_kind(e: Event) -> str:
 
 def default_library(extra: Iterable[Path | str] = ()) -> Library:
     return load_library([*builtin_dirs(), *extra])
+
+
+def _world_ranks(
+    stated: dict[tuple[str, str], set[tuple[int, int]]],
+) -> list[tuple[str, str, int]]:
+    """(host, pid, rank) of each NCCL process whose largest communicator (the world group: a
+    process also sits in subgroups and point-to-point pairs, with other ranks there) gives it
+    one rank."""
+    out = []
+    for (host, pid), said in stated.items():
+        largest = max(size for size, _rank in said)
+        ranks = {rank for size, rank in said if size == largest}
+        if len(ranks) == 1:
+            out.append((host, pid, ranks.pop()))
+    return out

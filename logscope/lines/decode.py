@@ -83,6 +83,8 @@ _NCCL = re.compile(
     r"(?:\[(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.\d+)?\] )?"
     r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] "
 )
+# the same head anywhere in a raw line, behind whatever prefixes: which process printed it
+_NCCL_PROCESS = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] ")
 _BRACKET_TIME = re.compile(
     r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
 )
@@ -205,6 +207,12 @@ class _Prefix(Peeled):
     local_rank: int | None = None
     role: str | None = None
     level: str | None = None
+
+
+def nccl_head(raw: str) -> tuple[str, str] | None:
+    """The (host, pid) of the process that printed an NCCL line: its `host:pid:tid [dev] ` head."""
+    head = _NCCL_PROCESS.search(raw)
+    return (head["host"], head["pid"]) if head is not None else None
 
 
 def clean(raw: str) -> str:

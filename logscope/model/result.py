@@ -33,6 +33,9 @@ class World:
     file_ranks: tuple[tuple[str, int], ...] = ()
     """(file, rank) where the file is one rank's own log: a line its emitter writes only there
     (a signature's `own_log_file`) names that rank, and no other."""
+    nccl_ranks: tuple[tuple[str, str, int], ...] = ()
+    """(host, pid, rank) of the processes whose NCCL INFO lines give them one rank in their
+    largest communicator (the job's world group): a line with that `host:pid` head is theirs."""
 
     @property
     def srun_started_ranks(self) -> bool:
