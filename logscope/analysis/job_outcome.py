@@ -170,9 +170,10 @@ def decide_outcome(
         outcome = _END_OUTCOME.get(end.category or "", Outcome.cancelled)
         return Ending(outcome, final.title)
     _first, it = progress.iterations()
-    total = progress.train_iters
-    if it is not None and total is not None and it >= total:
-        return Ending(Outcome.completed, f"reached the last iteration ({it}/{total})")
+    if progress.is_last(it):
+        return Ending(
+            Outcome.completed, f"reached the last iteration ({it}/{progress.train_iters})"
+        )
     if exits:
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
     # detectron2's writer hook reports the last step after its checkpointer saved: one line

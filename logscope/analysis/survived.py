@@ -217,10 +217,11 @@ def _outlived(
         base = before if before is not None else first
         if base is not None and now is not None and now - base >= SPLIT_AFTER_PROGRESS:
             return "survived", f"training went on: from iteration {base} to {now} after it"
-        total = progress.train_iters
-        if total is not None and now is not None and now >= total:
+        if progress.is_last(now):
             # a step line after it says the run ran its last iteration: its own completion
-            return "survived", f"the run reached its last iteration after it ({now}/{total})"
+            return "survived", (
+                f"the run reached its last iteration after it ({now}/{progress.train_iters})"
+            )
     return None
 
 

@@ -198,8 +198,7 @@ class Watcher:
                 self._last_checkpoint = saved_at if saved_at is not None else self._last_checkpoint
                 self._sync_save = None
             self._phase, self._phase_since = "training", now
-            it, total = field_int(e, "iteration"), self.engine.progress.train_iters
-            if it is not None and total is not None and it >= total:
+            if self.engine.progress.is_last(field_int(e, "iteration")):
                 self._phase = "done"  # the last iteration: what follows is shutdown
             self._went_on()
             return

@@ -196,6 +196,11 @@ class Progress:
             before = first + int(other[-1])
         return bool(self.time[before] == self.time[last])
 
+    def is_last(self, iteration: int | None) -> bool:
+        """`iteration` is the run's last one (or past it), as the lines state the total."""
+        total = self.train_iters
+        return iteration is not None and total is not None and iteration >= total
+
     def median_interval_s(self) -> float | None:
         """Typical seconds per logged progress line: from the lines' own durations, else times."""
         values = self.iter_s.numpy()
