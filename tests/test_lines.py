@@ -396,6 +396,25 @@ ROWS = [
         level="I",
         time=datetime(2021, 3, 1, 10, 0, 0, 123456),
     ),
+    # ParlAI (parlai/utils/distributed.py `'rank:{:3d} |'.format(rank)` before a worker's print
+    # and log calls) over its log file header (parlai/utils/logging.py LOGFILE_FORMAT
+    # `%(asctime)s %(levelname)-8s | `, its own levels among them)
+    row(
+        "rank: 12 | 2021-07-09 11:02:03,456 ERROR    | x",
+        "x",
+        rank=12,
+        level="E",
+        time=datetime(2021, 7, 9, 11, 2, 3, 456000),
+    ),
+    row("rank:  1 | x", "x", rank=1),
+    row(
+        "2021-07-09 11:02:03,456 REPORT   | x",
+        "x",
+        level="R",
+        time=datetime(2021, 7, 9, 11, 2, 3, 456000),
+    ),
+    # a rank word in a message, no column after it
+    row("rank: 3 of 8 joined", "rank: 3 of 8 joined"),
     # a month-day time with no source position after it is the message's
     row("I 03-04 10:11:12 step 3 done", "I 03-04 10:11:12 step 3 done"),
     # dmesg -H relative stamps

@@ -88,12 +88,16 @@ _NCCL_PROCESS = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+
 _BRACKET_TIME = re.compile(
     r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
 )
-# after an ISO time: a `| ` column, a `- name - LEVEL - ` logger header, or icefall's (k2-fsa
+# after an ISO time: ParlAI's log file header (parlai/utils/logging.py LOGFILE_FORMAT
+# `%(asctime)s %(levelname)-8s | `, with its own levels REPORT, SUCCESS and VERBOSE), a `| `
+# column, a `- name - LEVEL - ` logger header, or icefall's (k2-fsa
 # icefall/utils.py setup_logger) `LEVEL [file.py:line] (rank/world_size) `, whose rank is the
 # process's own (dist.get_rank()); without a process group it logs no `(rank/world_size)`
 _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
-    r"(?:Z|[+-]\d\d:?\d\d)? (?:\| |- [\w.]+ - (?P<lvl>[A-Z]+) - "
+    r"(?:Z|[+-]\d\d:?\d\d)? "
+    r"(?:(?P<clvl>DEBUG|INFO|WARNING|ERROR|CRITICAL|REPORT|SUCCESS|VERBOSE) +\| "
+    r"|\| |- [\w.]+ - (?P<lvl>[A-Z]+) - "
     r"|(?P<pylvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[[\w.-]+:\d+\] (?:\((?P<rank>\d+)/\d+\) )?)?"
 )
 # mmengine's MMLogger (mmengine/logging/logger.py): `%(asctime)s - %(name)s - %(levelname)s - `
@@ -118,6 +122,10 @@ _NANOTRON = re.compile(
     r"(?P<mo>\d\d)/(?P<dd>\d\d)(?:/(?P<y>\d{4}))? (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r" \[(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?:\|[^\]\s]*)?\]: "
 )
+# ParlAI's distributed workers (parlai/utils/distributed.py `distributed_context`) print and log
+# with `rank:{:3d} |` and a space before every line when the worker is not rank 0 (or runs
+# verbose): the worker's global rank
+_PARLAI_RANK = re.compile(r"rank: *(?P<rank>\d+) \| ")
 _DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ")
 _SYSLOG = re.compile(
     r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<day>\d\d?) "
@@ -263,7 +271,7 @@ def _stamped(text: str, pos: int) -> bool:
     if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos) or _TF_LOG.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
-    return m is not None and (m["lvl"] or m["pylvl"]) is not None
+    return m is not None and (m["lvl"] or m["pylvl"] or m["clvl"]) is not None
 
 
 def learn_layers(data: bytes | bytearray | str) -> Layers | None:
@@ -320,6 +328,11 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
         first = False
         if text.startswith(" ") and not text.startswith(" ["):
             break  # of the prefixes below, only a bracketed time starts with a space
+        m = _PARLAI_RANK.match(text) if text.startswith("rank:") else None
+        if m:
+            p.rank = int(m["rank"])
+            text = text[m.end() :]
+            continue
         m = _TEE.match(text)
         if m:
             rest = text[m.end() :]
