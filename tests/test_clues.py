@@ -588,3 +588,30 @@ def test_a_record_only_the_primary_rank_prints_names_rank_0() -> None:
     # behind srun's label the task that printed it is known: no guess from the emitter
     (inc,) = incidents_of(fed([f"3: {t}" for t in lines] * 3))
     assert inc.culprit is None or "rank 0 only" not in inc.culprit.reason, inc.culprit
+
+
+# A logger's prefix is on the first line of its record only: ParlAI's worker prefix
+# (parlai/utils/distributed.py) before `logging.critical` with a traceback under it
+PARLAI_RECORD = [
+    "rank:  3 | 2022-04-03 18:44:26,615 CRITICAL | Traceback (most recent call last):",
+    '  File "/opt/parlai/parlai/core/torch_agent.py", line 2314, in backward',
+    "    loss.backward()",
+    OOM,
+]
+
+
+def test_an_unprefixed_error_ends_the_traceback_its_records_prefixed_head_opened() -> None:
+    (inc,) = incidents_of(fed(PARLAI_RECORD))
+    assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
+    assert "the prefix of line 1, which opens the traceback it ends" in inc.culprit.reason
+
+
+def test_an_error_after_its_own_unprefixed_traceback_is_not_the_prefixed_heads() -> None:
+    # counter-cases: the unprefixed error ends an unprefixed traceback of its own, or comes
+    # too far below the prefixed one
+    own = [PARLAI_RECORD[0], "Traceback (most recent call last):", *PARLAI_RECORD[1:]]
+    far = [PARLAI_RECORD[0], *["    frame"] * 400, *PARLAI_RECORD[1:]]
+    for lines in (own, far):
+        incs = incidents_of(fed(lines))
+        root = next(i for i in incs if i.root_cause.signature == "cuda.out_of_memory")
+        assert root.culprit is None or root.culprit.rank is None, root.culprit

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from ..match.events import (
     CUT_TRACEBACK,
     EXIT_SIGNALS,
+    OPENED_AT,
     TRACEBACK_START,
     UNRECOGNIZED,
 )
@@ -243,6 +244,12 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             + (
                 f"; its node is unknown: every node prints the same [{root.line.role}N]: headers"
                 if rank is None and world.multi_node_tee and root.line.role
+                else ""
+            )
+            + (
+                f"; its process is the prefix of line {root.fields[OPENED_AT]}, which opens the"
+                " traceback it ends"
+                if OPENED_AT in root.fields
                 else ""
             ),
         )

@@ -46,6 +46,9 @@ TRACEBACK_TEXT = "Traceback (most recent call last):"
 # by four spaces (CPython Lib/traceback.py, StackSummary.format): `    raise X(...)` there is the
 # program's code, whatever its literal says. The exception line that follows is the message.
 _RAISE_SOURCE = re.compile(r" {4,}raise\b")
+OPENED_AT = "traceback_opened_at"
+"""The field of an exception line without a prefix of its own that took the process of the
+prefixed line opening its traceback: that line's number (Extractor._record_head)."""
 CAUGHT_SPAN = 400
 """Lines from a caught traceback's opening line within which its exception line is looked for:
 every rank's few frames may interleave (64 ranks x 5 lines); past it, the traceback was cut and
@@ -258,6 +261,12 @@ class Extractor:
         tracking = bool(self._tracebacks) or opens
         stream = (line.path, *line.stream) if tracking else ()
         open_traceback = tracking and stream in self._tracebacks
+        if tracking and not open_traceback and not opens and not any(line.stream):
+            head = self._record_head(line)
+            if head is not None:
+                # the end of a traceback its prefixed first line opened
+                line, fields = head[0], {**fields, OPENED_AT: str(head[1])}
+                stream, open_traceback = (line.path, *line.stream), True
         # only a warning, or a line that may end an open traceback, asks whether it was raised
         raised = (severity == "warning" or open_traceback) and self.library.raised(
             line.raw, line.text
@@ -297,6 +306,33 @@ class Extractor:
             return False
         at = self._announced.pop((line.path, *line.stream), None)
         return at is not None and 0 < line.lineno - at <= 1
+
+    def _record_head(self, line: Line) -> tuple[Line, int] | None:
+        """`line`, which no prefix names, as a line of the process whose prefixed line opened
+        the traceback it ends: a logger or print() prefixes the first line it writes only
+        (`logger.exception` under a format that names the rank, ParlAI's `rank:  3 | `), so the
+        frames and the exception under a prefixed `Traceback` line are that record's. Taken when
+        the traceback nearest above it in its file, still open, is a prefixed one, and the line
+        is an exception that ends a traceback."""
+        open_here = [
+            e.line
+            for e in self._tracebacks.values()
+            if e.line.path == line.path and 0 < line.lineno - e.line.lineno <= CAUGHT_SPAN
+        ]
+        if not open_here:
+            return None
+        head = max(open_here, key=lambda h: h.lineno)
+        if not any(head.stream) or not self.library.raised(line.raw, line.text):
+            return None
+        named = replace(
+            line,
+            task=head.task,
+            host=head.host,
+            local_rank=head.local_rank,
+            rank=head.rank,
+            role=head.role,
+        )
+        return named, head.lineno
 
     def _in_caught(self, stream: tuple[Any, ...], line: Line) -> bool:
         """The line may end a caught traceback open in its stream."""
