@@ -152,6 +152,15 @@ def test_an_unrecognized_error_is_an_incident_only_when_nothing_else_failed() ->
     assert [i.root_cause.line.lineno for i in a.incidents] == [7]
 
 
+def test_a_line_its_logger_marks_below_error_is_no_unrecognized_failure() -> None:
+    # loguru's default header (loguru/_defaults.py): the level is the logger's word on the line
+    said = "2025-01-24 15:34:50.240 | {} | worker.loop:run:61 - fatal: lost the lease, giving up"
+    for level, failed in (("DEBUG   ", False), ("SUCCESS ", False), ("ERROR   ", True)):
+        a = concluded(("job.log", [*megatron_iterations(1, 5, START), said.format(level)]))
+        unknown = [i for i in a.incidents if i.category == "unknown"]
+        assert bool(unknown) is failed, (level, a.incidents)
+
+
 def test_inputs_with_no_line_say_nothing_of_the_job() -> None:
     engine = Engine(library())
     a = conclude(engine, [InputInfo("job.log", 0, 0)])

@@ -413,6 +413,19 @@ ROWS = [
         level="R",
         time=datetime(2021, 7, 9, 11, 2, 3, 456000),
     ),
+    # loguru's default format (loguru/_defaults.py LOGURU_FORMAT)
+    row(
+        "2025-01-24 15:34:50.240 | ERROR    | __main__:<module>:12 - x",
+        "x",
+        level="E",
+        time=datetime(2025, 1, 24, 15, 34, 50, 240000),
+    ),
+    row(
+        "2025-01-24 15:34:50.240 | SUCCESS  | trainer.loop:fit:88 - x",
+        "x",
+        level="S",
+        time=datetime(2025, 1, 24, 15, 34, 50, 240000),
+    ),
     # a rank word in a message, no column after it
     row("rank: 3 of 8 joined", "rank: 3 of 8 joined"),
     # a month-day time with no source position after it is the message's

@@ -89,14 +89,16 @@ _BRACKET_TIME = re.compile(
     r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
 )
 # after an ISO time: ParlAI's log file header (parlai/utils/logging.py LOGFILE_FORMAT
-# `%(asctime)s %(levelname)-8s | `, with its own levels REPORT, SUCCESS and VERBOSE), a `| `
-# column, a `- name - LEVEL - ` logger header, or icefall's (k2-fsa
+# `%(asctime)s %(levelname)-8s | `, with its own levels REPORT, SUCCESS and VERBOSE), loguru's
+# default format (loguru/_defaults.py LOGURU_FORMAT `{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8}
+# | {name}:{function}:{line} - `), a `| ` column, a `- name - LEVEL - ` logger header, or icefall's (k2-fsa
 # icefall/utils.py setup_logger) `LEVEL [file.py:line] (rank/world_size) `, whose rank is the
 # process's own (dist.get_rank()); without a process group it logs no `(rank/world_size)`
 _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
     r"(?:Z|[+-]\d\d:?\d\d)? "
     r"(?:(?P<clvl>DEBUG|INFO|WARNING|ERROR|CRITICAL|REPORT|SUCCESS|VERBOSE) +\| "
+    r"|\| (?P<glvl>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) +\| (?:[\w.<>-]+:[\w.<>-]+:\d+ - )?"
     r"|\| |- [\w.]+ - (?P<lvl>[A-Z]+) - "
     r"|(?P<pylvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[[\w.-]+:\d+\] (?:\((?P<rank>\d+)/\d+\) )?)?"
 )
@@ -271,7 +273,7 @@ def _stamped(text: str, pos: int) -> bool:
     if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos) or _TF_LOG.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
-    return m is not None and (m["lvl"] or m["pylvl"] or m["clvl"]) is not None
+    return m is not None and (m["lvl"] or m["pylvl"] or m["clvl"] or m["glvl"]) is not None
 
 
 def learn_layers(data: bytes | bytearray | str) -> Layers | None:
@@ -414,7 +416,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
         if m:
             g = m.groupdict()
             p.time = _time(g, year) or p.time
-            lvl = g.get("lvl") or g.get("pylvl") or g.get("clvl")
+            lvl = g.get("lvl") or g.get("pylvl") or g.get("clvl") or g.get("glvl")
             if lvl:
                 p.level = lvl[0]
             if g.get("rank") and p.rank is None:

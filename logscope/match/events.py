@@ -99,7 +99,9 @@ _LOOKS_LIKE_ERROR = re.compile(
 )
 # A line its own logger marks as information, a debug note or a warning does not report a
 # failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).
-_NOT_A_FAILURE_LEVEL = frozenset("IDVW")
+_NOT_A_FAILURE_LEVEL = frozenset("IDVWTRS")
+"""Levels below error: info, debug, verbose, warning; loguru's TRACE and SUCCESS, ParlAI's
+REPORT and SUCCESS."""
 _NOT_A_FAILURE = re.compile(
     r"^\s*(?:NCCL INFO|INFO\b|DEBUG\b|WARNING\b|\[?(?:INFO|DEBUG|WARNING)\]?[: ])"
     # Python's warnings module: `file.py:12: UserWarning: message` (Lib/warnings.py,
