@@ -90,15 +90,17 @@ _BRACKET_TIME = re.compile(
 )
 # after an ISO time: ParlAI's log file header (parlai/utils/logging.py LOGFILE_FORMAT
 # `%(asctime)s %(levelname)-8s | `, with its own levels REPORT, SUCCESS and VERBOSE), loguru's
-# default format (loguru/_defaults.py LOGURU_FORMAT `{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8}
-# | {name}:{function}:{line} - `), a `| ` column, a `- name - LEVEL - ` logger header, or icefall's (k2-fsa
-# icefall/utils.py setup_logger) `LEVEL [file.py:line] (rank/world_size) `, whose rank is the
-# process's own (dist.get_rank()); without a process group it logs no `(rank/world_size)`
+# default format (loguru/_defaults.py LOGURU_FORMAT `{time:YYYY-MM-DD HH:mm:ss.SSS} |
+# {level: <8} | {name}:{function}:{line} - `), a `| ` column, a `- name - LEVEL - ` logger header,
+# or icefall's (k2-fsa icefall/utils.py setup_logger) `LEVEL [file.py:line] (rank/world_size) `,
+# whose rank is the process's own (dist.get_rank()); without a process group it logs no
+# `(rank/world_size)`
 _ISO_START = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?"
     r"(?:Z|[+-]\d\d:?\d\d)? "
     r"(?:(?P<clvl>DEBUG|INFO|WARNING|ERROR|CRITICAL|REPORT|SUCCESS|VERBOSE) +\| "
-    r"|\| (?P<glvl>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) +\| (?:[\w.<>-]+:[\w.<>-]+:\d+ - )?"
+    r"|\| (?P<glvl>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) +\| "
+    r"(?:[\w.<>-]+:[\w.<>-]+:\d+ - )?"
     r"|\| |- [\w.]+ - (?P<lvl>[A-Z]+) - "
     r"|(?P<pylvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[[\w.-]+:\d+\] (?:\((?P<rank>\d+)/\d+\) )?)?"
 )
