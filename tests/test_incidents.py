@@ -865,3 +865,6 @@ def test_torchruns_failure_block_alone_is_what_its_root_cause_entry_says() -> No
         )
         (inc,) = incidents_of(fed(lines))
         assert inc.category == category, (code, inc.root_cause)
+        # its root is the Root Cause entry that says how the worker ended, not the header that
+        # only announces the block
+        assert inc.root_cause.signature == "torchrun.failure_entry", inc.root_cause

@@ -37,7 +37,7 @@ def first_observed(failures: Sequence[Event]) -> Event:
     """The first of `failures` in the log; but when that is an entry of torchrun's failure block,
     the block's `Root Cause (first observed failure)` entry, printed below the others."""
     first = failures[0]
-    if first.signature != FAILURE_ENTRY or is_root_entry(first):
+    if first.signature not in (FAILURE_ENTRY, CHILD_FAILED) or is_root_entry(first):
         return first
     return first_below(first, failures, is_root_entry) or first
 
