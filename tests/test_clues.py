@@ -615,3 +615,29 @@ def test_an_error_after_its_own_unprefixed_traceback_is_not_the_prefixed_heads()
         incs = incidents_of(fed(lines))
         root = next(i for i in incs if i.root_cause.signature == "cuda.out_of_memory")
         assert root.culprit is None or root.culprit.rank is None, root.culprit
+
+
+# ProcessGroupNCCL's error (torch 1.x) with no rank, then torchrun's report of the worker
+NCCL_SYSTEM = [
+    "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:911, unhandled system error, NCCL version 2.7.8",
+    "ncclSystemError: System call (socket, malloc, munmap, etc) failed.",
+]
+# torch elastic multiprocessing/api.py (torch 1.9-2.1 logger)
+WORKER_FAILED = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: {local} (pid: 4398{local}) of binary: /usr/bin/python3"
+NCCL_TIMEOUT = "RuntimeError: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800542 milliseconds before timing out."
+
+
+def test_a_comm_error_with_no_rank_is_the_one_worker_the_launcher_reports_failed() -> None:
+    (inc,) = incidents_of(fed([*NCCL_SYSTEM, WORKER_FAILED.format(local=2)]))
+    assert inc.culprit is not None and inc.culprit.rank == 2, inc.culprit
+    assert "the launcher reports one failed worker only (rank 2)" in inc.culprit.reason
+
+
+def test_no_worker_is_named_for_a_timeout_or_when_the_launcher_reports_several() -> None:
+    # a timeout's reporter is a victim of whoever stalled; two failed workers name no one
+    for lines in (
+        [NCCL_TIMEOUT, WORKER_FAILED.format(local=1)],
+        [*NCCL_SYSTEM, WORKER_FAILED.format(local=2), WORKER_FAILED.format(local=3)],
+    ):
+        incs = incidents_of(fed(lines))
+        assert all(i.culprit is None or i.culprit.rank is None for i in incs), incs

@@ -67,10 +67,10 @@ def _task_ranks(streams: Sequence[Stream]) -> tuple[tuple[int, int], ...]:
 _PG_RANK = re.compile(r"^\s*\[(?:PG (?:ID )?(?P<pg>\d+)\b[^\]]*?)?Rank (?P<rank>\d+)\]")
 
 
-def attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
-    """A cause printed without any rank prefix: when the launcher reports exactly one failed
-    worker, the error is that worker's (a bare `terminate called ...` then torchrun's `failed
-    (exitcode: -6) local_rank: 0`)."""
+def one_failed_worker(root: Event, events: Sequence[Event], world: World) -> Culprit | None:
+    """The one worker the launcher reports failed after `root` (torchrun's `failed (exitcode:
+    -6) local_rank: 0`), its own SIGTERMs of the others left out; None when it names none or
+    several."""
     named = {
         (field_int(e, "rank"), field_int(e, "local_rank"))
         for e in events
@@ -80,18 +80,34 @@ def attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: Wor
         and (field_int(e, "rank") is not None or field_int(e, "local_rank") is not None)
     }
     if len(named) != 1:
-        return culprit
+        return None
     rank, local = named.pop()
     if rank is None and local is not None and world.nodes <= 1 and not world.multi_node_tee:
         rank = local
     which = f"rank {rank}" if rank is not None else f"local rank {local}"
-    return replace(
-        culprit,
+    return Culprit(
         rank=rank,
         local_rank=local,
+        host=None,
         confidence=0.7,
-        reason=f"{culprit.reason}; the error carries no rank, and the launcher reports one "
-        f"failed worker only ({which})",
+        reason="the error carries no rank, and the launcher reports one failed worker only "
+        f"({which})",
+    )
+
+
+def attribute(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """A cause printed without any rank prefix: when the launcher reports exactly one failed
+    worker, the error is that worker's (a bare `terminate called ...` then torchrun's `failed
+    (exitcode: -6) local_rank: 0`)."""
+    found = one_failed_worker(root, events, world)
+    if found is None:
+        return culprit
+    return replace(
+        culprit,
+        rank=found.rank,
+        local_rank=found.local_rank,
+        confidence=found.confidence,
+        reason=f"{culprit.reason}; {found.reason}",
     )
 
 

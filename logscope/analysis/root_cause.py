@@ -44,6 +44,7 @@ from .culprits import (
     fingerprint_culprit,
     locate,
     mismatch_culprit,
+    one_failed_worker,
     pg_culprit,
     reported_culprit,
     silent_culprit,
@@ -368,6 +369,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             or reported_culprit(events)
             or first_exit(events, world)
             or nccl_process_rank(root, events, world)
+            or _sole_failure(root, events, world)
         )
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return RootPick(root, named, category)
@@ -385,6 +387,14 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
     return RootPick(
         root, named, block_category(root, summaries) or root.category or "launcher_error"
     )
+
+
+def _sole_failure(root: Event, events: Sequence[Event], world: World) -> Culprit | None:
+    """A communication error with no rank of its own, and one worker the launcher reports
+    failed after it: that worker's (a timeout's reporter is a victim: not named so)."""
+    if root.category == "collective_timeout" or world.rank_of(root.line) is not None:
+        return None
+    return one_failed_worker(root, events, world)
 
 
 def _names_work(e: Event) -> bool:
