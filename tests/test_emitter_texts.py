@@ -1498,3 +1498,24 @@ def test_paddle_s_launcher_says_which_local_rank_failed_and_when_its_pod_complet
     assert (inc["category"], inc["culprit"]["local_rank"]) == ("process_killed", 2), inc
     code, doc, _ = run([*start, head.format(lvl="INFO", m=9) + "Pod completed"])
     assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+
+
+def test_a_vllm_worker_method_is_told_by_the_exception_its_traceback_ends_with(run: Run) -> None:
+    # vllm/worker/worker_base.py execute_method (0.8.2): logger.exception, then the re-raise;
+    # the cumem allocator's `CUDA Error: %s at %s:%d` (its .so's text) at the end of it
+    head = "(LLMRayActor pid=5120) ERROR 03-18 18:41:02 [worker_base.py:620] "
+    said = (
+        head
+        + "Error executing method 'wake_up'. This might cause deadlock in distributed execution."
+    )
+    frames = [
+        head + "Traceback (most recent call last):",
+        head + '  File "/opt/vllm/worker/worker_base.py", line 612, in execute_method',
+        head + "    return run_method(self, method, args, kwargs)",
+        head + '  File "/opt/vllm/device_allocator/cumem.py", line 200, in wake_up',
+        head + "    create_and_map(handle)",
+    ]
+    oom = head + "RuntimeError: CUDA Error: out of memory at /opt/vllm/csrc/cumem_allocator.cpp:62"
+    assert told(run, [said, *frames, oom], 6)[0] == "oom_gpu"
+    # cut before its exception: the method's own line, an exception of the program
+    assert told(run, [said, *frames], 0)[0] == "python_exception"
