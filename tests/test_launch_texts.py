@@ -116,8 +116,13 @@ def test_two_processes_claiming_one_rank_are_a_launch_that_hangs(run: Run) -> No
     [
         # one task a rank, as srun should start them
         _members([(r, r) for r in range(8)]),
-        # one process saying it twice (its console and its file handler), no task to tell apart
-        [ANNOUNCE.format(rank=r, member=r + 1) for r in (0, 0, 1, 1)],
+        # one process saying it twice (its console and its file handler), no task to tell apart;
+        # rank 0 then says the group formed (without it, the log would end while ranks 2-7 are
+        # awaited: a start-up hang, tests/test_startup_wait.py)
+        [
+            *(ANNOUNCE.format(rank=r, member=r + 1) for r in (0, 0, 1, 1)),
+            "All distributed processes registered. Starting with 8 processes",
+        ],
         # a claim the job outlived: training went on
         [*_members([(0, 0), (1, 0)]), *(f"0: step: {n:3d}  loss:  2.10{n}" for n in range(1, 10))],
     ],

@@ -1,0 +1,105 @@
+"""A log that ends while the job's processes wait to form the job: every rank says it starts to
+wait for the others (an `init_wait` field: Lightning's `Initializing distributed: GLOBAL_RANK: r,
+MEMBER: m/N` right before init_process_group), the word that the wait ended (an `init_done`
+field: rank 0's `All distributed processes registered`) never comes, no step and no failure is
+logged, and ranks of the world never announced themselves. init_process_group blocks until every
+rank joined, silently: the run hung at start-up, waiting for processes that never started or
+cannot reach the others. (Where every rank announced itself, a log cut right after its start-up
+looks the same: no hang is called.)"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..model import Culprit, Event, Incident, Outcome, Progress, field_int
+from .job_outcome import Ending
+
+WAIT_FIELD = "init_wait"
+DONE_FIELD = "init_done"
+
+_EXPLANATION = (
+    "The ranks announced that they wait for the rest of the job in init_process_group, which "
+    "returns once all world_size ranks joined, and the log ends before the wait ended, with "
+    "ranks of the world never heard of: they never started, were started with another rank or "
+    "world size, or cannot reach the master address. The wait is silent until its timeout "
+    "(30 minutes by default)."
+)
+_REMEDIES = (
+    "Check that every node started the job, with the same MASTER_ADDR/MASTER_PORT and the "
+    "same world size, and that the ranks it assigns are distinct",
+    "Under SLURM, match --ntasks-per-node and --nodes to the devices and nodes the trainer "
+    "is given (Lightning's `devices` x `num_nodes`)",
+    "Check that the master's port is reachable from every node (firewall, the interface "
+    "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME names)",
+)
+
+
+def waiting_at_start(markers: Sequence[Event], progress: Progress) -> Event | None:
+    """The announcement of a wait for the other processes that nothing answered: the last
+    `init_wait` marker of the log that names no rank or rank 0 (the rank that says the wait
+    ended), with no `init_done` after it in its file, in a log with no step, where ranks of the
+    world size it names never announced themselves."""
+    if len(progress):
+        return None
+    waits = [m for m in markers if WAIT_FIELD in m.fields and field_int(m, "rank") in (None, 0)]
+    if not waits:
+        return None
+    wait = waits[-1]
+    answered = any(
+        DONE_FIELD in m.fields and m.line.path == wait.line.path and m.seq > wait.seq
+        for m in markers
+    )
+    if answered or not _announced(wait, markers)[1]:
+        # every rank of the world said it waits: a log cut right after its start-up looks
+        # the same, and nothing says one of them is missing
+        return None
+    return wait
+
+
+def _announced(wait: Event, markers: Sequence[Event]) -> tuple[set[int], list[int]]:
+    """The ranks that announced the wait, and those of the world size it names that did not."""
+    size = field_int(wait, "world_size")
+    seen = {
+        r
+        for m in markers
+        if m.signature == wait.signature and (r := field_int(m, "rank")) is not None
+    }
+    return seen, sorted(set(range(size)) - seen) if size else []
+
+
+def startup_hang(wait: Event, markers: Sequence[Event]) -> tuple[Incident, Ending]:
+    """The hang incident rooted at the unanswered wait, and the job's ending: hung. The ranks a
+    framework announced against the world size it names are the ones that arrived; one absent
+    rank is the culprit."""
+    size = field_int(wait, "world_size")
+    seen, missing = _announced(wait, markers)
+    what = wait.fields.get(WAIT_FIELD, "")
+    title = f"Waiting at start-up for the other processes when the log ends (`{what}`)"
+    if size and seen:
+        title = title[:-1] + f"; {len(seen)} of {size} ranks announced themselves)"
+    culprit = None
+    if len(missing) == 1:
+        culprit = Culprit(
+            rank=missing[0],
+            local_rank=None,
+            host=None,
+            confidence=0.5,
+            reason=f"the only rank of the {size} that never announced itself",
+        )
+    incident = Incident(
+        id="",
+        category="hang",
+        severity="error",
+        title=title,
+        explanation=_EXPLANATION,
+        remedies=_REMEDIES,
+        references=(),
+        root_cause=wait,
+        culprit=culprit,
+        cascade=(),
+        evidence=(),
+        iteration=None,
+        start=wait.time,
+        end=None,
+    )
+    return incident, Ending(Outcome.hung, title[0].lower() + title[1:])
