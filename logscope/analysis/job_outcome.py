@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 
-from ..model import Event, Incident, Job, Outcome, Progress, World, duration, field_int
+from ..model import Culprit, Event, Incident, Job, Outcome, Progress, World, duration, field_int
 from .incidents import SPLIT_AFTER_PROGRESS
 from .root_cause import last_reason
 
@@ -259,20 +259,31 @@ def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incid
         )
     if last is None:
         return None
+    return hang_at(last, title, _HANG_EXPLANATION, _HANG_REMEDIES)
+
+
+def hang_at(
+    root: Event,
+    title: str,
+    explanation: str,
+    remedies: tuple[str, ...],
+    culprit: Culprit | None = None,
+) -> Incident:
+    """A hang incident of its own, rooted at the line where the silence began."""
     return Incident(
         id="",
         category="hang",
         severity="error",
         title=title,
-        explanation=_HANG_EXPLANATION,
-        remedies=_HANG_REMEDIES,
+        explanation=explanation,
+        remedies=remedies,
         references=(),
-        root_cause=last,
-        culprit=None,
+        root_cause=root,
+        culprit=culprit,
         cascade=(),
         evidence=(),
-        iteration=field_int(last, "iteration"),
-        start=last.time,
+        iteration=field_int(root, "iteration"),
+        start=root.time,
         end=None,
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import Culprit, Event, Incident, Outcome, Progress, field_int
-from .job_outcome import Ending
+from .job_outcome import Ending, hang_at
 
 WAIT_FIELD = "init_wait"
 DONE_FIELD = "init_done"
@@ -86,20 +86,5 @@ def startup_hang(wait: Event, markers: Sequence[Event]) -> tuple[Incident, Endin
             confidence=0.5,
             reason=f"the only rank of the {size} that never announced itself",
         )
-    incident = Incident(
-        id="",
-        category="hang",
-        severity="error",
-        title=title,
-        explanation=_EXPLANATION,
-        remedies=_REMEDIES,
-        references=(),
-        root_cause=wait,
-        culprit=culprit,
-        cascade=(),
-        evidence=(),
-        iteration=None,
-        start=wait.time,
-        end=None,
-    )
+    incident = hang_at(wait, title, _EXPLANATION, _REMEDIES, culprit)
     return incident, Ending(Outcome.hung, title[0].lower() + title[1:])
