@@ -263,16 +263,27 @@ class Extractor:
         tracking = bool(self._tracebacks) or opens
         stream = (line.path, *line.stream) if tracking else ()
         open_traceback = tracking and stream in self._tracebacks
-        if tracking and not open_traceback and not opens and not any(line.stream):
-            head = self._record_head(line)
-            if head is not None:
-                # the end of a traceback its prefixed first line opened
-                line, fields = head[0], {**fields, OPENED_AT: str(head[1])}
-                stream, open_traceback = (line.path, *line.stream), True
-        # only a warning, or a line that may end an open traceback, asks whether it was raised
-        raised = (severity == "warning" or open_traceback) and self.library.raised(
-            line.raw, line.text
+        head = (
+            self._record_head(line)
+            if tracking and not open_traceback and not opens and not any(line.stream)
+            else None
         )
+        # only a warning, or a line that may end an open traceback, asks whether it was raised
+        raised = (severity == "warning" or open_traceback or head is not None) and (
+            self.library.raised(line.raw, line.text)
+        )
+        if head is not None and raised:
+            # the end of a traceback its prefixed first line opened: that process's line
+            line = replace(
+                line,
+                task=head.task,
+                host=head.host,
+                local_rank=head.local_rank,
+                rank=head.rank,
+                role=head.role,
+            )
+            fields = {**fields, OPENED_AT: str(head.lineno)}
+            stream, open_traceback = (line.path, *line.stream), True
         if raised and severity == "warning" and category not in _TOLD_TO_STOP:
             # an exception that ended a traceback: the process died of it, even when its words
             # alone are only a hint (`Connection reset by peer`)
@@ -309,13 +320,13 @@ class Extractor:
         at = self._announced.pop((line.path, *line.stream), None)
         return at is not None and 0 < line.lineno - at <= 1
 
-    def _record_head(self, line: Line) -> tuple[Line, int] | None:
-        """`line`, which no prefix names, as a line of the process whose prefixed line opened
-        the traceback it ends: a logger or print() prefixes the first line it writes only
-        (`logger.exception` under a format that names the rank, ParlAI's `rank:  3 | `), so the
-        frames and the exception under a prefixed `Traceback` line are that record's. Taken when
-        the traceback nearest above it in its file, still open, is a prefixed one, and the line
-        is an exception that ends a traceback."""
+    def _record_head(self, line: Line) -> Line | None:
+        """The prefixed line that opened the traceback `line`, which no prefix names, may end:
+        a logger or print() prefixes the first line it writes only (`logger.exception` under a
+        format that names the rank, ParlAI's `rank:  3 | `), so the frames and the exception
+        under a prefixed `Traceback` line are that record's. The traceback nearest above it in
+        its file, still open, when that one is prefixed (whether `line` ends it, an exception
+        line, is the caller's test)."""
         open_here = [
             e.line
             for e in self._tracebacks.values()
@@ -324,17 +335,7 @@ class Extractor:
         if not open_here:
             return None
         head = max(open_here, key=lambda h: h.lineno)
-        if not any(head.stream) or not self.library.raised(line.raw, line.text):
-            return None
-        named = replace(
-            line,
-            task=head.task,
-            host=head.host,
-            local_rank=head.local_rank,
-            rank=head.rank,
-            role=head.role,
-        )
-        return named, head.lineno
+        return head if any(head.stream) else None
 
     def _in_caught(self, stream: tuple[Any, ...], line: Line) -> bool:
         """The line may end a caught traceback open in its stream."""
