@@ -1,12 +1,13 @@
 """torchrun's failure block and launchers' summaries read as reports: the block's `Root Cause`
-entry, its category, a kill list's report, and the worker or srun task a summary says failed."""
+entry (which says how the worker ended), a kill list's report, and the worker or srun task a
+summary says failed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 from ..match.events import CHILD_FAILED, FAILURE_ENTRY
-from ..model import Category, Culprit, Event, Stream, World, field_int
+from ..model import Culprit, Event, Stream, World, field_int
 from .aborts import BLOCK_SPAN
 from .launcher_clues import KILL_LIST
 
@@ -34,22 +35,14 @@ def is_root_entry(e: Event) -> bool:
 
 
 def first_observed(failures: Sequence[Event]) -> Event:
-    """The first of `failures` in the log; but when that is an entry of torchrun's failure block,
-    the block's `Root Cause (first observed failure)` entry, printed below the others."""
+    """The first of `failures` in the log; but when that is torchrun's failure block (its
+    `ChildFailedError` header, or an entry above the others), the block's `Root Cause (first
+    observed failure)` entry, printed below them, which says how that worker ended (exit code 1:
+    it raised; a signal: it was killed)."""
     first = failures[0]
     if first.signature not in (FAILURE_ENTRY, CHILD_FAILED) or is_root_entry(first):
         return first
     return first_below(first, failures, is_root_entry) or first
-
-
-def block_category(head: Event, summaries: Sequence[Event]) -> Category | None:
-    """torchrun's `ChildFailedError` heads its failure block; the block's `Root Cause` entry says
-    how that worker ended (exit code 1: it raised; a signal: it was killed), which is what
-    failed."""
-    if head.signature != CHILD_FAILED:
-        return None
-    entry = first_below(head, summaries, is_root_entry)
-    return entry.category if entry is not None else None
 
 
 def past_kill_list(first: Event, summaries: Sequence[Event]) -> Event:

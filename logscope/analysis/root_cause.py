@@ -58,7 +58,6 @@ from .launcher_clues import (
     sole_worker_culprit,
 )
 from .launcher_reports import (
-    block_category,
     first_observed,
     past_kill_list,
     reported_task,
@@ -384,9 +383,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         or sole_worker(events, world)
         or primary_rank(root, library)
     )
-    return RootPick(
-        root, named, block_category(root, summaries) or root.category or "launcher_error"
-    )
+    return RootPick(root, named, root.category or "launcher_error")
 
 
 def _sole_failure(root: Event, events: Sequence[Event], world: World) -> Culprit | None:
