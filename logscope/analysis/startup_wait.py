@@ -34,57 +34,48 @@ _REMEDIES = (
 )
 
 
-def waiting_at_start(markers: Sequence[Event], progress: Progress) -> Event | None:
-    """The announcement of a wait for the other processes that nothing answered: the last
-    `init_wait` marker of the log that names no rank or rank 0 (the rank that says the wait
-    ended), with no `init_done` after it in its file, in a log with no step, where ranks of the
-    world size it names never announced themselves."""
+def startup_hang(markers: Sequence[Event], progress: Progress) -> tuple[Incident, Ending] | None:
+    """The hang at start-up of a log with no step, and the job's ending (hung): rank 0's last
+    `init_wait` marker (rank 0 says the wait ended) with no `init_done` after it in its file,
+    where ranks of the world size it names never announced themselves. One absent rank is the
+    culprit."""
     if len(progress):
         return None
-    waits = [m for m in markers if WAIT_FIELD in m.fields and field_int(m, "rank") in (None, 0)]
-    if not waits:
-        return None
-    wait = waits[-1]
-    answered = any(
+    wait = next(
+        (m for m in reversed(markers) if WAIT_FIELD in m.fields and field_int(m, "rank") == 0),
+        None,
+    )
+    if wait is None or any(
         DONE_FIELD in m.fields and m.line.path == wait.line.path and m.seq > wait.seq
         for m in markers
-    )
-    if answered or not _announced(wait, markers)[1]:
-        # every rank of the world said it waits: a log cut right after its start-up looks
-        # the same, and nothing says one of them is missing
+    ):
         return None
-    return wait
-
-
-def _announced(wait: Event, markers: Sequence[Event]) -> tuple[set[int], list[int]]:
-    """The ranks that announced the wait, and those of the world size it names that did not."""
-    size = field_int(wait, "world_size")
+    size = field_int(wait, "world_size") or 0
     seen = {
         r
         for m in markers
         if m.signature == wait.signature and (r := field_int(m, "rank")) is not None
     }
-    return seen, sorted(set(range(size)) - seen) if size else []
-
-
-def startup_hang(wait: Event, markers: Sequence[Event]) -> tuple[Incident, Ending]:
-    """The hang incident rooted at the unanswered wait, and the job's ending: hung. The ranks a
-    framework announced against the world size it names are the ones that arrived; one absent
-    rank is the culprit."""
-    size = field_int(wait, "world_size")
-    seen, missing = _announced(wait, markers)
-    what = wait.fields.get(WAIT_FIELD, "")
-    title = f"Waiting at start-up for the other processes when the log ends (`{what}`)"
-    if size and seen:
-        title = title[:-1] + f"; {len(seen)} of {size} ranks announced themselves)"
-    culprit = None
-    if len(missing) == 1:
-        culprit = Culprit(
+    missing = sorted(set(range(size)) - seen)
+    if not missing:
+        # every rank of the world said it waits: a log cut right after its start-up looks
+        # the same, and nothing says one of them is missing
+        return None
+    what = wait.fields[WAIT_FIELD]
+    title = (
+        f"Waiting at start-up for the other processes when the log ends (`{what}`; "
+        f"{len(seen)} of {size} ranks announced themselves)"
+    )
+    culprit = (
+        Culprit(
             rank=missing[0],
             local_rank=None,
             host=None,
             confidence=0.5,
             reason=f"the only rank of the {size} that never announced itself",
         )
+        if len(missing) == 1
+        else None
+    )
     incident = hang_at(wait, title, _EXPLANATION, _REMEDIES, culprit)
     return incident, Ending(Outcome.hung, title[0].lower() + title[1:])

@@ -13,7 +13,7 @@ from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import WOUND_DOWN_FIELDS, Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.slurm_jobs import name_jobs
-from ..analysis.startup_wait import startup_hang, waiting_at_start
+from ..analysis.startup_wait import startup_hang
 from ..analysis.survived import exit_after_completion, outlived
 from ..findings.configuration import find_configs
 from ..findings.gather import find
@@ -89,10 +89,9 @@ def conclude(
             cadence,
             wound_down=wound_down,
         )
-        wait = waiting_at_start(engine.markers, progress) if not incidents else None
-        if wait is not None and not exits:
-            hang, ending = startup_hang(wait, engine.markers)
-            incidents = [replace(hang, id="I1")]
+        hung = startup_hang(engine.markers, progress) if not incidents and not exits else None
+        if hung is not None:
+            incidents, ending = [replace(hung[0], id="I1")], hung[1]
     if all_empty(inputs):
         # an empty log says nothing of the job, least of all that it was healthy
         ending = Ending(Outcome.unknown, "no input held a line: nothing says whether the job ran")
