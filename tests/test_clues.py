@@ -640,4 +640,5 @@ def test_no_worker_is_named_for_a_timeout_or_when_the_launcher_reports_several()
         [*NCCL_SYSTEM, WORKER_FAILED.format(local=2), WORKER_FAILED.format(local=3)],
     ):
         incs = incidents_of(fed(lines))
+        assert incs, lines
         assert all(i.culprit is None or i.culprit.rank is None for i in incs), incs
