@@ -16,7 +16,7 @@ from logscope.analysis.culprits import build_world
 from logscope.analysis.launcher_clues import first_exit, launcher_culprit, oom_culprit, pid_culprit
 from logscope.model import Culprit, Event, Stream, World
 
-from .helpers import analyze_doc, cli, fed, incidents_of
+from .helpers import analyze_doc, cli, fed, incidents_of, write
 
 FIRST_ERROR = Culprit(None, None, None, 0.6, "first error")
 # kernel mm/oom_kill.c: "%s: Killed process %d (%s) total-vm:%lukB, anon-rss:%lukB, ..."
@@ -642,3 +642,43 @@ def test_no_worker_is_named_for_a_timeout_or_when_the_launcher_reports_several()
         incs = incidents_of(fed(lines))
         assert incs, lines
         assert all(i.culprit is None or i.culprit.rank is None for i in incs), incs
+
+
+# -- a dead actor's name --------------------------------------------------------------------------
+
+# ray python/ray/exceptions.py ActorDiedError (2.40) under verl's RayWorkerGroup, whose workers are
+# named `{prefix}{class}_{pg_idx}:{local_rank}` (verl/single_controller/ray/base.py _create_worker)
+ACTOR_DIED = [
+    "(TaskRunner pid=4410) Traceback (most recent call last):",
+    '(TaskRunner pid=4410)   File "/opt/verl/verl/single_controller/ray/base.py", line 48, in __call__',
+    "(TaskRunner pid=4410)     output = ray.get(output)",
+    "(TaskRunner pid=4410) ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    "(TaskRunner pid=4410) \tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
+    "(TaskRunner pid=4410) \tactor_id: 9f1c2e0b7a6d5c4b3a2f1e0d01000000",
+    "(TaskRunner pid=4410) \tpid: 20311",
+    "(TaskRunner pid=4410) \tname: Qm7TzpWorkerDict_{pg}:{bundle}",
+    "(TaskRunner pid=4410) \tnamespace: 4e0c1d6a-2b7f-4b9e-9d1e-3a0c5f7e8b21",
+    "(TaskRunner pid=4410) \tip: 10.0.3.17",
+    "(TaskRunner pid=4410) The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.",
+]
+
+
+def test_the_dead_verl_worker_ray_names_is_its_rank(tmp_path: Path) -> None:
+    log = write(tmp_path, "driver.log", [line.format(pg=0, bundle=5) for line in ACTOR_DIED])
+    _, doc, _ = analyze_doc(str(log))
+    culprit = doc["incidents"][0]["culprit"]
+    assert culprit["rank"] == 5, culprit
+    assert "Ray reports verl's worker 0:5 dead" in culprit["reason"]
+
+
+def test_a_cancelled_or_later_node_verl_worker_names_no_rank() -> None:
+    # counter-cases: an actor cancelled before it ran died of nothing of its own; the worker of
+    # placement group 1 has a rank that depends on how many workers a node holds
+    cancelled = [line.format(pg=0, bundle=5) for line in ACTOR_DIED]
+    cancelled.append(
+        "(TaskRunner pid=4410) The actor never ran - it was cancelled before it started running."
+    )
+    other_node = [line.format(pg=1, bundle=5) for line in ACTOR_DIED]
+    for lines in (cancelled, other_node):
+        (inc,) = incidents_of(fed(lines))
+        assert inc.culprit is None or inc.culprit.rank is None, inc.culprit

@@ -64,6 +64,7 @@ from .launcher_reports import (
     reported_worker,
 )
 from .reasons import stated_reason
+from .worker_names import dead_worker_culprit
 
 NCCL_RETURN_FRAME = "nccl.error_return"
 """NCCL's `file.cc:line -> code` frame of an error on its way to the caller (patterns/nccl.toml)."""
@@ -269,6 +270,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             lambda c: pid_culprit(c, root, events, world),
             lambda c: same_error_culprit(c, root, events, world),
             lambda c: quoted_culprit(c, root, events, world),
+            lambda c: dead_worker_culprit(c, events),
             lambda c: launcher_culprit(c, events, world),
             lambda c: nccl_process_culprit(c, root, events, world),
             lambda c: task_culprit(c, root, world),
