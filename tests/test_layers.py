@@ -252,6 +252,23 @@ def test_too_few_lines_teach_nothing() -> None:
     assert learn_layers("0: a\n1: b\n") is None
 
 
+@pytest.mark.parametrize("stack", _stacks()[::7], ids=lambda s: "+".join(layer.name for layer in s))
+def test_a_short_excerpt_teaches_the_layers_all_its_lines_start_with(
+    stack: tuple[Layer, ...],
+) -> None:
+    # a pasted excerpt of a few lines (fewer than a share can be taken of)
+    lines = _lines(stack)[:4]
+    _check(stack, _decoded(lines))
+
+
+def test_a_layer_missing_from_one_line_of_a_short_excerpt_is_not_learned() -> None:
+    # counter-case: of five lines, one starts with no time: no layer is learned from so few
+    lines = [f"2021-03-10T13:22:37.48{r}Z: [1,{r}]<stderr>:rank {r} step 7" for r in range(4)]
+    lines.insert(2, "OSError: cannot identify image file")
+    layers = learn_layers("\n".join(lines))
+    assert layers is None or "iso" not in layers.order, layers
+
+
 def test_analyze_names_the_rank_behind_a_timestamp(tmp_path: Path) -> None:
     lines = [f"2024-05-06T07:08:0{r}.5Z [1,{r}]<stdout>:rank {r} ready" for r in range(4)]
     lines += [

@@ -55,7 +55,8 @@ MIN_LINES = 3
 DECOR_SHARE = 0.95
 """An indent or a gutter is learned when (nearly) every line carries it."""
 MIN_SAMPLE = 8
-"""Non-blank lines needed to learn anything: fewer (a stream's first block) teach nothing."""
+"""Non-blank lines needed to learn by share, decorations and pane borders: fewer (a short
+excerpt, a stream's first block) teach only the layers that start every one of them."""
 MIN_EDGE = 20
 """A pane border is looked for right of this column only."""
 
@@ -328,21 +329,24 @@ def _learn_edge(lines: list[str]) -> int | None:
 
 def learn(sample: Iterable[str], stop: Stop = _never) -> Layers | None:
     """The layers of an input from its first lines (decoded, escapes removed); None when they
-    are too few to tell (lines.decode then takes a line-start srun label or pdsh host on sight,
-    as it does without a plan)."""
+    are too few to tell, fewer than MIN_LINES (lines.decode then takes a line-start srun label
+    or pdsh host on sight, as it does without a plan)."""
     lines = [t.rstrip("\r\n") for t in sample]
     lines = [t for t in lines if t.strip()][:MAX_SAMPLE_LINES]
-    if len(lines) < MIN_SAMPLE:
+    if len(lines) < MIN_LINES:
         return None
-    edge = _learn_edge(lines)
+    few = len(lines) < MIN_SAMPLE
+    edge = None if few else _learn_edge(lines)
     if edge is not None:
         lines = [p for t in lines for p in panes(t, Layers(edge=edge)) if p.strip()]
-    decor, lines = _learn_decor(lines)
+    decor, lines = ((), lines) if few else _learn_decor(lines)
     seen: dict[str, list[int]] = {}
     for t in lines:
         for i, name in enumerate(_first_layers(t, stop)):
             seen.setdefault(name, []).append(i)
-    need = max(MIN_LINES, int(len(lines) * MIN_SHARE))
+    # a few lines (a short excerpt, a stream's first block) teach only the layers every one of
+    # them starts with
+    need = len(lines) if few else max(MIN_LINES, int(len(lines) * MIN_SHARE))
     learned = [n for n, at in seen.items() if len(at) >= need]
     learned.sort(key=lambda n: sum(seen[n]) / len(seen[n]))
     return Layers(decor, tuple(learned), edge)
