@@ -85,6 +85,8 @@ HOST_LAYERS = (
     Layer("kubectl", lambda r, h: f"[pod/{h}/trainer] ", frozenset({"host"})),
     # torchx's `{role}/{replica_id} ` (util/log_tee_helpers.py): peeled, it names no rank or host
     Layer("torchx", lambda r, h: f"nemo.collections.llm.api.pretrain/{r % 2} ", frozenset()),
+    # milabench's terminal formatter (milabench/log.py): the run's tag and the pipe, peeled
+    Layer("milabench", lambda r, h: f"dinov2-giant-nodes.{h} [stderr] ", frozenset()),
     # syslog's HOSTNAME and TAG, after its TIMESTAMP
     Layer(
         "syslog-tag",

@@ -25,6 +25,8 @@ The formats, from their emitters:
 - `kubectl logs --prefix` (kubectl pkg/cmd/logs): `[pod/<pod>/<container>] `; the pod is the host.
 - torchx `log` and its tee of a local job (torchx/util/log_tee_helpers.py, cli/cmd_log.py):
   `{role}/{replica_id} ` (colored on a terminal), as NeMo-Run's local and SLURM executors print it.
+- milabench's terminal output (milabench/log.py `TagConsole.print`): the benchmark run's tag and
+  the pipe, `{tag} [stderr] `, before each line of its processes.
 - A syslog / journal record after its time (RFC 3164 HOSTNAME and TAG, `journalctl -o
   short-iso`): `<host> <program>[<pid>]: `.
 - CRI container log files (kubelet, kubernetes/cri-api logs format): `<RFC 3339 nano time>
@@ -109,6 +111,10 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # torchx (and NeMo-Run through it) `{role}/{replica_id} `: one role's replica (a node
         # running its own launcher); peeled, the names say nothing of rank or host
         "torchx": re.compile(r"[A-Za-z_][\w.-]*/\d+ " + _NEXT),
+        # milabench's terminal formatter (milabench/log.py TagConsole): `{tag} [stdout] ` or
+        # `{tag} [stderr] ` before each line a benchmark's process printed; peeled, the tag
+        # names the benchmark run, not a rank
+        "milabench": re.compile(r"[A-Za-z][\w.-]* \[(?:stdout|stderr)\] " + _NEXT),
         "syslog_tag": re.compile(
             r"(?P<host>[A-Za-z0-9][\w.-]*) [A-Za-z][\w./-]*(?:\[\d+\])?: " + _NEXT
         ),
