@@ -1519,3 +1519,44 @@ def test_a_vllm_worker_method_is_told_by_the_exception_its_traceback_ends_with(r
     assert told(run, [said, *frames, oom], 6)[0] == "oom_gpu"
     # cut before its exception: the method's own line, an exception of the program
     assert told(run, [said, *frames], 0)[0] == "python_exception"
+
+
+# hydra/_internal/utils.py run_and_report (1.0 to 1.3): a Hydra error of the configuration printed
+# as its message alone, then the footer; a task's own exception as a traceback, then the footer
+HYDRA_FOOTER = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
+
+
+def test_hydras_report_of_a_config_error_is_the_root_before_torchruns_failure(run: Run) -> None:
+    lines = [
+        "[default0]:Could not override 'trainer.max_step'.",
+        "[default0]:To append to your config use +trainer.max_step=1000",
+        "[default0]:Key 'max_step' is not in struct",
+        "[default0]:",
+        f"[default0]:{HYDRA_FOOTER}",
+        *child_failed_block(
+            "train.py",
+            time="2025-02-07_17:31:58",
+            host="gpu-n02",
+            rank=0,
+            local_rank=0,
+            exitcode=1,
+            pid=40211,
+        ),
+    ]
+    category, rank = told(run, lines, 4)
+    assert (category, rank) == ("launcher_error", 0)
+
+
+def test_hydras_footer_after_a_traceback_leaves_the_exception_the_root(run: Run) -> None:
+    # counter-case: the task raised; the footer only closes Hydra's print of it
+    lines = [
+        "Error executing job with overrides: ['data.path=/data/c4']",
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 41, in main',
+        "    batch = next(it)",
+        "ValueError: sequence length 4096 exceeds the model's 2048",
+        "",
+        HYDRA_FOOTER,
+    ]
+    category, _rank = told(run, lines, 4)
+    assert category == "python_exception"
