@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, hydra.toml, dgl.toml, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -1557,6 +1557,36 @@ def test_hydras_footer_after_a_traceback_leaves_the_exception_the_root(run: Run)
         "ValueError: sequence length 4096 exceeds the model's 2048",
         "",
         HYDRA_FOOTER,
+    ]
+    category, _rank = told(run, lines, 4)
+    assert category == "python_exception"
+
+
+# DistDGL (dgl python/dgl/distributed/dist_context.py exit_client, rpc_server.py start_server):
+# every trainer prints its exit, then the graph servers leave their loop on client 0's shutdown
+DGL_END = [
+    "Part 0 | Epoch 00019 | Step 00040 | Loss 0.4123 | Train Acc 0.8871 | Speed (samples/sec) 9120.4",
+    "Client[0] in group[0] is exiting...",
+    "Client[1] in group[0] is exiting...",
+    "Server (0) shutdown.",
+    "Server is exiting...",
+]
+
+
+def test_distdgls_servers_exiting_after_every_trainer_is_the_runs_end(run: Run) -> None:
+    code, doc, _path = run(DGL_END)
+    assert (code, doc["job"]["outcome"]) == (0, "completed"), doc["job"]
+
+
+def test_distdgls_servers_exiting_after_a_trainers_exception_is_still_a_crash(run: Run) -> None:
+    # counter-case: a trainer's exit runs at interpreter exit, after its traceback too
+    lines = [
+        DGL_END[0],
+        "Traceback (most recent call last):",
+        '  File "train_dist.py", line 210, in <module>',
+        "    main(args)",
+        "RuntimeError: DistTensor feat pull failed on part 1",
+        *DGL_END[1:],
     ]
     category, _rank = told(run, lines, 4)
     assert category == "python_exception"
