@@ -212,6 +212,24 @@ def test_the_one_rank_whose_later_cuda_call_fails_with_the_root_s_error_is_the_c
         assert same_error_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
 
 
+# ATen's CUDA_KERNEL_ASSERT (the device's printf, no host prefix), then c10's check on the host
+# (torch 2.13 ProcessGroupNCCL watchdog) of the one process whose kernel asserted
+KERNEL_ASSERT = '/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: [41,0,0], thread: [96,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.'
+DEVICE_ASSERT = "[rank{r}]:[E1202 09:26:18.136731159 ProcessGroupNCCL.cpp:2068] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog thread terminated with exception: CUDA error: device-side assert triggered"
+
+
+def test_the_one_rank_whose_host_reports_the_device_side_assert_owns_the_kernels_assertion() -> (
+    None
+):
+    events = events_of([KERNEL_ASSERT, KERNEL_ASSERT, DEVICE_ASSERT.format(r=5)])
+    culprit = same_error_culprit(FIRST_ERROR, events[0], events, build_world([]))
+    assert culprit.rank == 5, culprit
+    assert "rank 5 alone reports the device-side assert" in culprit.reason
+    # counter-case: two ranks' kernels asserted: either may have been first
+    events = events_of([KERNEL_ASSERT, DEVICE_ASSERT.format(r=5), DEVICE_ASSERT.format(r=2)])
+    assert same_error_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
+
+
 # -- barriers -----------------------------------------------------------------------------------
 
 

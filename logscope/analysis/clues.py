@@ -158,14 +158,22 @@ def report_culprit(
 
 CUDA_WARNING = "cuda.check_warning"
 """c10's `CUDA warning: <error>`: a later CUDA call of the process whose context the error broke."""
+KERNEL_ASSERTION = "cuda.kernel_assertion"
+DEVICE_SIDE_ASSERT = "cuda.device_side_assert"
+"""A kernel's failed assertion (`block: [..], thread: [..] Assertion ... failed`, the device's
+printf, flushed with no rank of the host's) reaches the host of the same process as its next CUDA
+call's `CUDA error: device-side assert triggered`."""
 
 
 def _same_error(e: Event, root: Event) -> bool:
     """`e` reports the root cause's error: its signature as a cause, an out-of-memory error of
-    its category, or c10's CUDA warning naming the root's CUDA error."""
+    its category, c10's CUDA warning naming the root's CUDA error, or the host's report of the
+    device-side assert a kernel's assertion raised."""
     if e.signature == CUDA_WARNING:
         message = e.fields.get("message") or ""
         return root.category == "cuda_error" and bool(message) and message in root.line.text
+    if root.signature == KERNEL_ASSERTION and e.signature == DEVICE_SIDE_ASSERT:
+        return True
     oom = root.category in ("oom_gpu", "oom_host")
     return e.role == "cause" and (
         e.signature == root.signature or (oom and e.category == root.category)
@@ -189,6 +197,8 @@ def same_error_culprit(
     r = ranks.pop()
     if all(e.signature == CUDA_WARNING for _, e in same):
         why = f"rank {r} alone reports a later CUDA call failing with the same error"
+    elif all(e.signature == DEVICE_SIDE_ASSERT for _, e in same):
+        why = f"rank {r} alone reports the device-side assert the kernel's assertion raised"
     else:
         what = "out-of-memory error" if root.category in ("oom_gpu", "oom_host") else "error"
         why = f"the same {what} is printed with a rank by rank {r} only"
