@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from ..analysis.attempt_endings import attempt_endings
+from ..analysis.closing_signals import closed_after_exit
 from ..analysis.duplicate_ranks import duplicate_ranks
 from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import WOUND_DOWN_FIELDS, Ending, decide_outcome, make_job
@@ -73,6 +74,9 @@ def conclude(
         world,
         engine.library,
     )
+    closed = closed_after_exit(failures, progress, world) if not incidents and not exits else None
+    if closed is not None:
+        incidents = [replace(closed[0], id="I1")]
     cadence = progress.median_interval_s()
     endings: dict[int, tuple[str, Incident | None]] = {}
     if attempts:
@@ -92,6 +96,8 @@ def conclude(
         hung = startup_hang(engine.markers, progress) if not incidents and not exits else None
         if hung is not None:
             incidents, ending = [replace(hung[0], id="I1")], hung[1]
+        if closed is not None:
+            ending = closed[1]
     if all_empty(inputs):
         # an empty log says nothing of the job, least of all that it was healthy
         ending = Ending(Outcome.unknown, "no input held a line: nothing says whether the job ran")

@@ -1,0 +1,93 @@
+"""A log whose only word of a failure is torchrun closing its workers: the elastic agent's
+`_close` (torch/distributed/elastic/multiprocessing/api.py) walks its workers in local-rank order
+and logs `Sending process <pid> closing signal SIGTERM` (`Closing process <pid> via signal
+SIGTERM` under start_method spawn) for each one still running. It closes them when one worker
+exited or when the agent itself was signalled (which it says first: `Received SIGTERM death
+signal`, an end of its own). With neither an error nor a stop said before, the workers it closes
+are the survivors of one that exited: the job crashed, of a cause the log does not show.
+
+Workers are started one after another in local-rank order, so their pids usually rise by one:
+where the closed pids run on by one but for a single skipped pid, that skipped worker is the one
+that had exited, its local rank its place in the run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+from ..model import Culprit, Event, Incident, Outcome, Progress, World, field_int
+from .job_outcome import Ending
+
+CLOSING = "torchrun.sending_sigterm"
+
+_EXPLANATION = (
+    "The torchrun agent sends the closing signal only to workers still running, after one of "
+    "them exited (or when it is stopped itself, which it says first). No error of the worker "
+    "that exited is in the log: it was killed from outside (the kernel's OOM killer, a "
+    "SIGKILL) or its output went elsewhere."
+)
+_REMEDIES = (
+    "Find the worker torchrun reports next (`failed (exitcode: ...) local_rank: N`) and its own "
+    "output (--tee 3, --log-dir)",
+    "Exit code -9 with nothing printed is most often the host's OOM killer: check `dmesg -T | "
+    "grep -i 'killed process'` on the node",
+)
+
+
+def closed_after_exit(
+    failures: Sequence[Event], progress: Progress, world: World
+) -> tuple[Incident, Ending] | None:
+    """The crash told only by torchrun's closing signals, and the job's ending (crashed): the
+    first closing line of an input whose every later failure line is a closing one of the same
+    input, with no step after it. None where any other failure line comes after it."""
+    closing = [e for e in failures if e.signature == CLOSING]
+    if not closing:
+        return None
+    first = closing[0]
+    later = [e for e in failures if e.seq >= first.seq]
+    if any(e.signature != CLOSING or e.line.path != first.line.path for e in later):
+        return None
+    if progress.steps_after(first.seq):
+        return None
+    closed = [e for e in later if e.fields.get("signal_name") == "SIGTERM"]
+    if not closed:
+        return None
+    title = f"torchrun closed {len(closed)} running worker(s): another had exited"
+    incident = Incident(
+        id="",
+        category="process_killed",
+        severity="error",
+        title=title,
+        explanation=_EXPLANATION,
+        remedies=_REMEDIES,
+        references=("https://pytorch.org/docs/stable/elastic/run.html",),
+        root_cause=first,
+        culprit=_skipped_worker(closed, world),
+        cascade=tuple(closed[1:]),
+        evidence=(),
+        iteration=None,
+        start=first.time,
+        end=closed[-1].time,
+    )
+    return incident, Ending(Outcome.crashed, title[0].lower() + title[1:])
+
+
+def _skipped_worker(closed: Sequence[Event], world: World) -> Culprit | None:
+    """The one worker missing from a run of pids that rises by one in local-rank order (on one
+    node, its local rank is its rank)."""
+    pids = [p for e in closed if (p := field_int(e, "pid")) is not None]
+    if len(pids) < 2 or len(pids) != len(closed):
+        return None
+    steps = [b - a for a, b in pairwise(pids)]
+    if sorted(steps) != [1] * (len(steps) - 1) + [2]:
+        return None
+    local = steps.index(2) + 1
+    return Culprit(
+        rank=local if world.nodes <= 1 and not world.multi_node_tee else None,
+        local_rank=local,
+        host=closed[0].line.host,
+        confidence=0.5,
+        reason=f"torchrun closed its workers in local-rank order, pids {pids[0]} to {pids[-1]} "
+        f"rising by one but for pid {pids[local - 1] + 1}: local rank {local}, the worker that "
+        "had exited",
+    )

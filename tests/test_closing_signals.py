@@ -1,0 +1,68 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""A log whose only word of a failure is torchrun closing its workers
+(logscope/analysis/closing_signals.py), on lines built from the elastic agent's own texts (torch
+2.13 torch/distributed/elastic/multiprocessing/api.py `SubprocessContext._close` and
+`MultiprocessContext._close`, and the torch 1.x logger's form), with the counter-cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logscope.engine.conclude import conclude
+from logscope.model import Analysis, Outcome
+
+from .helpers import analyze_doc, fed, input_of, write
+
+START = ["loading checkpoint shards: 100%", "Model has 13.0B parameters"]
+NEW = "W1202 09:26:18.136000 4410 torch/distributed/elastic/multiprocessing/api.py:1029] Sending process {pid} closing signal SIGTERM"
+OLD = "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {pid} closing signal SIGTERM"
+SPAWN = "W1202 09:26:18.136000 4410 torch/distributed/elastic/multiprocessing/api.py:872] Closing process {pid} via signal SIGTERM"
+
+
+def closing(form: str, pids: list[int]) -> list[str]:
+    return [form.format(pid=p) for p in pids]
+
+
+def analysed(lines: list[str]) -> Analysis:
+    return conclude(fed(lines), [input_of(lines)])
+
+
+def test_torchrun_closing_all_workers_but_one_is_a_crash_of_the_one_it_skipped(
+    tmp_path: Path,
+) -> None:
+    for form in (NEW, OLD, SPAWN):
+        pids = [9400 + i for i in range(8) if i != 5]
+        log = write(tmp_path, "job.log", [*START, *closing(form, pids)])
+        _code, doc, _ = analyze_doc(str(log))
+        assert doc["job"]["outcome"] == "crashed", doc["job"]
+        (inc,) = doc["incidents"]
+        assert inc["category"] == "process_killed", inc
+        assert inc["root_cause"]["line"] == 3, inc["root_cause"]
+        assert (inc["culprit"]["rank"], inc["culprit"]["local_rank"]) == (5, 5), inc["culprit"]
+        assert "rising by one but for pid 9405" in inc["culprit"]["reason"]
+
+
+def test_closed_pids_that_do_not_rise_by_one_name_no_worker() -> None:
+    # counter-case: another process took pids between the workers' starts
+    a = analysed([*START, *closing(NEW, [9400, 9403, 9404, 9409])])
+    (inc,) = a.incidents
+    assert a.job.outcome is Outcome.crashed
+    assert inc.culprit is None
+
+
+def test_closing_signals_after_an_error_or_before_progress_are_no_crash_of_their_own() -> None:
+    # counter-cases: the error before them is the incident; training that went on after them
+    # (an elastic restart) ended nothing; the agent's own stop is said first
+    error = ["[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered"]
+    a = analysed([*START, *error, *closing(NEW, [9400, 9401, 9402])])
+    (inc,) = a.incidents
+    assert inc.root_cause.line.text.endswith("an illegal memory access was encountered")
+    steps = [
+        f"iteration {i}/ 1000 | lm loss: 2.1E+00 | elapsed time per iteration (ms): 812.1"
+        for i in range(1, 6)
+    ]
+    a = analysed([*START, *closing(NEW, [9400, 9401, 9402]), *steps])
+    assert a.job.outcome is not Outcome.crashed, a.job.outcome_reason
+    stop = "W1202 09:26:18.100000 4410 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death signal, shutting down workers"
+    a = analysed([*START, stop, *closing(NEW, [9400, 9401, 9402])])
+    assert a.job.outcome is Outcome.cancelled, a.job.outcome_reason
