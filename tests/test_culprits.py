@@ -138,6 +138,22 @@ def test_one_reporting_rank_above_two_silent_ones_names_no_guess() -> None:
     assert silent_culprit(events, build_world([(None, None, None, 2)])) is None
 
 
+# the watchdog's message with no prefix (torch 1.x c10 logger; a log that printed no rank)
+BARE = "[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800584 milliseconds before timing out."
+IN_GROUP = "[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [PG ID 2 PG GUID 5 Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out."
+
+
+def test_with_no_world_size_the_one_silent_rank_below_the_reporters_is_the_culprit() -> None:
+    engine = fed([BARE.format(r=r) for r in (1, 2, 3)])
+    culprit = silent_culprit(engine.failures, engine.world())
+    assert culprit is not None and (culprit.rank, culprit.confidence) == (0, 0.4), culprit
+    assert "the world's size is not in the log" in culprit.reason
+    # counter-cases: two silent ranks below them; ranks of another process group
+    for lines in ([BARE.format(r=r) for r in (2, 3)], [IN_GROUP.format(r=r) for r in (1, 2, 3)]):
+        engine = fed(lines)
+        assert silent_culprit(engine.failures, engine.world()) is None
+
+
 def test_with_every_rank_reporting_the_one_behind_in_enqueued_work_is_the_culprit() -> None:
     lines = [DETECTED.format(r=r, enqueued=14217 if r == 5 else 14221) for r in range(8)]
     engine = fed(lines)

@@ -265,6 +265,22 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                 confidence=0.3,
                 reason=f"ranks {lst} reported no timeout; any of them may be the one that hung",
             )
+    elif len(said := reporters | _default_pg_reporters(events)) >= 2:
+        # the world's size unknown (no prefix, no size said): the ranks below the highest that
+        # reports are of the world too, and one of them alone said nothing
+        reporters = said
+        silent = sorted(set(range(max(reporters))) - reporters)
+        if len(silent) == 1:
+            r = silent[0]
+            return Culprit(
+                rank=r,
+                local_rank=None,
+                host=None,
+                confidence=0.4,
+                reason=f"ranks {', '.join(map(str, sorted(reporters)))} report a timed-out or "
+                f"failed collective; rank {r}, the only rank below them that reported nothing, "
+                "is the one they waited for (the world's size is not in the log)",
+            )
     if len(behind) > 1:
         r = min(behind, key=lambda k: behind[k])
         if list(behind.values()).count(behind[r]) == 1:
@@ -276,6 +292,19 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                 reason=f"rank {r} has the lowest last enqueued collective ({behind[r]})",
             )
     return None
+
+
+def _default_pg_reporters(events: Sequence[Event]) -> set[int]:
+    """The ranks whose timed-out or failed collective names them by their rank in the default
+    process group (`[Rank 3]`, `[PG ID 0 ... Rank 3]`), where no prefix does."""
+    out: set[int] = set()
+    for e in events:
+        if e.role != "symptom" or (r := field_int(e, "pg_rank")) is None:
+            continue
+        m = _PG_RANK.match(e.line.text)
+        if m is not None and (m["pg"] in (None, "0") or "default_pg" in m.group(0)):
+            out.add(r)
+    return out
 
 
 def mismatch_culprit(events: Sequence[Event], world: World) -> Culprit | None:
