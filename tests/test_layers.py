@@ -321,6 +321,18 @@ def test_a_silent_rank_behind_timestamps_is_found(tmp_path: Path, tag: str) -> N
     assert "rank 3 reported nothing" in culprit["reason"], culprit
 
 
+def test_a_loggers_name_and_level_after_a_time_is_no_syslog_tag() -> None:
+    # Python logging's `%(asctime)s %(name)s %(levelname)s: %(message)s` (PyTorch-Ignite's
+    # default): `trainer INFO: ` names no host, whether learned from many lines or from a few
+    for n in (12, 4):
+        lines = [
+            f"2025-01-06 20:55:{10 + i:02d},014 trainer INFO: Epoch[1] Iteration[{i}] loss 0.5"
+            for i in range(n)
+        ]
+        got = _decoded(lines)
+        assert got[0].host is None and got[0].text.startswith("trainer INFO: "), got[0]
+
+
 def test_a_syslog_record_keeps_its_host() -> None:
     # a kernel log: the host and program follow the time (the program has no pid here)
     lines = [

@@ -115,8 +115,12 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # `{tag} [stderr] ` before each line a benchmark's process printed; peeled, the tag
         # names the benchmark run, not a rank
         "milabench": re.compile(r"[A-Za-z][\w.-]* \[(?:stdout|stderr)\] " + _NEXT),
+        # (the TAG is a program's name, never a logging level: `trainer INFO: ` after a time is
+        # Python logging's `%(name)s %(levelname)s: `, a header lines.decode reads)
         "syslog_tag": re.compile(
-            r"(?P<host>[A-Za-z0-9][\w.-]*) [A-Za-z][\w./-]*(?:\[\d+\])?: " + _NEXT
+            r"(?P<host>[A-Za-z0-9][\w.-]*) "
+            r"(?!(?:DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)(?:\[|:))"
+            r"[A-Za-z][\w./-]*(?:\[\d+\])?: " + _NEXT
         ),
     }
 )
@@ -355,4 +359,6 @@ def learn(sample: Iterable[str], stop: Stop = _never) -> Layers | None:
     need = len(lines) if few else max(MIN_LINES, int(len(lines) * MIN_SHARE))
     learned = [n for n, at in seen.items() if len(at) >= need]
     learned.sort(key=lambda n: sum(seen[n]) / len(seen[n]))
+    if few and not learned:
+        return None  # too few to tell that there are none: the line-start rules stand
     return Layers(decor, tuple(learned), edge)
