@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from ..model import Culprit, Event, Incident, Outcome, Progress, World, field_int
-from .job_outcome import Ending
+from .job_outcome import Ending, incident_at
 
 CLOSING = "torchrun.sending_sigterm"
 
@@ -53,21 +53,14 @@ def closed_after_exit(
     if not closed:
         return None
     title = f"torchrun closed {len(closed)} running worker(s): another had exited"
-    incident = Incident(
-        id="",
-        category="process_killed",
-        severity="error",
-        title=title,
-        explanation=_EXPLANATION,
-        remedies=_REMEDIES,
-        references=("https://pytorch.org/docs/stable/elastic/run.html",),
-        root_cause=first,
-        culprit=_skipped_worker(closed, world),
-        cascade=tuple(closed[1:]),
-        evidence=(),
-        iteration=None,
-        start=first.time,
-        end=closed[-1].time,
+    incident = incident_at(
+        first,
+        "process_killed",
+        title,
+        _EXPLANATION,
+        _REMEDIES,
+        _skipped_worker(closed, world),
+        tuple(closed[1:]),
     )
     return incident, Ending(Outcome.crashed, title[0].lower() + title[1:])
 

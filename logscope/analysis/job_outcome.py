@@ -8,7 +8,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 
-from ..model import Culprit, Event, Incident, Job, Outcome, Progress, World, duration, field_int
+from ..model import (
+    Category,
+    Culprit,
+    Event,
+    Incident,
+    Job,
+    Outcome,
+    Progress,
+    World,
+    duration,
+    field_int,
+)
 from .incidents import SPLIT_AFTER_PROGRESS
 from .root_cause import last_reason
 
@@ -262,6 +273,35 @@ def as_hang(incident: Incident | None, last: Event | None, reason: str) -> Incid
     return hang_at(last, title, _HANG_EXPLANATION, _HANG_REMEDIES)
 
 
+def incident_at(
+    root: Event,
+    category: Category,
+    title: str,
+    explanation: str,
+    remedies: tuple[str, ...],
+    culprit: Culprit | None = None,
+    cascade: tuple[Event, ...] = (),
+) -> Incident:
+    """An incident an analysis of the whole log makes of its own (no signature's), rooted at
+    `root`."""
+    return Incident(
+        id="",
+        category=category,
+        severity="error",
+        title=title,
+        explanation=explanation,
+        remedies=remedies,
+        references=(),
+        root_cause=root,
+        culprit=culprit,
+        cascade=cascade,
+        evidence=(),
+        iteration=field_int(root, "iteration"),
+        start=root.time,
+        end=cascade[-1].time if cascade else None,
+    )
+
+
 def hang_at(
     root: Event,
     title: str,
@@ -270,22 +310,7 @@ def hang_at(
     culprit: Culprit | None = None,
 ) -> Incident:
     """A hang incident of its own, rooted at the line where the silence began."""
-    return Incident(
-        id="",
-        category="hang",
-        severity="error",
-        title=title,
-        explanation=explanation,
-        remedies=remedies,
-        references=(),
-        root_cause=root,
-        culprit=culprit,
-        cascade=(),
-        evidence=(),
-        iteration=field_int(root, "iteration"),
-        start=root.time,
-        end=None,
-    )
+    return incident_at(root, "hang", title, explanation, remedies, culprit)
 
 
 def hang_incident(
