@@ -52,7 +52,7 @@ def closed_after_exit(
     closed = [e for e in later if e.fields.get("signal_name") == "SIGTERM"]
     if not closed:
         return None
-    title = f"torchrun closed {len(closed)} running worker(s): another had exited"
+    title = f"A worker exited with no error logged; torchrun closed the {len(closed)} still running"
     incident = incident_at(
         first,
         "process_killed",
