@@ -129,6 +129,28 @@ def test_the_root_s_own_pid_is_the_rank_the_launcher_reports_with_it() -> None:
     assert pid_culprit(FIRST_ERROR, root, events, one_node(8)) == FIRST_ERROR
 
 
+# NCCL's tree line (graph/connect.cc, `Trees [%d] %d/%d/%d->%d->%d`: the process's own rank in the
+# middle) and torchrun's report of the worker by its pid (torch 1.x logger)
+TREES = "node2:{pid}:767 [{dev}] NCCL INFO Trees [0] 2/-1/-1->{rank}->4 [1] -1/-1/-1->{rank}->4"
+SIGBUS = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 1 (pid: {pid}) of binary: /opt/conda/bin/python3"
+
+
+def test_the_rank_nccl_gives_the_pid_the_launcher_reports_is_the_culprit(tmp_path: Path) -> None:
+    # the second node's agent: its local rank 1 is rank 5, which NCCL's line of that pid says
+    lines = [
+        TREES.format(pid=729, dev=0, rank=4),
+        TREES.format(pid=730, dev=1, rank=5),
+        SIGBUS.format(pid=730),
+    ]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "node2.log", lines)))
+    culprit = doc["incidents"][0]["culprit"]
+    assert (culprit["rank"], culprit["local_rank"]) == (5, 1), culprit
+    assert "NCCL's lines of process 730 give it rank 5" in culprit["reason"]
+    # counter-case: no NCCL line of that pid: the local rank stands for the rank on one node
+    _, doc, _ = analyze_doc(str(write(tmp_path, "other.log", [lines[0], SIGBUS.format(pid=730)])))
+    assert doc["incidents"][0]["culprit"]["rank"] == 1, doc["incidents"][0]["culprit"]
+
+
 # deepspeed/launcher/launch.py sigkill_handler: `Killing subprocess {pid}`, workers in start order
 KILLING = (
     "[2025-06-02 20:51:24,182] [INFO] [launch.py:319:sigkill_handler] Killing subprocess {pid}"

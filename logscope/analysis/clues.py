@@ -360,3 +360,27 @@ def nccl_process_culprit(
     if found is None:
         return culprit
     return with_rank(culprit, found.rank, None, found.reason, found.confidence)
+
+
+def nccl_pid_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
+    """A launcher's report of a process by its pid (`failed (exitcode: -7) local_rank: 1 (pid:
+    730)`), where no line states its global rank: the rank NCCL's own lines give the process of
+    that pid (`host:730:767 [1] NCCL INFO Trees [0] 2/-1/-1->5->4`: rank 5), when they give one.
+    NCCL's word is the rank's own; a local rank is the global one on a single node only."""
+    pid = root.fields.get("pid")
+    if not pid:
+        return culprit
+    host = root.fields.get("host") or root.line.host
+    ranks = {r for h, p, r in world.nccl_ranks if p == pid and (host is None or h == host)}
+    if len(ranks) != 1:
+        return culprit
+    rank = ranks.pop()
+    if rank == culprit.rank:
+        return culprit
+    why = f"NCCL's lines of process {pid} give it rank {rank} of the world communicator"
+    return replace(
+        culprit,
+        rank=rank,
+        confidence=max(culprit.confidence, 0.8),
+        reason=f"{culprit.reason}; {why}",
+    )

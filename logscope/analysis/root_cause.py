@@ -25,6 +25,7 @@ from ..model import (
 from .aborts import aborted_together, consequent_death, symptom_terminates
 from .clues import (
     barrier_culprit,
+    nccl_pid_culprit,
     nccl_process,
     nccl_process_culprit,
     nccl_process_rank,
@@ -309,6 +310,8 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             confidence=0.85,
             reason=f"the launcher reports this rank died of {sig} and it printed no error itself",
         )
+        if field_int(root, "rank") is None and world.rank_of(root.line) is None:
+            culprit = nccl_pid_culprit(culprit, root, world)
         if culprit.rank is None:
             culprit = report_culprit(culprit, root, events, library)
         if culprit.rank is None:
