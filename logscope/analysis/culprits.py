@@ -294,17 +294,21 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
     return None
 
 
+def default_pg_rank(e: Event) -> int | None:
+    """The rank a ProcessGroupNCCL message gives its reporter (`pg_rank`), where the message
+    names no process group or the default one (`[Rank 3]`, `[PG ID 0 ... Rank 3]`): there it is
+    the global rank."""
+    rank = field_int(e, "pg_rank")
+    m = _PG_RANK.match(e.line.text)
+    if m is not None and m["pg"] not in (None, "0") and "default_pg" not in m.group(0):
+        return None
+    return rank
+
+
 def _default_pg_reporters(events: Sequence[Event]) -> set[int]:
     """The ranks whose timed-out or failed collective names them by their rank in the default
-    process group (`[Rank 3]`, `[PG ID 0 ... Rank 3]`), where no prefix does."""
-    out: set[int] = set()
-    for e in events:
-        if e.role != "symptom" or (r := field_int(e, "pg_rank")) is None:
-            continue
-        m = _PG_RANK.match(e.line.text)
-        if m is not None and (m["pg"] in (None, "0") or "default_pg" in m.group(0)):
-            out.add(r)
-    return out
+    process group, where no prefix does."""
+    return {r for e in events if e.role == "symptom" and (r := default_pg_rank(e)) is not None}
 
 
 def mismatch_culprit(events: Sequence[Event], world: World) -> Culprit | None:
@@ -321,8 +325,8 @@ def mismatch_culprit(events: Sequence[Event], world: World) -> Culprit | None:
         m = _PG_RANK.match(e.line.text)
         pg = m["pg"] if m is not None else None
         rank = world.rank_of(e.line)
-        if rank is None and pg in (None, "0"):
-            rank = field_int(e, "pg_rank")  # the default group's rank is the global one
+        if rank is None:
+            rank = default_pg_rank(e)
         if rank is not None:
             ops.setdefault((pg, seq), {})[rank] = op
     for (_pg, seq), by_rank in ops.items():
