@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from ..model import Culprit, Event, Incident, Outcome, Progress, World, field_int
-from .job_outcome import Ending, incident_at
+from ..model import Culprit, Event, Incident, Progress, World
+from .job_outcome import incident_at
 
 CLOSING = "torchrun.sending_sigterm"
 
@@ -36,10 +36,11 @@ _REMEDIES = (
 
 def closed_after_exit(
     failures: Sequence[Event], progress: Progress, world: World
-) -> tuple[Incident, Ending] | None:
-    """The crash told only by torchrun's closing signals, and the job's ending (crashed): the
-    first closing line of an input whose every later failure line is a closing one of the same
-    input, with no step after it. None where any other failure line comes after it."""
+) -> Incident | None:
+    """The crash told only by torchrun's closing signals (the job's ending follows from it:
+    crashed): the first closing line of an input whose every later failure line is a closing
+    one of the same input, with no step after it. None where any other failure line comes after
+    it."""
     closing = [e for e in failures if e.signature == CLOSING]
     if not closing:
         return None
@@ -53,7 +54,7 @@ def closed_after_exit(
     if not closed:
         return None
     title = f"A worker exited with no error logged; torchrun closed the {len(closed)} still running"
-    incident = incident_at(
+    return incident_at(
         first,
         "process_killed",
         title,
@@ -62,14 +63,13 @@ def closed_after_exit(
         _skipped_worker(closed, world),
         tuple(closed[1:]),
     )
-    return incident, Ending(Outcome.crashed, title[0].lower() + title[1:])
 
 
 def _skipped_worker(closed: Sequence[Event], world: World) -> Culprit | None:
     """The one worker missing from a run of pids that rises by one in local-rank order (on one
     node, its local rank is its rank)."""
-    pids = [p for e in closed if (p := field_int(e, "pid")) is not None]
-    if len(pids) < 2 or len(pids) != len(closed):
+    pids = [int(e.fields["pid"]) for e in closed]  # the signature's regex always captures it
+    if len(pids) < 2:
         return None
     steps = [b - a for a, b in pairwise(pids)]
     if sorted(steps) != [1] * (len(steps) - 1) + [2]:

@@ -76,7 +76,7 @@ def conclude(
     )
     closed = closed_after_exit(failures, progress, world) if not incidents and not exits else None
     if closed is not None:
-        incidents = [replace(closed[0], id="I1")]
+        incidents = [replace(closed, id="I1")]
     cadence = progress.median_interval_s()
     endings: dict[int, tuple[str, Incident | None]] = {}
     if attempts:
@@ -96,8 +96,6 @@ def conclude(
         hung = startup_hang(engine.markers, progress) if not incidents and not exits else None
         if hung is not None:
             incidents, ending = [replace(hung[0], id="I1")], hung[1]
-        if closed is not None:
-            ending = closed[1]
     if all_empty(inputs):
         # an empty log says nothing of the job, least of all that it was healthy
         ending = Ending(Outcome.unknown, "no input held a line: nothing says whether the job ran")
