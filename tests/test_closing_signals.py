@@ -11,7 +11,7 @@ from pathlib import Path
 from logscope.engine.conclude import conclude
 from logscope.model import Analysis, Outcome
 
-from .helpers import analyze_doc, fed, input_of, write
+from .helpers import FIXTURES, analyze_doc, fed, input_of, write
 
 START = ["loading checkpoint shards: 100%", "Model has 13.0B parameters"]
 NEW = "W1202 09:26:18.136000 4410 torch/distributed/elastic/multiprocessing/api.py:1029] Sending process {pid} closing signal SIGTERM"
@@ -40,6 +40,20 @@ def test_torchrun_closing_all_workers_but_one_is_a_crash_of_the_one_it_skipped(
         assert inc["root_cause"]["line"] == 3, inc["root_cause"]
         assert (inc["culprit"]["rank"], inc["culprit"]["local_rank"]) == (5, 5), inc["culprit"]
         assert "rising by one but for pid 9405" in inc["culprit"]["reason"]
+
+
+def test_a_real_runs_log_cut_at_the_closing_signals_names_the_killed_rank(tmp_path: Path) -> None:
+    # the real torchrun run of tests/fixtures/lab/sigkill_rank2.log (rank 2 SIGKILLed itself),
+    # as a post cut right after the agent's closing lines, before its report of the exit
+    lines = (FIXTURES / "lab" / "sigkill_rank2.log").read_text().splitlines()
+    end = next(i for i, t in enumerate(lines) if "closing signal SIGTERM" in t)
+    while "closing signal SIGTERM" in lines[end]:
+        end += 1
+    _code, doc, _ = analyze_doc(str(write(tmp_path, "cut.log", lines[:end])))
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    (inc,) = doc["incidents"]
+    assert inc["category"] == "process_killed", inc
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
 
 
 def test_closed_pids_that_do_not_rise_by_one_name_no_worker() -> None:
