@@ -324,6 +324,12 @@ def nccl_process(e: Event) -> tuple[str, str] | None:
     return nccl_head(e.line.raw)
 
 
+def world_ranks_of(world: World, pid: str, host: str | None) -> set[int]:
+    """The ranks NCCL's INFO lines give process `pid` in the world communicator
+    (World.nccl_ranks), on `host` where it is known."""
+    return {r for h, p, r in world.nccl_ranks if p == pid and (host is None or h == host)}
+
+
 def nccl_process_rank(root: Event, events: Sequence[Event], world: World) -> Culprit | None:
     """A root printed by NCCL (`host:pid:tid [dev]`): the rank the same process gives itself,
     in its proxy thread's `[Proxy Service N]` or in its NCCL INFO lines of the job's world
@@ -337,9 +343,8 @@ def nccl_process_rank(root: Event, events: Sequence[Event], world: World) -> Cul
         if said and nccl_process(e) == process:
             r = int(said["rank"])
             ranks.setdefault(r, f"its proxy thread names it: [Proxy Service {r}]")
-    for host, pid, r in world.nccl_ranks:
-        if (host, pid) == process:
-            ranks.setdefault(r, f"its NCCL INFO lines give it rank {r} of the world communicator")
+    for r in world_ranks_of(world, process[1], process[0]):
+        ranks.setdefault(r, f"its NCCL INFO lines give it rank {r} of the world communicator")
     if len(ranks) != 1:
         return None
     rank, how = ranks.popitem()
@@ -370,8 +375,7 @@ def nccl_pid_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
     pid = root.fields.get("pid")
     if not pid:
         return culprit
-    host = root.fields.get("host") or root.line.host
-    ranks = {r for h, p, r in world.nccl_ranks if p == pid and (host is None or h == host)}
+    ranks = world_ranks_of(world, pid, root.fields.get("host") or root.line.host)
     if len(ranks) != 1:
         return culprit
     rank = ranks.pop()
