@@ -13,6 +13,7 @@ from ..analysis.duplicate_ranks import duplicate_ranks
 from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import WOUND_DOWN_FIELDS, Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
+from ..analysis.resource_wait import resource_wait
 from ..analysis.slurm_jobs import name_jobs
 from ..analysis.startup_wait import startup_hang
 from ..analysis.survived import exit_after_completion, outlived
@@ -93,7 +94,11 @@ def conclude(
             cadence,
             wound_down=wound_down,
         )
-        hung = startup_hang(engine.markers, progress) if not incidents and not exits else None
+        hung = (
+            startup_hang(engine.markers, progress) or resource_wait(engine.markers, progress)
+            if not incidents and not exits
+            else None
+        )
         if hung is not None:
             incidents, ending = [replace(hung[0], id="I1")], hung[1]
     if all_empty(inputs):
