@@ -684,6 +684,33 @@ def test_no_worker_is_named_for_a_timeout_or_when_the_launcher_reports_several()
         assert all(i.culprit is None or i.culprit.rank is None for i in incs), incs
 
 
+# -- the one rank that said nothing ------------------------------------------------------------------
+
+# GNU make's `make: *** [<file>:<line>: <target>] Error <n>` (remake.c): a build with no rank prefix
+MAKE_FAILED = "make: *** [Makefile:9: helpers.cpython-311-x86_64-linux-gnu.so] Error 1"
+# ProcessGroupNCCL.cpp broadcastUniqueNCCLID (torch 2.1-2.9): every rank but the group's rank 0
+UNIQUE_ID = "[rank{r}]: RuntimeError: [{r}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer. This may indicate a possible application crash on rank 0 or a network set up issue."
+
+
+def test_an_error_with_no_rank_is_the_one_rank_the_others_waited_for() -> None:
+    lines = [MAKE_FAILED, *(UNIQUE_ID.format(r=r) for r in range(1, 8))]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.root_cause.signature == "make.recipe_failed", inc.root_cause
+    assert inc.culprit is not None and inc.culprit.rank == 0, inc.culprit
+    assert "the error carries no rank" in inc.culprit.reason
+
+
+def test_no_silent_rank_is_named_when_two_said_nothing_or_the_error_has_its_rank() -> None:
+    # ranks 0 and 3 silent: either may have built and failed
+    (inc,) = incidents_of(fed([MAKE_FAILED, *(UNIQUE_ID.format(r=r) for r in (1, 2, 4, 5, 6, 7))]))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+    # the error's own prefix names its rank, whoever else was silent
+    (inc,) = incidents_of(
+        fed([f"[rank5]: {MAKE_FAILED}", *(UNIQUE_ID.format(r=r) for r in (1, 2, 3))])
+    )
+    assert inc.culprit is not None and inc.culprit.rank == 5, inc.culprit
+
+
 # -- a dead actor's name --------------------------------------------------------------------------
 
 # ray python/ray/exceptions.py ActorDiedError (2.40) under verl's RayWorkerGroup, whose workers are

@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from ..match.events import FAILURE_ENTRY
-from ..model import Culprit, Event, Stream, World, field_int
+from ..model import Culprit, Event, Stream, World, field_int, rank_ranges
 
 
 def build_world(
@@ -277,7 +277,7 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                 local_rank=None,
                 host=None,
                 confidence=0.4,
-                reason=f"ranks {', '.join(map(str, sorted(reporters)))} report a timed-out or "
+                reason=f"ranks {rank_ranges(sorted(reporters))} report a timed-out or "
                 f"failed collective; rank {r}, the only rank below them that reported nothing, "
                 "is the one they waited for (the world's size is not in the log)",
             )
@@ -292,6 +292,30 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                 reason=f"rank {r} has the lowest last enqueued collective ({behind[r]})",
             )
     return None
+
+
+def silent_rank_culprit(culprit: Culprit, events: Sequence[Event], world: World) -> Culprit:
+    """A root cause that names no rank, where the other ranks report failing or timed-out waits
+    and one rank alone said nothing (silent_culprit, not its guess among several): the error is
+    that rank's, the one the others waited for. Not where a clue named the error's srun task,
+    nor with fewer than two ranks reporting: a world of silence says nothing of one rank."""
+    if culprit.task is not None:
+        return culprit
+    said = {
+        r for e in events if e.role == "symptom" and (r := world.rank_of(e.line)) is not None
+    } | _default_pg_reporters(events)
+    if len(said) < 2:
+        return culprit
+    found = silent_culprit(events, world)
+    if found is None or found.rank is None or found.confidence < 0.4:
+        return culprit
+    return replace(
+        culprit,
+        rank=found.rank,
+        local_rank=found.local_rank if found.local_rank is not None else culprit.local_rank,
+        confidence=min(found.confidence, 0.6),
+        reason=f"{culprit.reason}; the error carries no rank, and {found.reason}",
+    )
 
 
 def default_pg_rank(e: Event) -> int | None:

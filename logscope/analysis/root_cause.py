@@ -49,6 +49,7 @@ from .culprits import (
     pg_culprit,
     reported_culprit,
     silent_culprit,
+    silent_rank_culprit,
 )
 from .launcher_clues import (
     first_exit,
@@ -276,6 +277,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             lambda c: nccl_process_culprit(c, root, events, world),
             lambda c: task_culprit(c, root, world),
             lambda c: sole_worker_culprit(c, events, world),
+            lambda c: silent_rank_culprit(c, events, world),
         )
         for clue in clues:
             if culprit.rank is not None or culprit.local_rank is not None:

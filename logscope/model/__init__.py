@@ -9,6 +9,7 @@ from .figures import (
     duration,
     gpu_hours,
     gpu_hours_of,
+    rank_ranges,
     rounded,
 )
 from .findings import (
@@ -132,6 +133,7 @@ __all__ = [
     "lineno_of",
     "magnitude",
     "order_key",
+    "rank_ranges",
     "rounded",
     "to_float",
 ]

@@ -33,3 +33,19 @@ def duration(seconds: float | None) -> str:
     if abs(seconds) >= 60:
         return f"{seconds / 60:.1f} min"
     return f"{seconds:.0f} s" if abs(seconds) >= 10 else f"{seconds:.1f} s"
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """`0-2,4-7`: ranges of consecutive ranks ('' for none)."""
+    out: list[str] = []
+    if not ranks:
+        return ""
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ",".join(out)

@@ -24,6 +24,7 @@ from ..model import (
     duration,
     finding_doc,
     gpu_hours,
+    rank_ranges,
     rounded,
 )
 from .training import training_doc
@@ -45,22 +46,6 @@ def culprit_name(
     else:
         who = "unknown rank"
     return f"{who} on {host}" if host else who
-
-
-def rank_ranges(ranks: list[int]) -> str:
-    """`0-2,4-7`: ranges of consecutive ranks ('' for none)."""
-    out: list[str] = []
-    if not ranks:
-        return ""
-    start = prev = ranks[0]
-    for r in [*ranks[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ",".join(out)
 
 
 def _iso(t: datetime | None) -> str | None:

@@ -13,9 +13,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from ..model import duration, gpu_hours
+from ..model import duration, gpu_hours, rank_ranges
 from .charts import charts
-from .document import culprit_name, hang_line, rank_ranges, survived_rows
+from .document import culprit_name, hang_line, survived_rows
 
 WIDTH = 960
 LANE_H = 46

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..model import duration, gpu_hours
-from .document import culprit_name, hang_line, rank_ranges, survived_rows
+from ..model import duration, gpu_hours, rank_ranges
+from .document import culprit_name, hang_line, survived_rows
 
 
 def _cell(text: object) -> str:

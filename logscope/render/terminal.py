@@ -25,13 +25,13 @@ from ..model import (
     World,
     duration,
     gpu_hours,
+    rank_ranges,
 )
 from .document import (
     culprit_name,
     failure_lines,
     hang_dumps_doc,
     hang_line,
-    rank_ranges,
     summary,
     survived_where,
 )
