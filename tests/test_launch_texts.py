@@ -131,3 +131,31 @@ def test_two_processes_claiming_one_rank_are_a_launch_that_hangs(run: Run) -> No
 def test_ranks_announced_once_each_or_outlived_are_no_incident(run: Run, lines: list[str]) -> None:
     _code, doc, _ = run(lines)
     assert doc["incidents"] == [], doc["incidents"]
+
+
+# torch/distributed/elastic/rendezvous/dynamic_rendezvous.py (torch 2.13): the agent's keep-alive
+# thread and its shutdown, each logging the error type it met; the agent goes on after a failed
+# keep-alive, so a run that went on after one outlived it
+KEEP_ALIVE = "W1202 10:14:{s:02d}.551000 811 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:1346] The node 'node-3_811_0' has failed to send a keep-alive heartbeat to the rendezvous 'job-42' due to an error of type RendezvousConnectionError."
+SHUTDOWN = "W1202 10:14:09.760000 811 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:1183] The node 'node-3_811_0' has failed to shutdown the rendezvous 'job-42' due to an error of type RendezvousConnectionError."
+
+
+def test_a_failed_keep_alive_is_the_store_lost_before_the_agents_own_failure(run: Run) -> None:
+    lines = [
+        "[default0]:epoch 3 step 200 loss 1.93",
+        KEEP_ALIVE.format(s=3),
+        "W1202 10:14:08.742000 811 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 7687 closing signal SIGTERM",
+        SHUTDOWN,
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 2, lines[1])
+
+
+def test_a_failed_keep_alive_the_run_outlived_is_no_incident(run: Run) -> None:
+    steps = [
+        f"[default0]:2024-12-02 10:14:0{n % 10},000 - INFO - step: {n:3d}  loss:  2.1031"
+        for n in range(200, 210)
+    ]
+    _code, doc, _ = run([*steps[:5], KEEP_ALIVE.format(s=3), *steps[5:]])
+    assert doc["incidents"] == [], doc["incidents"]
