@@ -119,6 +119,24 @@ def test_wandb_s_exit_status_says_whether_the_script_ended_well() -> None:
     assert ending.outcome is Outcome.crashed, ending
 
 
+def test_the_job_script_s_exit_status_0_after_training_is_completion() -> None:
+    # the batch script's `echo "EXIT_CODE=$?"` after the command it waited for
+    for said in ("EXIT_CODE=0", "exit code: 0"):
+        ending = ending_of(fed([*iterations(1, 5), said]))
+        assert ending.outcome is Outcome.completed, (said, ending)
+        assert ending.reason.startswith(f"the job says it exited: {said}"), ending
+
+
+def test_an_end_that_training_went_on_after_is_one_stage_s_not_the_job_s() -> None:
+    # a pipeline's first stage prints its loop's end (nanochat's base_train), the next trains on
+    stage = "Total training time: 0.92m"
+    ending = ending_of(fed([*iterations(1, 5), stage, *iterations(6, 12)]))
+    assert ending.outcome is Outcome.truncated, ending
+    # ... and where the next stage only evaluates, the end stands
+    ending = ending_of(fed([*iterations(1, 5), stage, "ARC-Easy accuracy: 39.69%"]))
+    assert ending.outcome is Outcome.completed, ending
+
+
 def test_a_long_exit_line_is_quoted_by_its_start() -> None:
     stop = (
         ':::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "INTERVAL_END", '

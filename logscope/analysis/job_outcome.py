@@ -9,6 +9,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from ..model import (
+    INPUT_SHIFT,
     Category,
     Culprit,
     Event,
@@ -19,6 +20,7 @@ from ..model import (
     World,
     duration,
     field_int,
+    input_of,
 )
 from .incidents import SPLIT_AFTER_PROGRESS
 from .root_cause import last_reason
@@ -185,7 +187,7 @@ def decide_outcome(
         return Ending(
             Outcome.completed, f"reached the last iteration ({it}/{progress.train_iters})"
         )
-    if exits:
+    if exits and not _trained_after(exits[-1], progress):
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
     # detectron2's writer hook reports the last step after its checkpointer saved: one line
     same_step = 1 if wound_down is not None and "training_done" in wound_down.fields else 0
@@ -381,6 +383,13 @@ def _library_records_only(incident: Incident, wound_down: Event | None) -> bool:
     return all(
         " NCCL WARN " in f" {e.line.text}" or " NCCL INFO " in f" {e.line.text}" for e in lines
     )
+
+
+def _trained_after(e: Event, progress: Progress) -> bool:
+    """Training went on after `e` in its own input: a stage of a pipeline ended (its loop's
+    last word), the next one ran, so `e` is not the job's end."""
+    end_of_input = (input_of(e.seq) + 1) << INPUT_SHIFT
+    return progress.steps_between(e.seq, end_of_input) >= SPLIT_AFTER_PROGRESS
 
 
 def _terminated(e: Event) -> bool:
