@@ -153,6 +153,30 @@ def test_a_neuron_hardware_error_is_the_cause_of_the_other_workers_collective_ha
     assert told(run, [*steps, cores], 3)[0] == "cuda_error"
 
 
+def test_neuron_collectives_waiting_at_the_end_hang_and_a_run_that_went_on_outlived_them(
+    run: Run,
+) -> None:
+    # nrt-troubleshoot.rst's `Communication timeout` messages in the runtime's CCOM WARN header;
+    # AWS: not fatal, the ranks wait for a late peer forever
+    wait = "2025-Mar-02 08:16:{s:02d}.0241 4711:47{s:02d} [{s}] include/socket.h:579 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying"
+    steps = [STEP.format(s=n, n=n) for n in range(1, 4)]
+    _code, doc, path = run([*steps, wait.format(s=1), wait.format(s=2)])
+    inc = verdict_incident(doc)
+    assert (inc["category"], doc["job"]["outcome"]) == ("hang", "hung"), (inc, doc["job"])
+    assert_root(inc, path, 4, wait.format(s=1))
+    # the late peer joined (its graph compiled) and training went on (HF Trainer's log dicts)
+    later = [
+        f"{{'loss': 2.{n:02d}, 'learning_rate': 4.9e-05, 'epoch': 0.{n:02d}}}"
+        for n in range(20, 26)
+    ]
+    _code, doc, _ = run([*steps, wait.format(s=1), *later])
+    assert doc["incidents"] == [], doc["incidents"]
+    # OFI's failed init on a single instance without EFA is harmless (AWS's quickstart)
+    ofi = "2026-Apr-13 01:46:31.0683 837617:837663 [2] net_plugin.cc:97 CCOM WARN OFI plugin initNet() failed is EFA enabled?"
+    _code, doc, _ = run([ofi, *steps])
+    assert doc["incidents"] == [], doc["incidents"]
+
+
 def test_gaudi_s_synapse_status_is_read_by_its_name(run: Run) -> None:
     # the Gaudi bridge's `synStatus=synStatus <code> [<name>]` in the exception a rank raises
     steps = [STEP.format(s=n, n=n) for n in range(1, 4)]
