@@ -184,6 +184,30 @@ def test_lines_that_begin_alike_are_not_pieces_of_each_other() -> None:
     assert rejoin(data, [first], len(lines[0])) == [first]
 
 
+def test_lines_of_one_indented_block_are_not_pieces_of_each_other() -> None:
+    # a py-spy dump's frames (deepspeed 0.16.4 files), two of them one length by chance, each
+    # followed by the next frame at the same indent: siblings, not a terminal's cut pieces
+    frames = [
+        'Thread 811 (active): "MainThread"',
+        "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1254)",
+        "    wrapped_fn (deepspeed/utils/nvtx.py:18)",
+        "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:386)",
+        "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:275)",
+        "    _call_impl (torch/nn/modules/module.py:1592)",
+    ]
+    assert len(frames[1]) == len(frames[4]) >= 60
+    data = ("\n".join(frames) + "\n").encode()
+    assert wrap_width(data) is None
+    # a cut piece begins wherever the cut fell, not at the cut line's indent
+    cut = [
+        "    the data loader of the second stage reads its shards from /mnt/fsx/data2/pre",
+        "training/shard-0001.tar and",
+        "    every rank opens the shard its index names, then the reader checks the heade",
+        "r of each record",
+    ]
+    assert wrap_width(("\n".join(cut) + "\n").encode()) == 80
+
+
 def test_crlf_lines_are_measured_without_their_carriage_return() -> None:
     lines = wrapped([*CHATTER, DS_ERROR])
     data = ("\r\n".join(lines) + "\r\n").encode()

@@ -115,14 +115,28 @@ def _same_start(line: bytes | bytearray, after: bytes | bytearray) -> bool:
     )
 
 
+def _indent(line: bytes | bytearray) -> int:
+    return len(line) - len(bytes(line).lstrip(b" \t"))
+
+
+def _sibling(line: bytes | bytearray, after: bytes | bytearray) -> bool:
+    """`after` is indented as `line` is, by two or more: the next item of one indented block (a
+    stack dump's frames, a config's keys), not a piece a terminal cut off it, which begins
+    wherever the cut fell."""
+    indent = _indent(line)
+    return indent >= 2 and _indent(after) == indent
+
+
 def _continues(line: bytes | bytearray, after: bytes | bytearray) -> bool:
     """`after` goes on with `line` cut at the wrap: not the next line of its template (alike
-    but for its numbers, or beginning as it begins), not the start of a record of its own. A rule
-    (one character repeated: torchrun's `====` of 60) is a whole line, whatever its length."""
+    but for its numbers, or beginning as it begins, or indented as it is), not the start of a
+    record of its own. A rule (one character repeated: torchrun's `====` of 60) is a whole line,
+    whatever its length."""
     return (
         len(set(bytes(line).strip())) > 1
         and _shape(after) != _shape(line)
         and not _same_start(line, after)
+        and not _sibling(line, after)
         and not starts_record(after)
     )
 
