@@ -104,3 +104,27 @@ def test_a_py_spy_dump_pasted_into_the_log_shows_the_job_waiting(tmp_path: Path)
     (tmp_path / "cut.log").write_text("\n".join(progress) + "\n")
     _code, doc, _err = analyze_doc(str(tmp_path / "cut.log"))
     assert (doc["job"]["outcome"], doc["incidents"]) == ("truncated", [])
+
+
+def test_a_pasted_dump_of_a_zero_3_gather_shows_the_job_waiting(tmp_path: Path) -> None:
+    """A dump of DeepSpeed frames alone (deepspeed 0.16.4's ZeRO-3 gather): nearly every line is
+    an indented frame, so the indent is the excerpt's own layer; the gather still reads as a
+    wait in a collective."""
+    frames = [
+        "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1254)",
+        "    wrapped_fn (deepspeed/utils/nvtx.py:18)",
+        "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:386)",
+        "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:275)",
+        "    _call_impl (torch/nn/modules/module.py:1592)",
+        "    forward (model.py:120)",
+        "    training_step (train.py:98)",
+        "    main (train.py:140)",
+    ]
+    (tmp_path / "dump.log").write_text(
+        'Thread 811 (active): "MainThread"\n' + "\n".join(frames) + "\n"
+    )
+    _code, doc, _err = analyze_doc(str(tmp_path / "dump.log"))
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+    (inc,) = doc["incidents"]
+    assert inc["root_cause"]["pattern"] == "pyspy.waits_in_deepspeed_collective", inc["root_cause"]
+    assert "waiting in all_gather_coalesced" in inc["title"]

@@ -191,6 +191,28 @@ def test_concatenated_py_spy_dumps_take_ranks_from_headers(tmp_path: Path) -> No
     assert hang is not None and hang.culprit_rank == 3
 
 
+# deepspeed 0.16.4: a ZeRO-3 parameter gather under a module's forward hook
+IN_ZERO_GATHER = (
+    "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1254)\n"
+    "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:386)\n"
+    "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:275)\n"
+    "    forward (model.py:120)\n"
+    "    main (train.py:80)"
+)
+
+
+def test_a_zero_3_gather_is_communication_the_rank_outside_it_is_named(tmp_path: Path) -> None:
+    paths = []
+    for r in range(4):
+        frames = IN_COMPUTE if r == 2 else IN_ZERO_GATHER
+        p = tmp_path / f"rank{r}.txt"
+        p.write_text(PYSPY.format(pid=100 + r, tid=200 + r, frames=frames))
+        paths.append(p)
+    hang = name_hung_rank(read(paths))
+    assert hang is not None and hang.culprit_rank == 2 and hang.kind == "outside", hang
+    assert "in all_gather_coalesced" in hang.reason
+
+
 STATUS = "Name:\tpython\nUmask:\t0022\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t1\n"
 
 

@@ -184,11 +184,21 @@ def _from_traces(traces: Mapping[int, RankTrace], world: set[int]) -> _Verdict |
     return None
 
 
+_DEEPSPEED_COMM = ("deepspeed/comm/comm.py", "deepspeed/comm/torch.py")
+_ZERO_GATHERS = "deepspeed/runtime/zero/partition_parameters.py"
+
+
 def _in_collective(frames: Sequence[Frame]) -> Frame | None:
-    """The torch.distributed frame a stack waits in, if any (py-spy shortens site-packages
-    paths to `torch/distributed/...`)."""
+    """The communication frame a stack waits in, if any (py-spy shortens site-packages paths to
+    `torch/distributed/...`): torch.distributed's, DeepSpeed's communication API, or a ZeRO-3
+    parameter gather (`all_gather_coalesced`, its handles' `wait`), which block like the
+    collective they run."""
     for f in frames:
         if "torch/distributed/" in f.file and f.name not in ("wrapper",):
+            return f
+        if f.file.endswith(_DEEPSPEED_COMM) and f.name not in ("get_rank", "get_world_size"):
+            return f
+        if f.file.endswith(_ZERO_GATHERS) and (f.name == "wait" or "gather" in f.name):
             return f
     return None
 
