@@ -131,6 +131,35 @@ def test_a_jax_plugin_that_failed_to_initialize_is_caught(run: Run) -> None:
     assert_root(inc, path, 5, need)
 
 
+def test_jax_falling_back_to_the_cpu_is_a_cuda_failure_the_program_went_on_from(run: Run) -> None:
+    # xla_bridge.py _suggest_missing_backends (jax 0.4.35): the warning after backends() chose the CPU
+    fallback = "WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation gpuDeviceGetAttribute( &major, GPU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) failed: CUDA_ERROR_NOT_INITIALIZED (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)"
+    devices = "Process {p}: Global devices: [CpuDevice(id=0), CpuDevice(id=1)], Local devices: [CpuDevice(id={p})]"
+    _code, doc, path = run([fallback, devices.format(p=0), devices.format(p=1)])
+    inc = verdict_incident(doc)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 1, fallback)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # a later error of the program is how it ended
+    later = "ValueError: expected 8 devices, found 2"
+    _doc, inc, path = failed_verdict(run, [fallback, devices.format(p=0), later])
+    assert _doc["job"]["outcome"] == "crashed", _doc["job"]
+
+
+def test_a_driver_result_named_by_its_enum_is_the_cut_traceback_s_cause(run: Run) -> None:
+    # XLA's platform_util.cc warning quoting cuda.h's CUresult name, then JAX's traceback, cut
+    xla = "2024-09-05 07:57:34.555804: W external/xla/xla/service/platform_util.cc:199] unable to create StreamExecutor for CUDA:1: failed initializing StreamExecutor for CUDA device ordinal 1: INTERNAL: Failed call to cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal"
+    lines = [
+        xla,
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/jax/_src/xla_bridge.py", line 879, in backends',
+        "    backend = _init_backend(platform)",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 1, xla)
+
+
 def test_a_neuron_hardware_error_is_the_cause_of_the_other_workers_collective_hang(
     run: Run,
 ) -> None:

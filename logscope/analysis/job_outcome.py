@@ -74,6 +74,12 @@ def retries_only(incident: Incident) -> bool:
     return all(e.fields.get("retrying") for e in (incident.root_cause, *incident.cascade))
 
 
+def goes_on_only(incident: Incident) -> bool:
+    """An incident made only of lines whose emitter says it goes on after them (`goes_on`: JAX
+    falling back to the CPU): the program had not ended when the log stopped."""
+    return all(e.fields.get("goes_on") for e in (incident.root_cause, *incident.cascade))
+
+
 def stops_the_job(incident: Incident) -> bool:
     """An end banner, or the word that the job's processes were killed or cancelled: what ends
     a job, which after a long silence ends a hang and after a failure is its consequence."""
@@ -140,6 +146,11 @@ def decide_outcome(
             # the log ends while a process still retries to connect: the job had not ended
             # when the log stopped (the retries may still succeed or give up)
             return Ending(Outcome.truncated, f"the log ends while it retries: {final.title}")
+        if goes_on_only(final):
+            return Ending(
+                Outcome.truncated,
+                f"the log ends after a failure the program went on from: {final.title}",
+            )
         if final.category in TOLD_TO_STOP:
             # told to stop after a long silence: it had hung
             end_at = end.time or end_time
