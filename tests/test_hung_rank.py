@@ -8,6 +8,8 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from logscope.analysis.hung_rank import name_hung_rank
 from logscope.dumps import DumpSet, read_dumps
 from logscope.dumps.recognize import sniff
@@ -168,18 +170,6 @@ IN_ALL_REDUCE = (
 IN_COMPUTE = "    forward (model.py:120)\n    step (train.py:33)\n    main (train.py:80)"
 
 
-def test_py_spy_names_the_rank_outside_communication(tmp_path: Path) -> None:
-    paths = []
-    for r in range(4):
-        frames = IN_COMPUTE if r == 1 else IN_ALL_REDUCE
-        p = tmp_path / f"rank{r}.txt"
-        p.write_text(PYSPY.format(pid=100 + r, tid=200 + r, frames=frames))
-        paths.append(p)
-    hang = name_hung_rank(read(paths))
-    assert hang is not None and hang.culprit_rank == 1 and hang.kind == "outside"
-    assert "model.py:120 in forward" in hang.reason and "in all_reduce" in hang.reason
-
-
 def test_concatenated_py_spy_dumps_take_ranks_from_headers(tmp_path: Path) -> None:
     text = ""
     for r in range(4):
@@ -201,16 +191,23 @@ IN_ZERO_GATHER = (
 )
 
 
-def test_a_zero_3_gather_is_communication_the_rank_outside_it_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("waiting", "odd", "call"),
+    [(IN_ALL_REDUCE, 1, "all_reduce"), (IN_ZERO_GATHER, 2, "all_gather_coalesced")],
+    ids=["c10d", "zero-3-gather"],
+)
+def test_py_spy_names_the_rank_outside_communication(
+    tmp_path: Path, waiting: str, odd: int, call: str
+) -> None:
     paths = []
     for r in range(4):
-        frames = IN_COMPUTE if r == 2 else IN_ZERO_GATHER
+        frames = IN_COMPUTE if r == odd else waiting
         p = tmp_path / f"rank{r}.txt"
         p.write_text(PYSPY.format(pid=100 + r, tid=200 + r, frames=frames))
         paths.append(p)
     hang = name_hung_rank(read(paths))
-    assert hang is not None and hang.culprit_rank == 2 and hang.kind == "outside", hang
-    assert "in all_gather_coalesced" in hang.reason
+    assert hang is not None and hang.culprit_rank == odd and hang.kind == "outside", hang
+    assert "model.py:120 in forward" in hang.reason and f"in {call}" in hang.reason
 
 
 STATUS = "Name:\tpython\nUmask:\t0022\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t1\n"
