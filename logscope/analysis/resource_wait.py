@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..model import Event, Incident, Outcome, Progress
+from ..model import Event, Incident, Outcome, Progress, duration
 from .job_outcome import Ending, hang_at
 
 STATES_FIELD = "trial_states"
@@ -88,14 +88,9 @@ def resource_wait(markers: Sequence[Event], progress: Progress) -> tuple[Inciden
     if waited is None or waited < STUCK_AFTER_S:
         return None
     title = (
-        f"Every trial still PENDING after {_minutes(waited)} when the log ends: the run waits "
+        f"Every trial still PENDING after {duration(waited)} when the log ends: the run waits "
         "for resources the cluster has not given it"
     )
     incident = hang_at(warning or states, title, _EXPLANATION, _REMEDIES)
     return incident, Ending(Outcome.hung, title[0].lower() + title[1:])
 
-
-def _minutes(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min"
