@@ -93,4 +93,3 @@ def resource_wait(markers: Sequence[Event], progress: Progress) -> tuple[Inciden
     )
     incident = hang_at(warning or states, title, _EXPLANATION, _REMEDIES)
     return incident, Ending(Outcome.hung, title[0].lower() + title[1:])
-
