@@ -239,7 +239,7 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
         r = world.rank_of(e.line)
         if enq is not None and r is not None:
             behind[r] = min(enq, behind.get(r, enq))
-    if world.size:
+    if world.size and reporters:
         silent = sorted(set(range(world.size)) - reporters)
         if len(silent) == 1:
             r = silent[0]
@@ -297,14 +297,8 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
 def silent_rank_culprit(culprit: Culprit, events: Sequence[Event], world: World) -> Culprit:
     """A root cause that names no rank, where the other ranks report failing or timed-out waits
     and one rank alone said nothing (silent_culprit, not its guess among several): the error is
-    that rank's, the one the others waited for. Not where a clue named the error's srun task,
-    nor with fewer than two ranks reporting: a world of silence says nothing of one rank."""
+    that rank's, the one the others waited for. Not where a clue named the error's srun task."""
     if culprit.task is not None:
-        return culprit
-    said = {
-        r for e in events if e.role == "symptom" and (r := world.rank_of(e.line)) is not None
-    } | _default_pg_reporters(events)
-    if len(said) < 2:
         return culprit
     found = silent_culprit(events, world)
     if found is None or found.rank is None or found.confidence < 0.4:

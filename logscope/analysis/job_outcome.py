@@ -68,16 +68,20 @@ TOLD_TO_STOP = frozenset({"process_killed", "cancelled", "timelimit", "preemptio
 """What the scheduler or a person does to a job: after a long silence, the end of a hang."""
 
 
+def _all_say(incident: Incident, field: str) -> bool:
+    return all(e.fields.get(field) for e in (incident.root_cause, *incident.cascade))
+
+
 def retries_only(incident: Incident) -> bool:
     """An incident made only of connect attempts being retried (`retrying`): a wait still under
     way, not a failure yet."""
-    return all(e.fields.get("retrying") for e in (incident.root_cause, *incident.cascade))
+    return _all_say(incident, "retrying")
 
 
 def goes_on_only(incident: Incident) -> bool:
     """An incident made only of lines whose emitter says it goes on after them (`goes_on`: JAX
     falling back to the CPU): the program had not ended when the log stopped."""
-    return all(e.fields.get("goes_on") for e in (incident.root_cause, *incident.cascade))
+    return _all_say(incident, "goes_on")
 
 
 def stops_the_job(incident: Incident) -> bool:
