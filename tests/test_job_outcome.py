@@ -137,6 +137,19 @@ def test_an_end_that_training_went_on_after_is_one_stage_s_not_the_job_s() -> No
     assert ending.outcome is Outcome.completed, ending
 
 
+def test_a_pipeline_s_report_after_its_evaluations_is_the_job_s_end() -> None:
+    # nanochat's speedrun ends with the report generated after the evaluation stages, which
+    # print no loop end of their own
+    report = [
+        "Generating report to /root/.cache/nanochat/report/report.md",
+        "Warning: /root/.cache/nanochat/report/chat-rl.md does not exist, skipping",
+        "Copying report.md to current directory for convenience",
+    ]
+    ending = ending_of(fed([*iterations(1, 5), "HumanEval accuracy: 8.54%", *report]))
+    assert ending.outcome is Outcome.completed, ending
+    assert ending_of(fed([*iterations(1, 5), *report[:2]])).outcome is Outcome.truncated
+
+
 def test_a_long_exit_line_is_quoted_by_its_start() -> None:
     stop = (
         ':::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "INTERVAL_END", '
