@@ -389,6 +389,10 @@ def test_horovods_stall_warning_names_the_rank_it_lists_not_the_coordinator() ->
     # two ranks listed: the warning names no one rank
     (inc,) = incidents_of(fed([*lines, listed.format(r=6)]))
     assert inc.culprit is None or inc.culprit.rank not in (0, 5, 6), inc.culprit
+    # ... and the warning itself, not one rank's list, is where the stall shows
+    assert inc.root_cause.signature == "horovod.stall", inc.root_cause
+    (inc,) = incidents_of(fed(lines))
+    assert inc.root_cause.signature == "horovod.stall_rank_list", inc.root_cause
 
 
 def test_an_srun_task_with_no_rank_is_the_culprit_in_every_output(tmp_path: Path) -> None:

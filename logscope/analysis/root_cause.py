@@ -347,10 +347,14 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         # of the waits that timed out, the one report that names who never came (a monitored
         # barrier's `Rank 2 failed to pass`) says more than the first bare timeout, and one that
         # names the work (its op, its sequence number) more than a line that only says the
-        # process goes down over it (`we are taking the entire process down`)
-        root = next(
-            (e for e in timeouts if e.fields.get("missing")),
-            next((e for e in timeouts if _names_work(e)), timeouts[0]),
+        # process goes down over it (`we are taking the entire process down`); reports that name
+        # different ranks (Horovod's stall list with a line per rank: each waits for another) name
+        # no one who never came
+        named_missing = [e for e in timeouts if e.fields.get("missing")]
+        root = (
+            named_missing[0]
+            if len({e.fields["missing"] for e in named_missing}) == 1
+            else next((e for e in timeouts if _names_work(e)), timeouts[0])
         )
         lead = next((w for w in events if _leads(w, root)), None)
         if lead is not None:
