@@ -359,8 +359,15 @@ ROWS = [
         level="E",
         time=datetime(YEAR, 3, 15, 10, 0, 0),
     ),
-    # a bracketed date not followed by a logger's name and level is the message's
-    row("[05/10 08:01:12] loss 2.0", "[05/10 08:01:12] loss 2.0"),
+    # PaddleVideo's logger (paddlevideo/utils/logger.py): `[%(asctime)s] ` alone
+    row(
+        "[10/06 13:55:02] training AGCN finished",
+        "training AGCN finished",
+        time=datetime(YEAR, 10, 6, 13, 55, 2),
+    ),
+    # a bracketed date with no clock's seconds is the message's
+    row("[05/10 08:01] loss 2.0", "[05/10 08:01] loss 2.0"),
+    row("[05/10] loss 2.0", "[05/10] loss 2.0"),
     # DeepSpeed's pdsh runner with `localhost` in its hostfile
     row(
         "localhost: [rank0]: OSError: x",

@@ -113,11 +113,12 @@ _MMLOG = re.compile(
 # `[%(asctime)s] [%(name)s ]%(levelname)s: ` with datefmt `%m/%d %H:%M:%S` or `%Y/%m/%d ...`:
 # detectron2's file logger (detectron2/utils/logger.py `setup_logger`) and the PaddlePaddle
 # suites' loggers copied from it (ppdet, ppcls; PaddleSeg's has no name); detectron2's console
-# writes `[%(asctime)s %(name)s]: `, a warning or an error with `WARNING ` / `ERROR ` before it
+# writes `[%(asctime)s %(name)s]: `, a warning or an error with `WARNING ` / `ERROR ` before it;
+# PaddleVideo's (paddlevideo/utils/logger.py) writes `[%(asctime)s] ` alone below DEBUG
 _SLASH_LOG = re.compile(
     r"(?:(?P<clvl>WARNING|ERROR) )?\[(?:(?P<y>\d{4})/)?(?P<mo>\d\d)/(?P<dd>\d\d) "
     r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-    r"(?:\] (?:[\w.]+ )?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL): | [\w.]+\]: )"
+    r"(?:\] (?:[\w.]+ )?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL): | [\w.]+\]: |\] )"
 )
 # nanotron's logger (huggingface/nanotron src/nanotron/logging/base.py): `%(asctime)s
 # [%(levelname)s|DP=..|PP=..|TP=..|<node>]: ` with datefmt `%m/%d/%Y %H:%M:%S` (until 2025) or
