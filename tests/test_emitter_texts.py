@@ -1590,3 +1590,24 @@ def test_distdgls_servers_exiting_after_a_trainers_exception_is_still_a_crash(ru
     ]
     category, _rank = told(run, lines, 4)
     assert category == "python_exception"
+
+
+def test_pytorchs_cuda_hint_says_a_cuda_call_failed_where_the_error_line_was_lost(
+    run: Run,
+) -> None:
+    hint = "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect."
+    lines = [
+        hint,
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4452 closing signal SIGTERM",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 1 (pid: 4453) of binary: /usr/bin/python",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 1, hint)
+    assert inc["culprit"]["rank"] == 1, inc["culprit"]
+    # with the error's own line before it, that line is the root, in one incident
+    error = "[rank1]: RuntimeError: CUDA error: misaligned address"
+    doc, inc, path = failed_verdict(run, [error, f"[rank1]: {hint}", *lines[1:]])
+    assert len(doc["incidents"]) == 1, doc["incidents"]
+    assert_root(inc, path, 1, error)
