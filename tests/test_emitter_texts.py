@@ -869,8 +869,11 @@ def test_jax_s_coordination_service_names_the_process_that_stopped_heartbeating(
         "/job:jax_worker/replica:0/task:2",
     ]
     assert told(run, lines, 1) == ("process_killed", 2)
-    # a surviving process's own log: it was terminated, the one that died is elsewhere
-    assert told(run, [lines[0], lines[2], lines[3]], 1) == ("process_killed", None)
+    # a surviving process's own log: it was terminated; the task listed under its error is the
+    # one that died
+    assert told(run, [lines[0], lines[2], lines[3]], 2) == ("process_killed", 2)
+    # ... with no list, it names no one
+    assert told(run, lines[:3:2], 1) == ("process_killed", None)
 
 
 def test_apptainer_s_fatal_is_the_launch_failure_under_srun_s_exit_255(run: Run) -> None:
@@ -1611,3 +1614,28 @@ def test_pytorchs_cuda_hint_says_a_cuda_call_failed_where_the_error_line_was_los
     doc, inc, path = failed_verdict(run, [error, f"[rank1]: {hint}", *lines[1:]])
     assert len(doc["incidents"]) == 1, doc["incidents"]
     assert_root(inc, path, 1, error)
+
+
+def test_the_task_the_coordination_service_lists_is_the_culprit_not_the_printer(
+    run: Run,
+) -> None:
+    # XLA's coordination service: its error's first line, then the task names one per line
+    fatal = (
+        "F0302 08:14:51.220931   40211 client.h:77] Terminating process because the JAX "
+        "distributed service detected fatal errors. This most likely indicates that another task "
+        "died; see the other task logs for more details. absl::Status: UNAVAILABLE: The following "
+        "tasks are unhealthy (stopped sending heartbeats):"
+    )
+    lines = [
+        "E0302 08:14:51.220801   40211 coordination_service_agent.cc:332] Polled an error from coordination service (this can be an error from this or another task).",
+        fatal,
+        "/job:jax_worker/replica:0/task:6",
+        "The tasks have crashed. Check the task logs for an earlier error, or scheduler events (e.g. preemption, eviction) to debug further.",
+    ]
+    _doc, inc, _path = failed_verdict(run, lines)
+    assert inc["culprit"]["rank"] == 6, inc["culprit"]
+    # two tasks listed: neither alone is the culprit
+    _doc, inc, _path = failed_verdict(
+        run, [*lines[:3], "/job:jax_worker/replica:0/task:7", lines[3]]
+    )
+    assert (inc["culprit"] or {}).get("rank") not in (6, 7), inc["culprit"]
