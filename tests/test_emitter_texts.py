@@ -1639,3 +1639,13 @@ def test_the_task_the_coordination_service_lists_is_the_culprit_not_the_printer(
         run, [*lines[:3], "/job:jax_worker/replica:0/task:7", lines[3]]
     )
     assert (inc["culprit"] or {}).get("rank") not in (6, 7), inc["culprit"]
+
+
+def test_ascends_hccl_watchdog_timeout_is_a_collective_timeout_as_ncclss_is(run: Run) -> None:
+    # torch_npu's ProcessGroupHCCL prints ProcessGroupNCCL's texts with HCCL and WorkHCCL
+    lines = [
+        "[rank0]: step 120 loss 2.31",
+        "[E ProcessGroupHCCL.cpp:1088] [Rank 5] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=812, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800411 milliseconds before timing out.",
+        "[E ProcessGroupHCCL.cpp:612] [Rank 5] Some HCCL operations have failed or timed out. Due to the asynchronous nature of ASCEND kernels, subsequent NPU operations might run on corrupted/incomplete data.",
+    ]
+    assert told(run, lines, 1)[0] == "collective_timeout"
