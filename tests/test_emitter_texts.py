@@ -1649,3 +1649,14 @@ def test_ascends_hccl_watchdog_timeout_is_a_collective_timeout_as_ncclss_is(run:
         "[E ProcessGroupHCCL.cpp:612] [Rank 5] Some HCCL operations have failed or timed out. Due to the asynchronous nature of ASCEND kernels, subsequent NPU operations might run on corrupted/incomplete data.",
     ]
     assert told(run, lines, 1)[0] == "collective_timeout"
+
+
+def test_the_interpreters_own_fatal_error_is_a_native_crash_of_that_rank(run: Run) -> None:
+    # Py_FatalError: `Fatal Python error: <function>: <message>`, then abort() (SIGABRT)
+    lines = [
+        "[rank2]: step 40 loss 1.91",
+        "[rank2]:Fatal Python error: subtype_dealloc: deallocating a freed object",
+        "[rank2]:Python runtime state: initialized",
+        "E1102 10:11:12.000000 411 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) local_rank: 2 (pid: 4120) of binary: /usr/bin/python",
+    ]
+    assert told(run, lines, 1) == ("segfault", 2)
