@@ -1660,3 +1660,15 @@ def test_the_interpreters_own_fatal_error_is_a_native_crash_of_that_rank(run: Ru
         "E1102 10:11:12.000000 411 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) local_rank: 2 (pid: 4120) of binary: /usr/bin/python",
     ]
     assert told(run, lines, 1) == ("segfault", 2)
+
+
+def test_a_pure_virtual_call_at_teardown_is_the_native_crash_torchrun_reports(run: Run) -> None:
+    lines = [
+        "[default1]:iteration 2000/2000 | lm loss: 2.113",
+        "[default1]:pure virtual method called",
+        "[default1]:terminate called without an active exception",
+        "E1102 10:11:12.000000 411 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) local_rank: 1 (pid: 4121) of binary: /usr/bin/python",
+    ]
+    assert told(run, lines, 1) == ("segfault", 1)
+    # with no line before it, the terminate handler's own word is the root
+    assert told(run, [lines[0], *lines[2:]], 1) == ("segfault", 1)
