@@ -326,6 +326,13 @@ ROWS = [
         time=datetime(2023, 9, 14, 8, 1, 2, 250000),
     ),
     row("[] [rank=2] || OSError: x", "OSError: x", rank=2),
+    # the same tag behind a time with a space and no zone, and a `<...>` column before it
+    row(
+        "<>        [2021-12-07 10:41:31] 5fabfb53 [rank=3] || OSError: x",
+        "OSError: x",
+        rank=3,
+        time=datetime(2021, 12, 7, 10, 41, 31),
+    ),
     row("[rank=1.5] loss 2.0", "[rank=1.5] loss 2.0"),
     # YARN's log collector: ISO time, then the container
     row(

@@ -172,6 +172,14 @@ _DETERMINED = re.compile(
     r"(?:\[rank=(?P<rank>\d+)\] (?:\|\| )?|(?<=[0-9a-f\]] )(?<!Z\] )\|\| )"
     r"(?:(?<=\|\| )(?P<lvl>[A-Z]+): )?"
 )
+# the same tag behind other renderings of the record's time and id (a space for the `T`, no `Z`,
+# a bracketed `<...>` column before it, as copied from Determined's log views): `[rank=N] || `
+# closes Determined's prefix whatever came before it
+_DETERMINED_LOOSE = re.compile(
+    r"(?:<[^<>]{0,40}> +)?\[(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    r"(?:\.(?P<frac>\d+))?Z?\] +(?:\[?[0-9a-f]{0,12}\]? +)?"
+    r"\[rank=(?P<rank>\d+)\] \|\| (?:(?P<lvl>[A-Z]+): )?"
+)
 _DETERMINED_REACH = 64
 """How far into a line Determined's tag can start (after the master's time and id)."""
 # Hadoop YARN's log collector: `<ISO time> /container_e559_1557431881457_79419_05_000002: `
@@ -366,7 +374,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             continue
         # (a substring test first: the pattern is tried only where its tag can be)
         m = (
-            _DETERMINED.match(text)
+            _DETERMINED.match(text) or _DETERMINED_LOOSE.match(text)
             if text.find("[rank=", 0, _DETERMINED_REACH) >= 0
             or text.find("|| ", 0, _DETERMINED_REACH) >= 0
             else None
