@@ -1634,6 +1634,15 @@ def test_the_task_the_coordination_service_lists_is_the_culprit_not_the_printer(
     ]
     _doc, inc, _path = failed_verdict(run, lines)
     assert inc["culprit"]["rank"] == 6, inc["culprit"]
+    # under a barrier's timeout the listed task is the one it waited for; the timeout stays the root
+    barrier = (
+        "E0302 08:14:51.220931   40211 pjrt_client.cc:99] DEADLINE_EXCEEDED: Barrier timed out. "
+        "Id: sync_global_devices_3. # of tasks that reached the barrier: 7/8. The first task at "
+        "the barrier: /job:jax_worker/replica:0/task:0. Some timed out task names:"
+    )
+    _doc, inc, path = failed_verdict(run, [barrier, "/job:jax_worker/replica:0/task:5"])
+    assert (inc["category"], inc["culprit"]["rank"]) == ("collective_timeout", 5), inc
+    assert_root(inc, path, 1, barrier)
     # two tasks listed: neither alone is the culprit
     _doc, inc, _path = failed_verdict(
         run, [*lines[:3], "/job:jax_worker/replica:0/task:7", lines[3]]
