@@ -173,8 +173,8 @@ _DETERMINED = re.compile(
     r"(?:(?<=\|\| )(?P<lvl>[A-Z]+): )?"
 )
 # the same tag behind other renderings of the record's time and id (a space for the `T`, no `Z`,
-# a bracketed `<...>` column before it, as copied from Determined's log views): `[rank=N] || `
-# closes Determined's prefix whatever came before it
+# a bracketed `<...>` column before it, as copied from Determined's log views): the time, the
+# id and `[rank=N] || ` still close Determined's prefix
 _DETERMINED_LOOSE = re.compile(
     r"(?:<[^<>]{0,40}> +)?\[(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r"(?:\.(?P<frac>\d+))?Z?\] +(?:\[?[0-9a-f]{0,12}\]? +)?"
