@@ -133,7 +133,7 @@ def test_a_jax_plugin_that_failed_to_initialize_is_caught(run: Run) -> None:
 
 def test_jax_falling_back_to_the_cpu_is_a_cuda_failure_the_program_went_on_from(run: Run) -> None:
     # xla_bridge.py _suggest_missing_backends (jax 0.4.35): the warning after backends() chose the CPU
-    fallback = "WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation gpuDeviceGetAttribute( &major, GPU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) failed: CUDA_ERROR_NOT_INITIALIZED (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)"
+    fallback = "WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:112: operation gpuDeviceGetAttribute( &major, GPU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) failed: CUDA_ERROR_NO_DEVICE (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)"
     devices = "Process {p}: Global devices: [CpuDevice(id=0), CpuDevice(id=1)], Local devices: [CpuDevice(id={p})]"
     _code, doc, path = run([fallback, devices.format(p=0), devices.format(p=1)])
     inc = verdict_incident(doc)
@@ -148,7 +148,7 @@ def test_jax_falling_back_to_the_cpu_is_a_cuda_failure_the_program_went_on_from(
 
 def test_a_driver_result_named_by_its_enum_is_the_cut_traceback_s_cause(run: Run) -> None:
     # XLA's platform_util.cc warning quoting cuda.h's CUresult name, then JAX's traceback, cut
-    xla = "2024-09-05 07:57:34.555804: W external/xla/xla/service/platform_util.cc:199] unable to create StreamExecutor for CUDA:1: failed initializing StreamExecutor for CUDA device ordinal 1: INTERNAL: Failed call to cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal"
+    xla = "2025-02-11 14:03:19.204117: W external/xla/xla/service/platform_util.cc:199] unable to create StreamExecutor for CUDA:3: failed initializing StreamExecutor for CUDA device ordinal 3: INTERNAL: Failed call to cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal"
     lines = [
         xla,
         "Traceback (most recent call last):",

@@ -1602,8 +1602,8 @@ def test_pytorchs_cuda_hint_says_a_cuda_call_failed_where_the_error_line_was_los
     lines = [
         hint,
         "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
-        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4452 closing signal SIGTERM",
-        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 1 (pid: 4453) of binary: /usr/bin/python",
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 7310 closing signal SIGTERM",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 1 (pid: 7311) of binary: /usr/bin/python",
     ]
     _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "cuda_error", inc

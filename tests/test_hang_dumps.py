@@ -111,11 +111,11 @@ def test_a_pasted_dump_of_a_zero_3_gather_shows_the_job_waiting(tmp_path: Path) 
     an indented frame, so the indent is the excerpt's own layer; the gather still reads as a
     wait in a collective."""
     frames = [
-        "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1254)",
+        "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1261)",
         "    wrapped_fn (deepspeed/utils/nvtx.py:18)",
-        "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:386)",
-        "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:275)",
-        "    _call_impl (torch/nn/modules/module.py:1592)",
+        "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:314)",
+        "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:292)",
+        "    _call_impl (torch/nn/modules/module.py:1821)",
         "    forward (model.py:120)",
         "    training_step (train.py:98)",
         "    main (train.py:140)",

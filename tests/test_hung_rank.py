@@ -181,11 +181,11 @@ def test_concatenated_py_spy_dumps_take_ranks_from_headers(tmp_path: Path) -> No
     assert hang is not None and hang.culprit_rank == 3
 
 
-# deepspeed 0.16.4: a ZeRO-3 parameter gather under a module's forward hook
+# deepspeed 0.16.4 (its lines): a ZeRO-3 parameter gather under a module's forward hook
 IN_ZERO_GATHER = (
-    "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1254)\n"
-    "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:386)\n"
-    "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:275)\n"
+    "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1261)\n"
+    "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:314)\n"
+    "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:292)\n"
     "    forward (model.py:120)\n"
     "    main (train.py:80)"
 )

@@ -368,9 +368,9 @@ ROWS = [
     ),
     # PaddleVideo's logger (paddlevideo/utils/logger.py): `[%(asctime)s] ` alone
     row(
-        "[10/06 13:55:02] training AGCN finished",
-        "training AGCN finished",
-        time=datetime(YEAR, 10, 6, 13, 55, 2),
+        "[03/14 09:12:44] training ppTSM finished",
+        "training ppTSM finished",
+        time=datetime(YEAR, 3, 14, 9, 12, 44),
     ),
     # a bracketed date with no clock's seconds is the message's
     row("[05/10 08:01] loss 2.0", "[05/10 08:01] loss 2.0"),

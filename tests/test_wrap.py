@@ -185,15 +185,15 @@ def test_lines_that_begin_alike_are_not_pieces_of_each_other() -> None:
 
 
 def test_lines_of_one_indented_block_are_not_pieces_of_each_other() -> None:
-    # a py-spy dump's frames (deepspeed 0.16.4 files), two of them one length by chance, each
-    # followed by the next frame at the same indent: siblings, not a terminal's cut pieces
+    # a py-spy dump's frames (deepspeed 0.16.4's and torch 2.13's lines), two of them one length
+    # by chance, each followed by the next frame at the same indent: siblings, not cut pieces
     frames = [
         'Thread 811 (active): "MainThread"',
-        "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1254)",
+        "    all_gather_coalesced (deepspeed/runtime/zero/partition_parameters.py:1261)",
         "    wrapped_fn (deepspeed/utils/nvtx.py:18)",
-        "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:386)",
-        "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:275)",
-        "    _call_impl (torch/nn/modules/module.py:1592)",
+        "    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:314)",
+        "    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:292)",
+        "    _call_impl (torch/nn/modules/module.py:1821)",
     ]
     assert len(frames[1]) == len(frames[4]) >= 60
     data = ("\n".join(frames) + "\n").encode()
