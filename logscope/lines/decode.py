@@ -166,19 +166,14 @@ _RAY_CPP = re.compile(r"\[" + _ASCTIME + r" (?P<lvl>[DIWEF]) \d+ \d+\] ")
 # masters and the CLI's format_trial_log bracket it: `[f6114bb3]`, `[]`). The rank is the
 # worker's global rank; the container's own lines have none (`<time> f6114bb3 || text`).
 _DETERMINED = re.compile(
-    r"(?:\[(?P<date>\d{4}-\d\d-\d\d)T(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))?Z\] )?"
+    # the time as the master writes it (`T`, micro, `Z`) or as Determined's views render it (a
+    # space, no zone, a bracketed `<...>` column before it)
+    r"(?:(?:<[^<>]{0,40}> +)?\[(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    r"(?:\.(?P<frac>\d+))?Z?\] )?"
     r"(?:\[[0-9a-f]{0,8}\] +|[0-9a-f]{8} +| {8} )?"
     # the rank tag, or `|| ` right after a container id (the time's `]` alone is not one)
-    r"(?:\[rank=(?P<rank>\d+)\] (?:\|\| )?|(?<=[0-9a-f\]] )(?<!Z\] )\|\| )"
+    r"(?:\[rank=(?P<rank>\d+)\] (?:\|\| )?|(?<=[0-9a-f\]] )(?<!Z\] )(?<!:\d\d\] )\|\| )"
     r"(?:(?<=\|\| )(?P<lvl>[A-Z]+): )?"
-)
-# the same tag behind other renderings of the record's time and id (a space for the `T`, no `Z`,
-# a bracketed `<...>` column before it, as copied from Determined's log views): the time, the
-# id and `[rank=N] || ` still close Determined's prefix
-_DETERMINED_LOOSE = re.compile(
-    r"(?:<[^<>]{0,40}> +)?\[(?P<date>\d{4}-\d\d-\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-    r"(?:\.(?P<frac>\d+))?Z?\] +(?:\[?[0-9a-f]{0,12}\]? +)?"
-    r"\[rank=(?P<rank>\d+)\] \|\| (?:(?P<lvl>[A-Z]+): )?"
 )
 _DETERMINED_REACH = 64
 """How far into a line Determined's tag can start (after the master's time and id)."""
@@ -374,7 +369,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             continue
         # (a substring test first: the pattern is tried only where its tag can be)
         m = (
-            _DETERMINED.match(text) or _DETERMINED_LOOSE.match(text)
+            _DETERMINED.match(text)
             if text.find("[rank=", 0, _DETERMINED_REACH) >= 0
             or text.find("|| ", 0, _DETERMINED_REACH) >= 0
             else None
