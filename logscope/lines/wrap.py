@@ -116,7 +116,7 @@ def _same_start(line: bytes | bytearray, after: bytes | bytearray) -> bool:
 
 
 def _indent(line: bytes | bytearray) -> int:
-    return len(line) - len(bytes(line).lstrip(b" \t"))
+    return len(line) - len(line.lstrip(b" \t"))
 
 
 def _sibling(line: bytes | bytearray, after: bytes | bytearray) -> bool:
