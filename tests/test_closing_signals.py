@@ -80,3 +80,25 @@ def test_closing_signals_after_an_error_or_before_progress_are_no_crash_of_their
     stop = "W1202 09:26:18.100000 4410 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death signal, shutting down workers"
     a = analysed([*START, stop, *closing(NEW, [9400, 9401, 9402])])
     assert a.job.outcome is Outcome.cancelled, a.job.outcome_reason
+
+
+def test_a_process_exit_before_the_closing_signals_is_no_completion_of_the_run() -> None:
+    # ProcessGroupNCCL's destructor warns as one worker's interpreter shuts down (torch 2.4's
+    # and 2.5+'s wordings): one process's end, not the run's, so the agent's closing signals
+    # after it still tell of a worker that failed; the run's own completion before them
+    # (Lightning's fit loop returning) makes them teardown
+    exits = [
+        "[rank0]:[W1202 09:26:17.402113055 ProcessGroupNCCL.cpp:1168] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call destroy_process_group to ensure that any pending NCCL operations have finished in this process. (function operator())",
+        "[rank0]:[W1202 09:26:17.402113055 ProcessGroupNCCL.cpp:1538] Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources. For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())",
+    ]
+    pids = [31700 + i for i in range(4) if i != 2]
+    for exit_line in exits:
+        a = analysed([*START, exit_line, *closing(NEW, pids)])
+        assert a.job.outcome is Outcome.crashed, a.job.outcome_reason
+        (inc,) = a.incidents
+        assert inc.category == "process_killed"
+        assert inc.culprit is not None and inc.culprit.local_rank == 2
+    done = "`Trainer.fit` stopped: `max_epochs=3` reached."
+    a = analysed([*START, done, exits[1], *closing(NEW, pids)])
+    assert a.job.outcome is Outcome.completed, a.job.outcome_reason
+    assert not a.incidents

@@ -3,8 +3,11 @@
 and logs `Sending process <pid> closing signal SIGTERM` (`Closing process <pid> via signal
 SIGTERM` under start_method spawn) for each one still running. It closes them when one worker
 exited or when the agent itself was signalled (which it says first: `Received SIGTERM death
-signal`, an end of its own). With neither an error nor a stop said before, the workers it closes
-are the survivors of one that exited: the job crashed, of a cause the log does not show.
+signal`, an end of its own). A worker that exited 0 is no failure: the agent waits for the
+others. With neither an error nor a stop said before, the workers it closes are the survivors of
+one that exited non-zero: the job crashed, of a cause the log does not show. One process's own exit
+said before (ProcessGroupNCCL's destructor warning) does not change that; the run's completion
+does (the caller's test: the lines after it are teardown).
 
 Workers are started one after another in local-rank order, so their pids usually rise by one:
 where the closed pids run on by one but for a single skipped pid, that skipped worker is the one

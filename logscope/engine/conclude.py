@@ -16,7 +16,7 @@ from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.resource_wait import resource_wait
 from ..analysis.slurm_jobs import name_jobs
 from ..analysis.startup_wait import startup_hang
-from ..analysis.survived import exit_after_completion, outlived
+from ..analysis.survived import completes, exit_after_completion, outlived
 from ..findings.configuration import find_configs
 from ..findings.gather import find
 from ..lines.hostlist import expand_hostlist
@@ -75,7 +75,12 @@ def conclude(
         world,
         engine.library,
     )
-    closed = closed_after_exit(failures, progress, world) if not incidents and not exits else None
+    # one process's exit (a destructor's warning as its interpreter shut down) does not say the
+    # run completed: torchrun's closing signals after it still tell of a worker that failed
+    ran_to_end = any(completes(m) for m in exits)
+    closed = None
+    if not incidents and not ran_to_end:
+        closed = closed_after_exit(failures, progress, world)
     if closed is not None:
         incidents = [replace(closed, id="I1")]
     cadence = progress.median_interval_s()
