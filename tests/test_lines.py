@@ -75,6 +75,15 @@ ROWS = [
     ),
     # torchtitan `--role rank` tee header `[rank0]:text`: the LOCAL rank
     row("[rank0]:step  10  loss:  7.9", "step  10  loss:  7.9", local_rank=0, role=ANY),
+    # torch._logging's TorchLogsFormatter once a process group exists: `[rank5]:` and a glog
+    # header (torch 2.13 torch/_logging/_internal.py): the GLOBAL rank
+    row(
+        "[rank5]:W1202 09:14:07.512000 3317 torch/_dynamo/convert_frame.py:1016] recompiling",
+        "recompiling",
+        rank=5,
+        level="W",
+        time=datetime(YEAR, 12, 2, 9, 14, 7, 512000),
+    ),
     # torchtitan header + c10 prefix: local 0, global 8
     row(
         "[rank0]:[rank8]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 8] " + WATCHDOG,
@@ -616,3 +625,19 @@ def test_cli_exception_from_a_module_with_a_digit_is_an_incident(tmp_path: Path)
     doc = json.loads(result.stdout)
     assert doc["incidents"][0]["root_cause"]["line"] == 3, doc["incidents"]
     assert doc["job"]["hosts"] == [], doc["job"]
+
+
+def test_torch_loggings_rank_prefix_names_global_ranks_in_the_world(tmp_path: Path) -> None:
+    # srun --label tasks, each one rank, whose torch._logging lines say `[rankN]:` before a glog
+    # header: the world is the ranks named, not tasks times local ranks
+    lines = [
+        f"{t:2d}: [rank{t}]:I1202 09:14:{t:02d}.736000 {4100 + t} "
+        "torch/nn/parallel/distributed.py:1529] Reducer buckets have been rebuilt in this "
+        "iteration."
+        for t in range(12)
+    ]
+    lines.append(" 0: step 1 loss 2.5")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["analyze", str(log), "--format", "json"])
+    assert json.loads(result.stdout)["job"]["world_size"] == 12, result.stdout

@@ -358,6 +358,10 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
                     p.rank = n  # c10 logger `[rank3]:[E...` or Python excepthook `[rank3]: `
                     if rest.startswith(" "):
                         rest = rest[1:]
+                elif _GLOG.match(rest):
+                    # torch._logging's TorchLogsFormatter: `{rankprefix}{shortlevel}{asctime}...`,
+                    # `[rank3]:I0124 15:34:58.736000 <pid> <file>:<line>] ` once a group exists
+                    p.rank = n
                 else:
                     p.local_rank = n  # torchtitan tee header `[rank0]:text`
             else:

@@ -16,12 +16,19 @@ DISCOVERY_BYTES = 8 << 20
 each when there are many inputs, see window_per_input)."""
 DISCOVERY_BUDGET = 64 << 20
 
+# The level letter of a glog header, kept where the whole header follows it (its time and pid
+# differ on every line: kept, each line would be a prefix of its own).
+_GLOG_LEVEL = rb"[VIWEFC](?=\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]+:\d+\] )"
+_GLOG_COMPLETION = "0101 00:00:00.000000 1 x.py:1] x"
+
 # Routing prefixes at the start of a line, for finding every rank in a log's first bytes.
 ROUTING_PREFIX = re.compile(
     rb"(?m)^(?:\[\d+,(?:mpirank:)?\d+(?:,[\w.-]+)?\]<\w+>:"
     rb"|(?: *\d+: )?(?:[\w.-]*\d[\w.-]*: )?\[[A-Za-z_][\w.:-]*?\d+\]:(?:\[rank\d+\]:)?)"
-    # the character after the prefix tells a c10 `[rank3]:[E` from a torchtitan `[rank3]:text`
-    rb"[ \[]?"
+    # the character after the prefix tells a c10 `[rank3]:[E` from a torchtitan `[rank3]:text`,
+    # and torch._logging's `[rank3]:I0124 15:34:58.736000 <pid> <file>:<line>] ` (a glog header)
+    # from both
+    rb"(?:[ \[]|" + _GLOG_LEVEL + rb")?"
 )
 
 
@@ -109,6 +116,12 @@ def window_per_input(inputs: int, budget: int, floor: int, ceiling: int) -> int:
 def prefix_lines(prefix: bytes, path: str, layers: Layers | None = None) -> list[Line]:
     """Decode a routing prefix found by routing_prefixes (`layers`: the input's, when the
     prefix was found behind them). The scan kept the character after it (c10 `[rank3]:[` vs
-    torchtitan `[rank3]:x`): complete it into a line."""
-    text = decode(prefix) + ("x" if prefix.endswith(b" ") else "x]")
+    torchtitan `[rank3]:x`, or a glog header's level letter): complete it into a line."""
+    text = decode(prefix)
+    if prefix.endswith(b" "):
+        text += "x"
+    elif prefix[-2:-1] == b":" and prefix[-1:] in b"VIWEFC":
+        text += _GLOG_COMPLETION
+    else:
+        text += "x]"
     return parse_line(text, path, layers=_behind(layers))
