@@ -594,3 +594,44 @@ def test_a_run_whose_step_lines_reach_their_last_iteration_outlived_what_came_be
     # one step short of the last is no completion
     code, doc = _analyze(tmp_path, [noise, _iteration(1, 3), _iteration(2, 3)])
     assert code == 1 and doc["survived"] == [], doc["survived"]
+
+
+def _logged_error(n: int) -> list[str]:
+    # a worker that catches a bad sample and logs it with logging.exception (root logger's
+    # `%(levelname)s:%(message)s`), then goes on
+    return [
+        "ERROR:root:could not parse the reward of a sample",
+        "Traceback (most recent call last):",
+        '  File "/workspace/reward.py", line 88, in score',
+        "    return parse_answer(text)",
+        f"ValueError: sample {n}: no answer tag in the completion",
+    ]
+
+
+def test_an_error_that_recurs_while_training_goes_on_was_caught_each_time(
+    tmp_path: Path,
+) -> None:
+    # two or one steps between each error (too few after any one of them), eight in all among
+    # them, and the log ends right after the last: the same error, outlived every time
+    lines = [_iteration(1)]
+    for n in range(2, 10, 2):
+        lines += [*_logged_error(n), _iteration(n), _iteration(n + 1)]
+    lines += _logged_error(10)
+    _code, doc = _analyze(tmp_path, lines)
+    assert doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    [note] = doc["survived"]
+    assert "came again while training went on" in note["reason"], note
+
+
+def test_a_recurring_error_then_another_or_a_launchers_report_is_kept(tmp_path: Path) -> None:
+    # counter-cases: a different error after the recurring ones, or the launcher's report that
+    # a worker failed, says the last one ended the job: the incident stays
+    lines = [_iteration(1)]
+    for n in range(2, 10, 2):
+        lines += [*_logged_error(n), _iteration(n), _iteration(n + 1)]
+    _code, doc = _analyze(tmp_path, [*lines, CRASH])
+    assert doc["incidents"] and doc["verdict"], doc["survived"]
+    report = "E1202 09:26:18.136000 4410 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 4411) of binary: /usr/bin/python"
+    _code, doc = _analyze(tmp_path, [*lines, *_logged_error(10), report])
+    assert doc["incidents"] and doc["verdict"], doc["survived"]
