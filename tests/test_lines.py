@@ -75,6 +75,15 @@ ROWS = [
     ),
     # torchtitan `--role rank` tee header `[rank0]:text`: the LOCAL rank
     row("[rank0]:step  10  loss:  7.9", "step  10  loss:  7.9", local_rank=0, role=ANY),
+    # OLMo's stdout header (olmo/util.py setup_logging): the host and the local rank
+    row(
+        "2024-03-02 17:20:41.318\tgpu-node-4:3\tolmo.train:1240\tWARNING\tloss spike at step 7380",
+        "loss spike at step 7380",
+        host="gpu-node-4",
+        local_rank=3,
+        level="W",
+        time=datetime(2024, 3, 2, 17, 20, 41, 318000),
+    ),
     # torch._logging's TorchLogsFormatter once a process group exists: `[rank5]:` and a glog
     # header (torch 2.13 torch/_logging/_internal.py): the GLOBAL rank
     row(

@@ -104,6 +104,15 @@ _ISO_START = re.compile(
     r"|\| |- [\w.]+ - (?P<lvl>[A-Z]+) - "
     r"|(?P<pylvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[[\w.-]+:\d+\] (?:\((?P<rank>\d+)/\d+\) )?)?"
 )
+# OLMo's stdout handler (allenai/OLMo olmo/util.py `setup_logging`, non-interactive):
+# `%(asctime)s\t%(hostname)s:%(local_rank)s\t%(name)s:%(lineno)s\t%(levelname)s\t`, the time with
+# milliseconds after a dot: the host and the process's local rank
+_OLMO = re.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<frac>\d{3})\t"
+    r"(?P<host>[^\s:]+):(?P<local_rank>\d+)\t[\w.]+:\d+\t(?P<lvl>[A-Z]+)\t"
+)
+_OLMO_TAB = 23
+"""Where OLMo's header has its first tab: after the time."""
 # mmengine's MMLogger (mmengine/logging/logger.py): `%(asctime)s - %(name)s - %(levelname)s - `
 # with datefmt `%m/%d %H:%M:%S` on the terminal and `%Y/%m/%d %H:%M:%S` in its log file
 _MMLOG = re.compile(
@@ -413,6 +422,15 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
         m = _NCCL.match(text)
         if m:
             p.host = p.host or m["host"]
+            p.time = _time(m.groupdict(), year) or p.time
+            text = text[m.end() :]
+            continue
+        m = _OLMO.match(text) if text.find("\t", _OLMO_TAB, _OLMO_TAB + 1) >= 0 else None
+        if m:
+            p.host = p.host or m["host"]
+            if p.local_rank is None:
+                p.local_rank = int(m["local_rank"])
+            p.level = m["lvl"][0]
             p.time = _time(m.groupdict(), year) or p.time
             text = text[m.end() :]
             continue
