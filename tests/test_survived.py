@@ -11,7 +11,7 @@ from typing import Any
 
 from logscope.render.html import render as render_html
 
-from .helpers import analyze_doc, cli, write
+from .helpers import analyze_doc, cli, verdict_incident, write
 
 
 def _iteration(n: int, total: int = 20) -> str:
@@ -626,12 +626,14 @@ def test_an_error_that_recurs_while_training_goes_on_was_caught_each_time(
 
 def test_a_recurring_error_then_another_or_a_launchers_report_is_kept(tmp_path: Path) -> None:
     # counter-cases: a different error after the recurring ones, or the launcher's report that
-    # a worker failed, says the last one ended the job: the incident stays
+    # a worker failed, says the last one ended the job: a failure of its own once training went
+    # on since the first
     lines = [_iteration(1)]
     for n in range(2, 10, 2):
         lines += [*_logged_error(n), _iteration(n), _iteration(n + 1)]
     _code, doc = _analyze(tmp_path, [*lines, CRASH])
-    assert doc["incidents"] and doc["verdict"], doc["survived"]
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    assert verdict_incident(doc)["root_cause"]["text"] == CRASH
     report = "E1202 09:26:18.136000 4410 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 4411) of binary: /usr/bin/python"
     _code, doc = _analyze(tmp_path, [*lines, *_logged_error(10), report])
-    assert doc["incidents"] and doc["verdict"], doc["survived"]
+    assert doc["job"]["outcome"] == "crashed", doc["job"]

@@ -19,24 +19,42 @@ SPLIT_AFTER_PROGRESS = 3
 
 def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[Event]]:
     """Group failure events, in order: a group starts at a serious event (or an end banner),
-    and a new one once training made progress again."""
+    and a new one once training made progress again, or at another serious error than the one
+    the group started with once training made progress since that one (the same error coming
+    back between steps stays one group: survived.py reads it)."""
     groups: list[list[Event]] = []
     current: list[Event] = []
+    first: Event | None = None
     recent: deque[Event] = deque(maxlen=LEAD_LINES)
     for e in sorted(failures, key=log_order):
-        if current and progress.steps_between(current[-1].seq, e.seq) >= SPLIT_AFTER_PROGRESS:
+        if current and (
+            progress.steps_between(current[-1].seq, e.seq) >= SPLIT_AFTER_PROGRESS
+            or (
+                first is not None
+                and e.severity in SERIOUS
+                and _error_of(e) != _error_of(first)
+                and progress.steps_between(first.seq, e.seq) >= SPLIT_AFTER_PROGRESS
+            )
+        ):
             groups.append(current)
             current = []
+            first = None
         if current:
             current.append(e)
         elif e.severity in SERIOUS or e.role == "end":
             # the warnings right before a group's first error may say what failed
             current = [w for w in recent if just_before(w, e)] + [e]
+            first = e
         else:
             recent.append(e)
     if current:
         groups.append(current)
     return groups
+
+
+def _error_of(e: Event) -> tuple[str, str | None]:
+    """What error a line says: its signature, and the exception a classifying one names."""
+    return e.signature, e.fields.get("exception")
 
 
 def build_incidents(
