@@ -9,6 +9,7 @@ from pathlib import Path
 from logscope.analysis.clues import (
     barrier_culprit,
     quoted_culprit,
+    raised_nccl_culprit,
     same_error_culprit,
     store_barrier_culprit,
 )
@@ -204,6 +205,24 @@ def test_an_oom_printed_by_one_rank_only_is_that_ranks() -> None:
     # printed by two ranks: no one
     events = events_of([OOM, f"[rank5]: {OOM}", f"[rank6]: {OOM}"])
     assert same_error_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
+
+
+# NCCL 2.23 src/misc/ibvwrap.cc's WARN of a verbs call that failed (its process's device, no rank),
+# and ProcessGroupNCCL's exception for the ncclSystemError it returned to its caller
+IBV_WARN = "gpu-n3:40213:40377 [2] misc/ibvwrap.cc:188 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"
+NCCL_RAISED = "[rank{r}]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.23.4"
+
+
+def test_the_one_rank_that_raised_ncclsystemerror_printed_the_verbs_warn() -> None:
+    events = events_of([NCCL_RAISED.format(r=11), IBV_WARN, "[rank3]: step 7 done"])
+    root = next(e for e in events if "ibvwrap" in e.line.raw)
+    culprit = raised_nccl_culprit(FIRST_ERROR, root, events, build_world([]))
+    assert culprit.rank == 11, culprit
+    assert "rank 11 alone raised the system error" in culprit.reason
+    # raised by two ranks: no one
+    events = events_of([NCCL_RAISED.format(r=11), NCCL_RAISED.format(r=12), IBV_WARN])
+    root = next(e for e in events if "ibvwrap" in e.line.raw)
+    assert raised_nccl_culprit(FIRST_ERROR, root, events, build_world([])) == FIRST_ERROR
 
 
 # c10/cuda/CUDAException.h C10_CUDA_CHECK_WARNING under TORCH_WARN, and C10_CUDA_CHECK's error

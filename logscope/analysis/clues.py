@@ -357,6 +357,31 @@ def nccl_process_rank(root: Event, events: Sequence[Event], world: World) -> Cul
     )
 
 
+NCCL_RAISED = "nccl.system_error"
+"""ProcessGroupNCCL's exception for ncclSystemError (`NCCL Error 2: unhandled system error`): what
+the caller of an NCCL call that failed in a system or verbs call raises."""
+
+
+def raised_nccl_culprit(
+    culprit: Culprit, root: Event, events: Sequence[Event], world: World
+) -> Culprit:
+    """An NCCL WARN of a process whose rank no line gives (`host:pid:tid [dev]` names a device),
+    and NCCL's system error raised by one rank only: NCCL returns the failed call's error to
+    its caller, whose collective raises it, so that rank's process printed the WARN."""
+    if not root.signature.startswith("nccl.") or root.category != "comm_error":
+        return culprit
+    if nccl_head(root.line.raw) is None:
+        return culprit
+    ranks = {
+        r for e in events if e.signature == NCCL_RAISED if (r := world.rank_of(e.line)) is not None
+    }
+    if len(ranks) != 1:
+        return culprit
+    r = ranks.pop()
+    why = f"rank {r} alone raised the system error NCCL returned to its caller"
+    return with_rank(culprit, r, None, why, 0.6)
+
+
 def nccl_process_culprit(
     culprit: Culprit, root: Event, events: Sequence[Event], world: World
 ) -> Culprit:
