@@ -29,6 +29,13 @@ _EXPLANATION = (
     "that exited is in the log: it was killed from outside (the kernel's OOM killer, a "
     "SIGKILL) or its output went elsewhere."
 )
+_EXITING = (
+    "The torchrun agent sends the closing signal only to workers still running, after one of "
+    "them exited (or when it is stopped itself, which it says first). Another process was "
+    "shutting down on its own just before (ProcessGroupNCCL's destructor warned as its "
+    "interpreter exited; a process killed by a signal prints nothing): the workers were "
+    "leaving together, one of them with an error whose output is not in the log."
+)
 _REMEDIES = (
     "Find the worker torchrun reports next (`failed (exitcode: ...) local_rank: N`) and its own "
     "output (--tee 3, --log-dir)",
@@ -38,12 +45,14 @@ _REMEDIES = (
 
 
 def closed_after_exit(
-    failures: Sequence[Event], progress: Progress, world: World
+    failures: Sequence[Event], progress: Progress, world: World, exits: Sequence[Event] = ()
 ) -> Incident | None:
     """The crash told only by torchrun's closing signals (the job's ending follows from it:
     crashed): the first closing line of an input whose every later failure line is a closing
     one of the same input, with no step after it. None where any other failure line comes after
-    it."""
+    it. `exits`: the processes' own exit lines; one of the same input before the closing, after
+    the last step, says the workers were leaving of themselves: its cause is unknown, not a
+    kill."""
     closing = [e for e in failures if e.signature == CLOSING]
     if not closing:
         return None
@@ -57,11 +66,18 @@ def closed_after_exit(
     if not closed:
         return None
     title = f"A worker exited with no error logged; torchrun closed the {len(closed)} still running"
+    leaving = any(
+        "process_exit" in m.fields
+        and m.line.path == first.line.path
+        and m.seq < first.seq
+        and not progress.count_after(m.seq)
+        for m in exits
+    )
     return incident_at(
         first,
-        "process_killed",
+        "unknown" if leaving else "process_killed",
         title,
-        _EXPLANATION,
+        _EXITING if leaving else _EXPLANATION,
         _REMEDIES,
         _skipped_worker(closed, world),
         tuple(closed[1:]),

@@ -80,7 +80,7 @@ def conclude(
     ran_to_end = any(completes(m) for m in exits)
     closed = None
     if not incidents and not ran_to_end:
-        closed = closed_after_exit(failures, progress, world)
+        closed = closed_after_exit(failures, progress, world, exits)
     if closed is not None:
         incidents = [replace(closed, id="I1")]
     cadence = progress.median_interval_s()
