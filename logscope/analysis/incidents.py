@@ -32,7 +32,7 @@ def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[
             or (
                 first is not None
                 and e.severity in SERIOUS
-                and _error_of(e) != _error_of(first)
+                and error_of(e) != error_of(first)
                 and progress.steps_between(first.seq, e.seq) >= SPLIT_AFTER_PROGRESS
             )
         ):
@@ -52,8 +52,9 @@ def split_incidents(failures: Sequence[Event], progress: Progress) -> list[list[
     return groups
 
 
-def _error_of(e: Event) -> tuple[str, str | None]:
-    """What error a line says: its signature, and the exception a classifying one names."""
+def error_of(e: Event) -> tuple[str, str | None]:
+    """What error a line says: its signature, and the exception a classifying one names (two
+    lines of the same error say the same)."""
     return e.signature, e.fields.get("exception")
 
 

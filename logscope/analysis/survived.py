@@ -24,7 +24,7 @@ from ..model import (
 )
 from .clock import timestamp
 from .incident_text import fill_title
-from .incidents import SPLIT_AFTER_PROGRESS
+from .incidents import SPLIT_AFTER_PROGRESS, error_of
 from .job_outcome import retries_only
 from .ledger import attempt_of, owner
 
@@ -236,12 +236,11 @@ def _recurring(inc: Incident, progress: Progress) -> str | None:
     logged exception, a skipped sample): the last one too, with nothing after it to say it
     ended the job."""
     root = inc.root_cause
-    same = (root.signature, root.fields.get("exception"))
     lines = list(_lines(inc))
     for e in lines:
         if e.role in ("end", "summary"):
             return None
-        if e.severity in _SERIOUS and (e.signature, e.fields.get("exception")) != same:
+        if e.severity in _SERIOUS and error_of(e) != error_of(root):
             return None
     last = max(e.seq for e in lines)
     steps = progress.steps_between(root.seq, last)
