@@ -637,11 +637,12 @@ def test_cli_exception_from_a_module_with_a_digit_is_an_incident(tmp_path: Path)
 
 
 def test_torch_loggings_rank_prefix_names_global_ranks_in_the_world(tmp_path: Path) -> None:
-    # srun --label tasks, each one rank, whose torch._logging lines say `[rankN]:` before a glog
-    # header: the world is the ranks named, not tasks times local ranks
+    # srun --label tasks, each one rank, whose torch._logging lines (torch 2.13 DDP's logger.info
+    # at distributed.py:1776) say `[rankN]:` before a glog header: the world is the ranks named,
+    # not tasks times local ranks
     lines = [
         f"{t:2d}: [rank{t}]:I1202 09:14:{t:02d}.736000 {4100 + t} "
-        "torch/nn/parallel/distributed.py:1529] Reducer buckets have been rebuilt in this "
+        "torch/nn/parallel/distributed.py:1776] Reducer buckets have been rebuilt in this "
         "iteration."
         for t in range(12)
     ]
