@@ -225,6 +225,16 @@ def test_the_one_rank_that_raised_ncclsystemerror_printed_the_verbs_warn() -> No
     assert raised_nccl_culprit(FIRST_ERROR, root, events, build_world([])) == FIRST_ERROR
 
 
+def test_the_rank_that_raised_what_nccl_returned_is_no_peer_that_stopped_answering(
+    tmp_path: Path,
+) -> None:
+    log = write(tmp_path, "job.log", ["[rank3]: step 7 done", NCCL_RAISED.format(r=11), IBV_WARN])
+    _code, doc, _ = analyze_doc(str(log))
+    (inc,) = doc["incidents"]
+    assert inc["culprit"]["rank"] == 11, inc["culprit"]
+    assert "stopped answering" not in inc["title"], inc["title"]
+
+
 # c10/cuda/CUDAException.h C10_CUDA_CHECK_WARNING under TORCH_WARN, and C10_CUDA_CHECK's error
 CUDA_WARNING = (
     "[rank{r}]:[W CUDAGuardImpl.h:115] Warning: CUDA warning: {error} (function destroyEvent)"

@@ -75,11 +75,15 @@ def build_incidents(
         last_iter = progress.last_iteration_before(root.seq)
         times = [e.time for e in group if e.time is not None]
         category = pick.category
+        own = (root.line.rank, field_int(root, "own_rank"))
         if (
             pick.culprit
             and category in ("collective_timeout", "comm_error")
             and culprit_rank is not None
-            and culprit_rank not in (root.line.rank, field_int(root, "own_rank"))
+            and culprit_rank not in own
+            # a communication error of a process the log ranks nowhere: the rank a clue names
+            # may be its own (the one that raised what NCCL returned), not a peer
+            and (category == "collective_timeout" or own != (None, None))
         ):
             # a peer the root's rank waited on; not the rank whose own failure the root is
             title = f"{title} (rank {culprit_rank} stopped answering)"
