@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from logscope.cli import app
 from logscope.lines.decode import decode, parse_line
+from logscope.lines.discovery import prefix_lines, routing_prefixes
 from logscope.model import Line
 
 
@@ -651,3 +652,15 @@ def test_torch_loggings_rank_prefix_names_global_ranks_in_the_world(tmp_path: Pa
     log.write_text("\n".join(lines) + "\n")
     result = CliRunner().invoke(app, ["analyze", str(log), "--format", "json"])
     assert json.loads(result.stdout)["job"]["world_size"] == 12, result.stdout
+
+
+def test_rank_discovery_reads_a_glog_header_after_the_rank_prefix_as_decode_does() -> None:
+    # discovery keeps the header's level letter where decode's GLOG_HEADER follows, abseil's
+    # pre-init `0000 00:00:<unix seconds>` form too; a torchtitan tee header's text stays local
+    data = (
+        b"[rank3]:I1202 09:14:07.512000 3317 torch/nn/parallel/distributed.py:1776] x\n"
+        b"[rank4]:W0000 00:00:1755712869.739954 1154753 xla/pjrt/client.cc:699] x\n"
+        b"[rank5]:Iteration 5 done\n"
+    )
+    lines = [prefix_lines(p, "-")[0] for p in sorted(routing_prefixes(data, 0))]
+    assert {(ln.rank, ln.local_rank) for ln in lines} == {(3, None), (4, None), (None, 5)}

@@ -47,10 +47,12 @@ _C10 = re.compile(
     # (`[W D:\a\pytorch\torch\csrc\distributed\c10d\socket.cpp:601]`)
     r"(?P<src>(?:[A-Za-z]:\\)?[\w.+\\-]+:\d+)\] ?"
 )
-_GLOG = re.compile(
-    # abseil, before absl::InitializeLog, writes `0000 00:00:` and the raw Unix seconds
-    # (`W0000 00:00:1755712869.739954 1154753 file.cc:699] `, absl/log/internal/log_format.cc):
-    # its level is read, not its time (UTC, where the log's other stamps are local time)
+GLOG_HEADER = re.compile(
+    # glog's and abseil's `<L><MMDD> <HH:MM:SS>.<frac> <pid> <file>:<line>] ` (torchrun's agent,
+    # torch._logging, XLA, TensorFlow). Abseil, before absl::InitializeLog, writes `0000 00:00:`
+    # and the raw Unix seconds (`W0000 00:00:1755712869.739954 1154753 file.cc:699] `,
+    # absl/log/internal/log_format.cc): its level is read, not its time (UTC, where the log's
+    # other stamps are local time)
     r"(?P<lvl>[VIWEFC])(?:(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)|0000 00:00:\d{9,11})"
     r"\.(?P<frac>\d+) +"
     r"(?P<pid>\d+) (?P<src>[^\s\]]+:\d+)\] ?"
@@ -367,7 +369,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
                     p.rank = n  # c10 logger `[rank3]:[E...` or Python excepthook `[rank3]: `
                     if rest.startswith(" "):
                         rest = rest[1:]
-                elif _GLOG.match(rest):
+                elif GLOG_HEADER.match(rest):
                     # torch._logging's TorchLogsFormatter: `{rankprefix}{shortlevel}{asctime}...`,
                     # `[rank3]:I0124 15:34:58.736000 <pid> <file>:<line>] ` once a group exists
                     p.rank = n
@@ -395,7 +397,7 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
                 p.level = m["lvl"][0]
             text = text[m.end() :]
             continue
-        m = _C10.match(text) or _GLOG.match(text)
+        m = _C10.match(text) or GLOG_HEADER.match(text)
         if m:
             p.level = m["lvl"]
             g = m.groupdict()

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 
 from ..model import Line
-from .decode import decode, parse_line
+from .decode import GLOG_HEADER, decode, parse_line
 from .layers import PATTERNS, TIME_LAYERS, Layers
 
 DISCOVERY_BYTES = 8 << 20
@@ -16,9 +16,15 @@ DISCOVERY_BYTES = 8 << 20
 each when there are many inputs, see window_per_input)."""
 DISCOVERY_BUDGET = 64 << 20
 
-# The level letter of a glog header, kept where the whole header follows it (its time and pid
-# differ on every line: kept, each line would be a prefix of its own).
-_GLOG_LEVEL = rb"[VIWEFC](?=\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]+:\d+\] )"
+
+def _unnamed(pattern: str) -> bytes:
+    """A str pattern as bytes, its named groups made plain (to stand inside another)."""
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern).encode()
+
+
+# The level letter of a glog header, kept where the whole header (decode's GLOG_HEADER) follows
+# it: its time and pid differ on every line (kept, each line would be a prefix of its own).
+_GLOG_LEVEL = b"(?=" + _unnamed(GLOG_HEADER.pattern) + b")[VIWEFC]"
 _GLOG_COMPLETION = "0101 00:00:00.000000 1 x.py:1] x"
 
 # Routing prefixes at the start of a line, for finding every rank in a log's first bytes.
@@ -43,7 +49,7 @@ def layered_routing(layers: Layers) -> re.Pattern[bytes]:
     own). A line names a rank when a rank tag (OpenMPI's, Hydra's) or a routing prefix follows."""
     parts: list[bytes] = [_MULTILINE_START, *(_decor_pattern(d) for d in layers.decor)]
     for name in layers.order:
-        body = re.sub(r"\(\?P<\w+>", "(?:", PATTERNS[name].pattern).encode()
+        body = _unnamed(PATTERNS[name].pattern)
         kind = b"?:" if name in TIME_LAYERS else b"?P<" + name.encode() + b">"
         parts.append(b"(" + kind + body + b")?")
     parts.append(b"(?P<route>" + ROUTING_PREFIX.pattern[len(_MULTILINE_START) :] + b")?")
