@@ -23,18 +23,18 @@ from .job_outcome import incident_at
 
 CLOSING = "torchrun.sending_sigterm"
 
-_EXPLANATION = (
+_CLOSES = (
     "The torchrun agent sends the closing signal only to workers still running, after one of "
-    "them exited (or when it is stopped itself, which it says first). No error of the worker "
-    "that exited is in the log: it was killed from outside (the kernel's OOM killer, a "
-    "SIGKILL) or its output went elsewhere."
+    "them exited (or when it is stopped itself, which it says first). "
 )
-_EXITING = (
-    "The torchrun agent sends the closing signal only to workers still running, after one of "
-    "them exited (or when it is stopped itself, which it says first). Another process was "
-    "shutting down on its own just before (ProcessGroupNCCL's destructor warned as its "
-    "interpreter exited; a process killed by a signal prints nothing): the workers were "
-    "leaving together, one of them with an error whose output is not in the log."
+_EXPLANATION = _CLOSES + (
+    "No error of the worker that exited is in the log: it was killed from outside (the "
+    "kernel's OOM killer, a SIGKILL) or its output went elsewhere."
+)
+_EXITING = _CLOSES + (
+    "Another process was shutting down on its own just before (ProcessGroupNCCL's destructor "
+    "warned as its interpreter exited; a process killed by a signal prints nothing): the "
+    "workers were leaving together, one of them with an error whose output is not in the log."
 )
 _REMEDIES = (
     "Find the worker torchrun reports next (`failed (exitcode: ...) local_rank: N`) and its own "

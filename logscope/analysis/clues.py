@@ -370,7 +370,7 @@ def raised_nccl_culprit(
     its caller, whose collective raises it, so that rank's process printed the WARN."""
     if not root.signature.startswith("nccl.") or root.category != "comm_error":
         return culprit
-    if nccl_head(root.line.raw) is None:
+    if nccl_process(root) is None:
         return culprit
     ranks = {
         r for e in events if e.signature == NCCL_RAISED if (r := world.rank_of(e.line)) is not None

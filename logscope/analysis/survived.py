@@ -204,10 +204,10 @@ def _outlived(
         return "survived", f"the run completed after it: {where}"
     if root.role == "end":
         return None  # the scheduler ended the job; only the run's own completion outlives it
-    recurred = _recurring(inc, progress)
+    last = max(e.seq for e in _lines(inc))
+    recurred = _recurring(inc, last, progress)
     if recurred is not None:
         return "survived", recurred
-    last = max(e.seq for e in _lines(inc))
     until = scope.last_seq if scope.last_seq is not None else last + 2**62
     after = progress.steps_between(last, until + 1)
     if after >= SPLIT_AFTER_PROGRESS:
@@ -228,21 +228,19 @@ def _outlived(
     return None
 
 
-def _recurring(inc: Incident, progress: Progress) -> str | None:
+def _recurring(inc: Incident, last: int, progress: Progress) -> str | None:
     """An error that came again and again while training went on: every serious line of the
     incident is its root's signature and exception, nothing else (no launcher's report, no
     scheduler's end) came among them, and the run made steps between the first and the last.
     The run outlived the first, so each one after it is the same error, caught (a worker's
     logged exception, a skipped sample): the last one too, with nothing after it to say it
-    ended the job."""
+    ended the job. `last`: the order key of its last line."""
     root = inc.root_cause
-    lines = list(_lines(inc))
-    for e in lines:
+    for e in _lines(inc):
         if e.role in ("end", "summary"):
             return None
         if e.severity in _SERIOUS and error_of(e) != error_of(root):
             return None
-    last = max(e.seq for e in lines)
     steps = progress.steps_between(root.seq, last)
     if steps < SPLIT_AFTER_PROGRESS:
         return None
