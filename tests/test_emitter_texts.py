@@ -1681,3 +1681,26 @@ def test_a_pure_virtual_call_at_teardown_is_the_native_crash_torchrun_reports(ru
     assert told(run, lines, 1) == ("segfault", 1)
     # with no line before it, the terminate handler's own word is the root
     assert told(run, [lines[0], *lines[2:]], 1) == ("segfault", 1)
+
+
+def test_a_runtimes_logged_error_status_is_no_failure_of_its_own(run: Run) -> None:
+    """PMIX_ERROR_LOG / ORTE_ERROR_LOG print a status and hand it back: a start-up the job went on
+    from is no incident, and when the caller gives up its own report is the root."""
+    noise = [
+        "[gpu-a07:55120] PMIX ERROR: ERROR in file ../../../../../../src/mca/gds/ds12/gds_ds12_lock_pthread.c at line 99",
+        "[gpu-a08:61002] PMIX ERROR: ERROR in file ../../../../../../src/mca/gds/ds12/gds_ds12_lock_pthread.c at line 99",
+        "[login-2:7711] [[40211,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file grpcomm_direct.c at line 321",
+        "Initializing distributed training on 4 processes",
+    ]
+    code, doc, _path = run(noise)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["unrecognized"] == [], doc["unrecognized"]
+    lines = [
+        noise[0],
+        "--------------------------------------------------------------------------",
+        "It looks like MPI_INIT failed for some reason; your parallel process is",
+        "likely to abort.  There are many reasons that a parallel process can",
+        "--------------------------------------------------------------------------",
+        "srun: error: gpu-a07: task 0: Exited with exit code 1",
+    ]
+    assert told(run, lines, 2)[0] == "launcher_error"
