@@ -1464,7 +1464,12 @@ def test_an_exit_code_of_the_program_s_own_is_no_crash(run: Run) -> None:
     steps = [f"[rank0]: step {n} loss 0.{9 - n}" for n in range(1, 4)]
     spawn = "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code {code}"
     assert told(run, [*steps, spawn.format(code=3221225477)], 3) == ("segfault", 0)
-    assert told(run, [*steps, spawn.format(code=3)], 3)[0] == "python_exception"
+    # Python exits 1 on an uncaught exception; another code is the program's own choice, whose
+    # reason the report does not give (250 is `exit(-6)`: above 128 + 64, no signal's)
+    assert told(run, [*steps, spawn.format(code=1)], 3)[0] == "python_exception"
+    assert told(run, [*steps, spawn.format(code=3)], 3)[0] == "unknown"
+    gloo = [*steps, "Process 2 exit with status code 250.", "Process 0 exit with status code 250."]
+    assert told(run, gloo, 3) == ("unknown", 2)
 
 
 def test_a_slurm_command_that_rejects_its_own_option_never_launched(run: Run) -> None:

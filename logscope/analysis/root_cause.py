@@ -10,6 +10,7 @@ from types import MappingProxyType
 from ..match.events import (
     CUT_TRACEBACK,
     EXIT_SIGNALS,
+    MAX_SIGNAL,
     OPENED_AT,
     TRACEBACK_START,
     UNRECOGNIZED,
@@ -158,7 +159,9 @@ def signal_death(e: Event) -> bool:
     if code is not None:
         if code in EXIT_SIGNALS:
             return EXIT_SIGNALS[code][0] != "SIGTERM"
-        return code < 0 or code > 128
+        # the shell's 128 + N for a signal N (1 to 64); above that the program chose the code
+        # (`exit(-6)` is 250)
+        return code < 0 or 128 < code <= 128 + MAX_SIGNAL
     return bool(name) and name != "SIGTERM"
 
 

@@ -80,6 +80,20 @@ EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
     }
 )
 
+MAX_SIGNAL = 64
+"""Linux's highest signal number (SIGRTMAX): a shell's exit code 128 + N above it is no signal."""
+
+
+def _chosen_exit(fields: Mapping[str, str]) -> bool:
+    """A reported exit code the program chose: not 1 (Python's uncaught exception), not a
+    signal's (negative, or the shell's 128 + N)."""
+    code = fields.get("exit_code", "")
+    if not code.isdigit():
+        return False
+    n = int(code)
+    return n not in (0, 1) and n not in EXIT_SIGNALS and not 128 < n <= 128 + MAX_SIGNAL
+
+
 _DATE_CMD = re.compile(
     r"(?P<rest>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d)"
     r"(?: [A-Z]{2,5}| [+-]\d{4})? (?P<year>\d{4})"
@@ -243,6 +257,10 @@ class Extractor:
         ):
             # `exited on signal 9` is what torchrun and srun call exit code -9
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
+        if sig.role == "summary" and category == "python_exception" and _chosen_exit(fields):
+            # Python exits 1 on an exception nobody caught; another code is the program's own
+            # choice (`sys.exit(2)`, `exit(-6)` is 250), which says nothing of why
+            category = "unknown"
         # a message logged below error level that carries a traceback, or a traceback whose
         # every line a logger prints at a level below error: the exception was caught
         announced = sig.id == TRACEBACK_START and self._announced_before(line)
