@@ -333,6 +333,33 @@ def test_nccl_sharp_and_ucx_fallbacks_are_no_failure(tmp_path: Path) -> None:
     assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == failure, doc["incidents"]
 
 
+def test_a_connection_nccls_proxy_thread_dropped_is_no_failure(tmp_path: Path) -> None:
+    """A foreign connection to NCCL's port: the wrong handshake, the socket error of the
+    accept and its `-> 6` unwinding, then the service thread's `Accept failed`, after which it
+    goes on serving (NCCL 2.18 proxy.cc, socket.cc)."""
+    accept = [
+        "gpu-node-4:21877:21940 [1] misc/socket.cc:428 NCCL WARN socketFinalizeAccept: wrong magic 474554202f20 != 3a8c41e7d02b5f19",
+        "gpu-node-4:21877:21931 [3] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer 198.51.100.7<51112>",
+        *(
+            f"gpu-node-4:21877:21931 [3] NCCL INFO misc/socket.cc:{n} -> 6"
+            for n in (58, 430, 562, 666)
+        ),
+        "gpu-node-4:21877:21931 [3] proxy.cc:1456 NCCL WARN [Service thread] Accept failed Success",
+    ]
+    code, doc = _analyze(tmp_path, accept)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    # the same socket error with no accept settling it is a peer gone
+    code, doc = _analyze(tmp_path, accept[1:-1])
+    assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == accept[1], doc["incidents"]
+    # nor does another process's accept settle it
+    for other in (
+        accept[-1].replace("21877:", "30112:"),
+        accept[-1].replace("gpu-node-4", "gpu-node-5"),
+    ):
+        code, doc = _analyze(tmp_path, [*accept[1:-1], other])
+        assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == accept[1], other
+
+
 def test_an_interrupt_echoed_by_the_terminal_ends_the_job_cancelled(tmp_path: Path) -> None:
     _, doc = _analyze(tmp_path, [*_epochs(1, 30), "^C^Z"])
     assert doc["job"]["outcome"] == "cancelled", doc["job"]

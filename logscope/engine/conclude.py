@@ -14,6 +14,7 @@ from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import WOUND_DOWN_FIELDS, Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
 from ..analysis.resource_wait import resource_wait
+from ..analysis.settled import unsettled
 from ..analysis.slurm_jobs import name_jobs
 from ..analysis.startup_wait import startup_hang
 from ..analysis.survived import completes, exit_after_completion, outlived
@@ -197,11 +198,12 @@ def _failures(engine: Engine, attempts: Sequence[Attempt]) -> list[Event]:
     rank), and the unrecognized error lines when no signature found a serious one: a plain
     failure nobody wrote a signature for still makes an incident."""
     extra = duplicate_ranks(engine.markers, attempts)
-    if not any(e.severity in ("fatal", "error") for e in [*engine.failures, *extra]):
+    failures = unsettled(engine.failures, engine.library)
+    if not any(e.severity in ("fatal", "error") for e in [*failures, *extra]):
         # a line the job outlived (it says it finished after it) did not end the job
         finished = max((m.seq for m in engine.markers if m.kind == "exit"), default=-1)
         extra += [e for e in engine.extractor.unrecognized_events if e.seq > finished]
-    return sorted([*engine.failures, *extra], key=lambda e: e.seq) if extra else engine.failures
+    return sorted([*failures, *extra], key=lambda e: e.seq) if extra else failures
 
 
 def _starting(seq: int, attempts: Sequence[Attempt]) -> int | None:

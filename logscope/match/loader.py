@@ -37,6 +37,7 @@ _KNOWN = frozenset(
         "every_rank_alike",
         "after_own_failure",
         "traceback_follows",
+        "settles_preceding",
         "saved_before_next_step",
         "columns",
     }
@@ -153,6 +154,7 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
         every_rank_alike=_flag(entry, "every_rank_alike", path, where),
         after_own_failure=_flag(entry, "after_own_failure", path, where),
         traceback_follows=_flag(entry, "traceback_follows", path, where),
+        settles_preceding=_flag(entry, "settles_preceding", path, where),
         saved_before_next_step=_flag(entry, "saved_before_next_step", path, where),
         columns=tuple(columns),
     )

@@ -82,6 +82,11 @@ class Signature:
     """A failure a rank reports as the consequence of its own failed or timed-out collective,
     when it reported one first (the heartbeat monitor's stuck watchdog: the communicator abort
     after a timeout hung); on a rank that reported none, a cause."""
+    settles_preceding: bool = False
+    """Its emitter prints it after handling the failure the same process reported just before
+    (NCCL's proxy service thread: `Accept failed` after the socket error of one incoming
+    connection's handshake, which it drops before serving the next): that failure is no
+    incident."""
     saved_before_next_step: bool = False
     """A checkpoint notice logged before a synchronous write (HF Trainer's, OpenMMLab's): the
     training loop's next step shows the checkpoint was written (their emitters say nothing

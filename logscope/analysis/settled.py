@@ -1,0 +1,51 @@
+"""Failures their own process says it handled: a line whose signature `settles_preceding`
+(NCCL's proxy service thread's `Accept failed`) closes the errors the same process reported
+just before it, which then make no incident."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..match.signatures import Library
+from ..model import Event
+
+SETTLE_LINES = 12
+"""How far before the settling line its failure may be: the socket error and the `-> N` lines
+NCCL prints as the result unwinds (one a call level, up to about ten)."""
+
+_NCCL_PROCESS = re.compile(r"(?:^|\s)(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] ")
+"""NCCL's `host:pid:tid [dev] ` header: the process a line is from, where the log's prefixes
+name no rank."""
+
+
+def unsettled(failures: Sequence[Event], library: Library) -> list[Event]:
+    """`failures` without the serious ones a later line of the same process, at most
+    SETTLE_LINES lines on, says it handled."""
+    settling = [e for e in failures if _settles(e, library)]
+    if not settling:
+        return list(failures)
+    return [e for e in failures if not any(_settled_by(e, s) for s in settling)]
+
+
+def _settles(e: Event, library: Library) -> bool:
+    sig = library.by_id(e.signature)
+    return sig is not None and sig.settles_preceding
+
+
+def _settled_by(e: Event, s: Event) -> bool:
+    a, b = e.line, s.line
+    return (
+        e is not s
+        and e.severity in ("fatal", "error")
+        and e.role == "symptom"
+        and a.path == b.path
+        and 0 < b.lineno - a.lineno <= SETTLE_LINES
+        and a.stream.agrees(b.stream)
+        and _process(a.raw) == _process(b.raw)
+    )
+
+
+def _process(raw: str) -> tuple[str, str] | None:
+    m = _NCCL_PROCESS.search(raw)
+    return (m["host"], m["pid"]) if m else None
