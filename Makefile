@@ -40,7 +40,7 @@ test: $(VENV)/.installed-test lint
 
 # The edit-test loop: lint and the unit tests, without the expensive tiers (markers in
 # pyproject.toml); `make test` runs them all.
-CHECK_TIERS := not slow and not lab and not slurm and not browser and not statistical and not hypothesis
+CHECK_TIERS := not slow and not sweep and not lab and not slurm and not browser and not statistical and not hypothesis
 
 check: $(VENV)/.installed-test lint
 	$(PY) -m pytest -q -n auto -m "$(CHECK_TIERS)"

@@ -52,6 +52,7 @@ def _fixture_logs() -> list[Path]:
     )
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("path", _fixture_logs(), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_fixture_documents_are_the_same(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bulk, one = _both([str(path)], monkeypatch)

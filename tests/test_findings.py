@@ -278,6 +278,7 @@ def _real_logs() -> list[Path]:
 CONFIG_KINDS = {"hang_exposure", "gloo_on_gpu", "duplicate_gpu", "mixed_gpu_memory"}
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("path", _real_logs(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_no_finding_on_real_logs(path: Path) -> None:
     """Real torchrun and SLURM runs made here, public DeepSpeed runs with routine fp16 overflows,
