@@ -146,6 +146,18 @@ def test_jax_falling_back_to_the_cpu_is_a_cuda_failure_the_program_went_on_from(
     assert _doc["job"]["outcome"] == "crashed", _doc["job"]
 
 
+def test_xlas_cuinit_failing_on_a_host_without_a_gpu_is_no_failure(run: Run) -> None:
+    # cuda_platform.cc InternalInit: LOG(ERROR) and the status handed back; JAX goes on (TPU here)
+    cuinit = "E1203 11:02:07.118204  40211 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"
+    tpu = "Process 0: Global devices: [TpuDevice(id=0), TpuDevice(id=1)], Local devices: [TpuDevice(id=0)]"
+    code, doc, _path = run([cuinit, tpu, *(STEP.format(s=n, n=n) for n in range(1, 4))])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    # a job that needed the GPU fails on its own line, which is the root
+    need = "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices. (you may need to uninstall the failing plugin package, or set JAX_PLATFORMS=cpu to skip this backend.)"
+    _doc, inc, path = failed_verdict(run, [cuinit, need])
+    assert_root(inc, path, 2, need)
+
+
 def test_a_driver_result_named_by_its_enum_is_the_cut_traceback_s_cause(run: Run) -> None:
     # XLA's platform_util.cc warning quoting cuda.h's CUresult name, then JAX's traceback, cut
     xla = "2025-02-11 14:03:19.204117: W external/xla/xla/service/platform_util.cc:199] unable to create StreamExecutor for CUDA:3: failed initializing StreamExecutor for CUDA device ordinal 3: INTERNAL: Failed call to cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal"
