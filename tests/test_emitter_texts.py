@@ -1709,3 +1709,28 @@ def test_a_runtimes_logged_error_status_is_no_failure_of_its_own(run: Run) -> No
         "srun: error: gpu-a07: task 0: Exited with exit code 1",
     ]
     assert told(run, lines, 2)[0] == "launcher_error"
+
+
+def test_an_exception_whose_message_starts_on_the_next_line_ends_its_traceback(run: Run) -> None:
+    """Python prints `Name: ` alone when the message begins with a newline (Paddle 1.x's
+    EnforceNotMet, whose C++ stack follows): that line is the exception."""
+    frames = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 55, in <module>',
+        "    exe.run(startup_program)",
+    ]
+    for exc in ("paddle.fluid.core_avx.EnforceNotMet:", "RuntimeError: "):
+        lines = [*frames, exc, "", "--------------------------------------------"]
+        assert told(run, lines, 3)[0] in ("unknown", "python_exception")
+    # mp.spawn's re-raise of a child's exception is the parent's report, not the cause
+    nccl = "RuntimeError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:82, invalid argument, NCCL version 2.4.8"
+    for header in ("Exception:", "torch.multiprocessing.spawn.ProcessRaisedException: "):
+        lines = [
+            *frames,
+            nccl,
+            *frames[:2],
+            header,
+            "",
+            "-- Process 0 terminated with the following error:",
+        ]
+        assert told(run, lines, 3)[0] == "comm_error"
