@@ -1734,3 +1734,27 @@ def test_an_exception_whose_message_starts_on_the_next_line_ends_its_traceback(r
             "-- Process 0 terminated with the following error:",
         ]
         assert told(run, lines, 3)[0] == "comm_error"
+
+
+def test_a_worker_group_torchrun_restarted_is_a_new_attempt_that_went_on(run: Run) -> None:
+    """The legacy launcher's CalledProcessError reports the worker's exit (its NCCL error above
+    is the root); the agent's `will restart worker group` starts the next attempt, whose steps
+    the log ends in."""
+    meter = "Epoch: [{e}][{i:>4d}/1563]\tTime  0.650 ( 0.833)\tData  0.043 ( 0.090)\tLoss 4.4603e+00 (4.4707e+00)"
+    nccl = "RuntimeError: NCCL error: unhandled system error, NCCL version 2.7.8"
+    failed = [
+        *(meter.format(e=0, i=i) for i in range(0, 50, 10)),
+        "Traceback (most recent call last):",
+        '  File "main.py", line 471, in train',
+        "    loss.backward()",
+        nccl,
+        "subprocess.CalledProcessError: Command '['/usr/bin/python3', '-u', 'main.py', '--arch=resnet18']' returned non-zero exit status 1.",
+    ]
+    doc, inc, path = failed_verdict(run, failed)
+    assert_root(inc, path, 9, nccl)
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    restart = "[INFO] 2021-02-11 09:12:40,001 api: [default] Worker group FAILED. 3/3 attempts left; will restart worker group"
+    _code, doc, path = run([*failed, restart, *(meter.format(e=1, i=i) for i in range(0, 50, 10))])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    assert len(doc["attempts"]) == 2, doc["attempts"]
+    assert_root(doc["incidents"][0], path, 9, nccl)
