@@ -360,6 +360,26 @@ def test_a_connection_nccls_proxy_thread_dropped_is_no_failure(tmp_path: Path) -
         assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == accept[1], other
 
 
+def test_a_request_nccls_remote_allocator_dropped_is_no_failure(tmp_path: Path) -> None:
+    """NCCL 2.7-2.11's remote allocation service reads a size from a stray connection, fails to
+    allocate it and goes on (bootstrap.cc): its socket and CUDA errors were that request's."""
+    thread = "gpu-node-7:4410:4472 [2]"
+    request = [
+        f"{thread} include/socket.h:423 NCCL WARN Net : Connection closed by remote peer 198.51.100.9<40112>",
+        f"{thread} NCCL INFO include/socket.h:445 -> 2",
+        f"{thread} bootstrap.cc:274 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 88)",
+        f"{thread} include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'",
+        f"{thread} NCCL INFO bootstrap.cc:231 -> 1",
+        f"{thread} bootstrap.cc:274 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 88)",
+    ]
+    code, doc = _analyze(tmp_path, request)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    # another thread's out-of-memory is its own
+    other = request[3].replace(":4472 ", ":4490 ")
+    code, doc = _analyze(tmp_path, [*request[:3], other, *request[4:]])
+    assert code == 1 and doc["incidents"][0]["root_cause"]["text"] == other, doc["incidents"]
+
+
 def test_an_interrupt_echoed_by_the_terminal_ends_the_job_cancelled(tmp_path: Path) -> None:
     _, doc = _analyze(tmp_path, [*_epochs(1, 30), "^C^Z"])
     assert doc["job"]["outcome"] == "cancelled", doc["job"]

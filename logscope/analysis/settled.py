@@ -1,6 +1,6 @@
-"""Failures their own process says it handled: a line whose signature `settles_preceding`
-(NCCL's proxy service thread's `Accept failed`) closes the errors the same process reported
-just before it, which then make no incident."""
+"""Failures their own thread says it handled: a line whose signature `settles_preceding`
+(NCCL's proxy service thread's `Accept failed`, its remote allocator's `Allocation failed`)
+closes the errors the same thread reported just before it, which then make no incident."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ SETTLE_LINES = 12
 """How far before the settling line its failure may be: the socket error and the `-> N` lines
 NCCL prints as the result unwinds (one a call level, up to about ten)."""
 
-_NCCL_PROCESS = re.compile(r"(?:^|\s)(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] ")
-"""NCCL's `host:pid:tid [dev] ` header: the process a line is from, where the log's prefixes
+_NCCL_THREAD = re.compile(r"(?:^|\s)(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[\d+\] ")
+"""NCCL's `host:pid:tid [dev] ` header: the thread a line is from, where the log's prefixes
 name no rank."""
 
 
 def unsettled(failures: Sequence[Event], library: Library) -> list[Event]:
-    """`failures` without the serious ones a later line of the same process, at most
+    """`failures` without the serious ones a later line of the same thread, at most
     SETTLE_LINES lines on, says it handled."""
     settling = [e for e in failures if _settles(e, library)]
     if not settling:
@@ -38,14 +38,13 @@ def _settled_by(e: Event, s: Event) -> bool:
     return (
         e is not s
         and e.severity in ("fatal", "error")
-        and e.role == "symptom"
         and a.path == b.path
         and 0 < b.lineno - a.lineno <= SETTLE_LINES
         and a.stream.agrees(b.stream)
-        and _process(a.raw) == _process(b.raw)
+        and _thread(a.raw) == _thread(b.raw)
     )
 
 
-def _process(raw: str) -> tuple[str, str] | None:
-    m = _NCCL_PROCESS.search(raw)
-    return (m["host"], m["pid"]) if m else None
+def _thread(raw: str) -> tuple[str, str, str] | None:
+    m = _NCCL_THREAD.search(raw)
+    return (m["host"], m["pid"], m["tid"]) if m else None

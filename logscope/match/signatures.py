@@ -83,7 +83,7 @@ class Signature:
     when it reported one first (the heartbeat monitor's stuck watchdog: the communicator abort
     after a timeout hung); on a rank that reported none, a cause."""
     settles_preceding: bool = False
-    """Its emitter prints it after handling the failure the same process reported just before
+    """Its emitter prints it after handling the failure the same thread reported just before
     (NCCL's proxy service thread: `Accept failed` after the socket error of one incoming
     connection's handshake, which it drops before serving the next): that failure is no
     incident."""
