@@ -1551,8 +1551,18 @@ def test_hydras_report_of_a_config_error_is_the_root_before_torchruns_failure(ru
             pid=40211,
         ),
     ]
-    category, rank = told(run, lines, 4)
+    # the message Hydra printed is the root (config_loader_impl.py's first line), the footer closes it
+    category, rank = told(run, lines, 0)
     assert (category, rank) == ("launcher_error", 0)
+    ambiguous = [
+        "Ambiguous value for argument 'model.data.splits=90,5,5'",
+        "1. To use it as a list, use key=[value1,value2]",
+        "2. To use it as string, quote the value: key=\\'value1,value2\\'",
+        "3. To sweep over it, add --multirun to your command line",
+        "",
+        HYDRA_FOOTER,
+    ]
+    assert told(run, ambiguous * 2, 0) == ("launcher_error", None)
 
 
 def test_hydras_footer_after_a_traceback_leaves_the_exception_the_root(run: Run) -> None:
