@@ -79,6 +79,19 @@ def test_info_and_warning_lines_are_not_failures(run: Run) -> None:
     healthy(run, lines)
 
 
+def test_a_level_field_after_an_undecoded_time_says_warning(run: Run) -> None:
+    # `%(asctime)s | %(levelname)s | %(message)s` with a comma in the date, loguru's padded level,
+    # a `|date|time| [LEVEL]` header: none a prefix layer logscope knows
+    lines = [
+        "2025-03-01,10:00:01 | WARNING | Handling webdataset error (ValueError()). Ignoring.",
+        "2025-03-01 10:00:02.114 | WARNING  | data:load:88 - shard 17 failed to open, skipped",
+        "|2025-03-01|10:00:03.500| [WARNING] decoding error in sample 9912, skipped",
+    ]
+    healthy(run, lines)
+    # counter-case: the same header at error level
+    failed(run, ["2025-03-01,10:00:04 | ERROR | shard 17 failed to open"], None, 1)
+
+
 def test_counts_of_no_failures_and_go_loggers_info_lines_are_not_failures(run: Run) -> None:
     lines = [
         # an operator's reconcile status: no replica failed
