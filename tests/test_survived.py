@@ -684,3 +684,27 @@ def test_a_recurring_error_then_another_or_a_launchers_report_is_kept(tmp_path: 
     report = "E1202 09:26:18.136000 4410 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 4411) of binary: /usr/bin/python"
     _code, doc = _analyze(tmp_path, [*lines, *_logged_error(10), report])
     assert doc["job"]["outcome"] == "crashed", doc["job"]
+
+
+def test_an_unknown_error_before_every_process_joined_was_outlived(tmp_path: Path) -> None:
+    """A start-up milestone every process must reach (Lightning's registration, NCCL's rings, a
+    store-based barrier) after an error line no signature knows: the job went on past it."""
+    noise = "Importing matplotlib failed. Plots will not work."
+    for milestone in (
+        "All distributed processes registered. Starting with 2 processes",
+        "gpu1:4410:4470 [0] NCCL INFO Connected all rings",
+    ):
+        code, doc = _analyze(tmp_path, [noise, "Global seed set to 7", milestone])
+        assert code == 0 and doc["incidents"] == [], (milestone, doc["incidents"])
+        assert doc["survived"], doc
+    # the milestone before the error leaves it the failure
+    code, doc = _analyze(
+        tmp_path, ["All distributed processes registered. Starting with 2 processes", noise]
+    )
+    assert code == 1 and doc["incidents"], doc["incidents"]
+    # a failure a signature knows is not outlived by a milestone of another process
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    code, doc = _analyze(
+        tmp_path, [oom, "All distributed processes registered. Starting with 2 processes"]
+    )
+    assert code == 1 and doc["incidents"], doc["incidents"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..match.events import FAILURE_ENTRY
+from ..match.events import FAILURE_ENTRY, UNRECOGNIZED
 from ..match.signatures import Library
 from ..match.unrecognized import mask
 from ..model import (
@@ -27,6 +27,7 @@ from .incident_text import fill_title
 from .incidents import SPLIT_AFTER_PROGRESS, error_of
 from .job_outcome import retries_only
 from .ledger import attempt_of, owner
+from .startup_wait import DONE_FIELD
 
 _SERIOUS = ("fatal", "error")
 
@@ -72,6 +73,7 @@ def outlived(
     ends = {a.index: a.last_seq for a in attempts}
     passed = _barriers_passed(markers)
     connected = [m for m in markers if "nccl_connected" in m.fields]
+    joined = [m for m in markers if m.fields.keys() & _JOINED_FIELDS]
     kept: list[Incident] = []
     notes = caught(failures, library)
     harmed: set[int | None] = set()
@@ -84,6 +86,7 @@ def outlived(
         verdict = (
             _answered(inc, passed)
             or _connected(inc, connected)
+            or _went_on(inc, joined)
             or _outlived(inc, scope, progress, library)
         )
         if verdict is not None and verdict[0] == "survived" and _harmful(inc, index, harmed):
@@ -288,6 +291,24 @@ def _connected(inc: Incident, connected: Sequence[Event]) -> tuple[SurvivedKind,
     if done is None:
         return None
     return "survived", f"NCCL connected after the retries (line {done.line.lineno})"
+
+
+_JOINED_FIELDS = frozenset({DONE_FIELD, "nccl_connected", "barrier_done"})
+"""Fields of the start-up milestones every process of the job must reach: init_process_group
+returned on every rank (Lightning's `All distributed processes registered`), NCCL connected its
+rings, a store-based barrier completed."""
+
+
+def _went_on(inc: Incident, joined: Sequence[Event]) -> tuple[SurvivedKind, str] | None:
+    """Error lines no signature knows, after which the job reached a start-up milestone that
+    every process must reach: whoever printed them went on."""
+    if any(e.signature != UNRECOGNIZED for e in _lines(inc)):
+        return None
+    last = max(e.seq for e in _lines(inc))
+    after = next((m for m in joined if m.seq > last and input_of(m.seq) == input_of(last)), None)
+    if after is None:
+        return None
+    return "survived", f"every process went on to start (line {after.line.lineno})"
 
 
 def _lines(inc: Incident) -> Iterator[Event]:
