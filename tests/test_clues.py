@@ -422,6 +422,10 @@ def test_horovods_stall_warning_names_the_rank_it_lists_not_the_coordinator() ->
     assert inc.root_cause.signature == "horovod.stall", inc.root_cause
     (inc,) = incidents_of(fed(lines))
     assert inc.root_cause.signature == "horovod.stall_rank_list", inc.root_cause
+    # MXNet's op names carry `horovod_` (mxnet/mpi_ops.cc), with the head sentence hard-wrapped
+    mxnet = "[1,0]<stderr>:3: [horovod_allreduce.embed.weight, horovod_allreduce.noname.4]"
+    (inc,) = incidents_of(fed([STALL[:90], "[1,0]<stderr>:Stalled ranks:", mxnet]))
+    assert inc.category == "hang" and inc.culprit is not None and inc.culprit.rank == 3, inc
 
 
 def test_an_srun_task_with_no_rank_is_the_culprit_in_every_output(tmp_path: Path) -> None:
