@@ -786,3 +786,24 @@ def test_a_cancelled_or_later_node_verl_worker_names_no_rank() -> None:
     for lines in (cancelled, other_node):
         (inc,) = incidents_of(fed(lines))
         assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+
+
+def test_an_error_logged_without_a_rank_right_before_one_ranks_traceback_is_that_ranks() -> None:
+    """ms-swift's loader logs the failed load (loader.py), then raises it on its last try:
+    the logger writes no prefix, torch's excepthook writes `[rankN]: `."""
+    logged = "[ERROR:swift] Dataset tatsu-lab/alpaca load failed: subset_name=default,split=train with error: Unable to find 'train' split"
+    lines = [
+        "[INFO:swift] Downloading the dataset from ModelScope",
+        logged,
+        "",
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "swift/cli/sft.py", line 5, in <module>',
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "data_error" and inc.root_cause.line.text == logged, inc.root_cause
+    assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
+    # a traceback further down is another story
+    (inc,) = incidents_of(
+        fed([*lines[:3], *[f"[INFO:swift] step {n}" for n in range(1, 5)], *lines[3:]])
+    )
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit

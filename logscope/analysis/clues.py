@@ -4,7 +4,8 @@ rank, and says so in `culprit.reason`. What launchers report of their processes 
 lists, Slurm tasks, the first exit) is read in `launcher_clues`; here:
 
 - the root cause's error printed by one rank only (`[rank5]: torch.OutOfMemoryError` while the
-  root's copy carries no prefix);
+  root's copy carries no prefix); an error logged with no prefix right before one rank's
+  traceback opens (a logger line, then torch's excepthook's `[rankN]: Traceback`);
 - a barrier's report names the rank absent from it (Gloo's monitored barrier: `[Rank 0]: Rank 3
   failed to pass monitoredBarrier`), or a store-based barrier counted all ranks but one and one
   rank of the world never showed itself;
@@ -25,6 +26,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from ..lines.decode import nccl_head
+from ..match.events import TRACEBACK_START
 from ..match.signatures import Library
 from ..model import Culprit, Event, Line, Stream, World, field_int
 
@@ -203,6 +205,36 @@ def same_error_culprit(
         what = "out-of-memory error" if root.category in ("oom_gpu", "oom_host") else "error"
         why = f"the same {what} is printed with a rank by rank {r} only"
     return with_rank(culprit, r, None, why, 0.7)
+
+
+RAISED_WITHIN = 3
+"""How close after a logged error the traceback it raised opens (a blank line, a detail line of
+the message between them)."""
+
+
+def raised_after_culprit(culprit: Culprit, root: Event, events: Sequence[Event]) -> Culprit:
+    """The root cause logged with no rank, and a traceback opening right after it under one
+    rank's prefix: a program that logs an error and then raises it (a loader's last try), whose
+    logger writes no prefix where torch's excepthook does, printed both."""
+    if root.line.rank is not None:
+        return culprit
+    after = [
+        e
+        for e in events
+        if e.signature == TRACEBACK_START
+        and e.line.path == root.line.path
+        and 0 < e.line.lineno - root.line.lineno <= RAISED_WITHIN
+    ]
+    if not after:
+        return culprit
+    first = min(after, key=lambda e: e.line.lineno)
+    if first.line.rank is None:
+        return culprit
+    why = (
+        f"the traceback that opens right after it (line {first.line.lineno}) is rank"
+        f" {first.line.rank}'s: the error logged, then raised"
+    )
+    return with_rank(culprit, first.line.rank, first.line.local_rank, why, 0.6)
 
 
 def barrier_culprit(events: Sequence[Event]) -> Culprit | None:
