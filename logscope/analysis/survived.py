@@ -286,8 +286,7 @@ def _connected(inc: Incident, connected: Sequence[Event]) -> tuple[SurvivedKind,
     """Connect retries that NCCL's `Connected all rings` later answered: the peer came up."""
     if not retries_only(inc):
         return None
-    last = max(e.seq for e in _lines(inc))
-    done = next((m for m in connected if m.seq > last and input_of(m.seq) == input_of(last)), None)
+    done = _first_after(inc, connected)
     if done is None:
         return None
     return "survived", f"NCCL connected after the retries (line {done.line.lineno})"
@@ -304,11 +303,16 @@ def _went_on(inc: Incident, joined: Sequence[Event]) -> tuple[SurvivedKind, str]
     every process must reach: whoever printed them went on."""
     if any(e.signature != UNRECOGNIZED for e in _lines(inc)):
         return None
-    last = max(e.seq for e in _lines(inc))
-    after = next((m for m in joined if m.seq > last and input_of(m.seq) == input_of(last)), None)
+    after = _first_after(inc, joined)
     if after is None:
         return None
     return "survived", f"every process went on to start (line {after.line.lineno})"
+
+
+def _first_after(inc: Incident, markers: Sequence[Event]) -> Event | None:
+    """The first of `markers` after the incident's last line, in the same input."""
+    last = max(e.seq for e in _lines(inc))
+    return next((m for m in markers if m.seq > last and input_of(m.seq) == input_of(last)), None)
 
 
 def _lines(inc: Incident) -> Iterator[Event]:
