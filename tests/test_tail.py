@@ -506,3 +506,23 @@ def test_a_connect_being_retried_raises_no_crash() -> None:
     )
     (alert,) = f.tick(40.0)
     assert alert.kind == "crash", alert
+
+
+def test_tail_raises_no_crash_of_errors_their_thread_settled(tmp_path: Path) -> None:
+    """NCCL's proxy service thread dropping a connection it could not accept: tail, as analyze,
+    holds the socket error and lets the settling line close it; the same error alone is a crash."""
+    thread = "gpu-node-4:21877:21931 [3]"
+    closed = f"{thread} misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer 198.51.100.7<51112>"
+    settled = [
+        closed,
+        f"{thread} NCCL INFO misc/socket.cc:58 -> 6",
+        f"{thread} proxy.cc:1456 NCCL WARN [Service thread] Accept failed Success",
+    ]
+    for lines, crashes in ((settled, 0), (settled[:2], 1)):
+        log = tmp_path / "job.log"
+        log.write_text("\n".join(lines) + "\n")
+        watcher = Watcher(Engine(LIBRARY), stall_after_s=30)
+        result = run_tail(
+            [str(log)], watcher, Actions(), poll_s=0.05, from_start=True, max_seconds=2
+        )
+        assert sum(a.kind == "crash" for a in result.alerts) == crashes, (lines, result.alerts)

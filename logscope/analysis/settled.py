@@ -22,18 +22,21 @@ name no rank."""
 def unsettled(failures: Sequence[Event], library: Library) -> list[Event]:
     """`failures` without the serious ones a later line of the same thread, at most
     SETTLE_LINES lines on, says it handled."""
-    settling = [e for e in failures if _settles(e, library)]
+    settling = [e for e in failures if settles(e, library)]
     if not settling:
         return list(failures)
-    return [e for e in failures if not any(_settled_by(e, s) for s in settling)]
+    return [e for e in failures if not any(settled_by(e, s) for s in settling)]
 
 
-def _settles(e: Event, library: Library) -> bool:
+def settles(e: Event, library: Library) -> bool:
+    """`e` says its thread handled the errors it reported just before it."""
     sig = library.by_id(e.signature)
     return sig is not None and sig.settles_preceding
 
 
-def _settled_by(e: Event, s: Event) -> bool:
+def settled_by(e: Event, s: Event) -> bool:
+    """`e` is a serious error of the thread of the settling line `s`, at most SETTLE_LINES
+    lines before it."""
     a, b = e.line, s.line
     return (
         e is not s

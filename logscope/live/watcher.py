@@ -15,6 +15,7 @@ from ..analysis.duplicate_ranks import Claims
 from ..analysis.incidents import SPLIT_AFTER_PROGRESS, build_incidents
 from ..analysis.job_outcome import allowed_silence
 from ..analysis.root_cause import signal_death
+from ..analysis.settled import settled_by, settles
 from ..analysis.survived import completes
 from ..engine.feed import Engine
 from ..findings.gather import find
@@ -224,6 +225,11 @@ class Watcher:
             self._phase, self._phase_since = "startup", now
             if e.kind == "launch" and (claimed := self._claims.claim(e)) is not None:
                 self._hold(claimed, now)  # a second process claiming this rank: the launch's
+        elif settles(e, self.engine.library):
+            # the thread handled the errors it just reported (analysis.settled): no crash of them
+            self._window = [w for w in self._window if not settled_by(w, e)]
+            if not self._window:
+                self._window_deadline = None
         elif _serious(e) and self._completed_attempt != self._attempt():  # else teardown
             self._hold(e, now)
 
