@@ -691,7 +691,7 @@ def test_an_unknown_error_before_every_process_joined_was_outlived(tmp_path: Pat
     store-based barrier) after an error line no signature knows: the job went on past it."""
     noise = "Importing matplotlib failed. Plots will not work."
     for milestone in (
-        "All distributed processes registered. Starting with 2 processes",
+        "All distributed processes registered. Starting with 4 processes",
         "gpu1:4410:4470 [0] NCCL INFO Connected all rings",
     ):
         code, doc = _analyze(tmp_path, [noise, "Global seed set to 7", milestone])
@@ -699,12 +699,12 @@ def test_an_unknown_error_before_every_process_joined_was_outlived(tmp_path: Pat
         assert doc["survived"], doc
     # the milestone before the error leaves it the failure
     code, doc = _analyze(
-        tmp_path, ["All distributed processes registered. Starting with 2 processes", noise]
+        tmp_path, ["All distributed processes registered. Starting with 4 processes", noise]
     )
     assert code == 1 and doc["incidents"], doc["incidents"]
     # a failure a signature knows is not outlived by a milestone of another process
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     code, doc = _analyze(
-        tmp_path, [oom, "All distributed processes registered. Starting with 2 processes"]
+        tmp_path, [oom, "All distributed processes registered. Starting with 4 processes"]
     )
     assert code == 1 and doc["incidents"], doc["incidents"]
