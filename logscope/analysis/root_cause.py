@@ -10,10 +10,10 @@ from types import MappingProxyType
 from ..match.events import (
     CUT_TRACEBACK,
     EXIT_SIGNALS,
-    MAX_SIGNAL,
     OPENED_AT,
     TRACEBACK_START,
     UNRECOGNIZED,
+    signal_exit,
 )
 from ..match.signatures import Library
 from ..model import (
@@ -160,9 +160,7 @@ def signal_death(e: Event) -> bool:
     if code is not None:
         if code in EXIT_SIGNALS:
             return EXIT_SIGNALS[code][0] != "SIGTERM"
-        # the shell's 128 + N for a signal N (1 to 64); above that the program chose the code
-        # (`exit(-6)` is 250)
-        return code < 0 or 128 < code <= 128 + MAX_SIGNAL
+        return signal_exit(code)
     return bool(name) and name != "SIGTERM"
 
 

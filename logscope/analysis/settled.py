@@ -4,19 +4,15 @@ closes the errors the same thread reported just before it, which then make no in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from ..lines.decode import nccl_thread
 from ..match.signatures import Library
 from ..model import Event
 
 SETTLE_LINES = 12
 """How far before the settling line its failure may be: the socket error and the `-> N` lines
 NCCL prints as the result unwinds (one a call level, up to about ten)."""
-
-_NCCL_THREAD = re.compile(r"(?:^|\s)(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[\d+\] ")
-"""NCCL's `host:pid:tid [dev] ` header: the thread a line is from, where the log's prefixes
-name no rank."""
 
 
 def unsettled(failures: Sequence[Event], library: Library) -> list[Event]:
@@ -44,10 +40,6 @@ def settled_by(e: Event, s: Event) -> bool:
         and a.path == b.path
         and 0 < b.lineno - a.lineno <= SETTLE_LINES
         and a.stream.agrees(b.stream)
-        and _thread(a.raw) == _thread(b.raw)
+        # NCCL's `host:pid:tid [dev] ` head: the thread, where the log's prefixes name no rank
+        and nccl_thread(a.raw) == nccl_thread(b.raw)
     )
-
-
-def _thread(raw: str) -> tuple[str, str, str] | None:
-    m = _NCCL_THREAD.search(raw)
-    return (m["host"], m["pid"], m["tid"]) if m else None

@@ -86,7 +86,7 @@ _NCCL = re.compile(
     r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] "
 )
 # the same head anywhere in a raw line, behind whatever prefixes: which process printed it
-_NCCL_PROCESS = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] ")
+_NCCL_PROCESS = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[\d+\] ")
 _BRACKET_TIME = re.compile(
     r" ?\[(?P<date>\d{4}-\d\d-\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?\] "
 )
@@ -240,6 +240,12 @@ def nccl_head(raw: str) -> tuple[str, str] | None:
     """The (host, pid) of the process that printed an NCCL line: its `host:pid:tid [dev] ` head."""
     head = _NCCL_PROCESS.search(raw)
     return (head["host"], head["pid"]) if head is not None else None
+
+
+def nccl_thread(raw: str) -> tuple[str, str, str] | None:
+    """The (host, pid, tid) of the thread that printed an NCCL line, from the same head."""
+    head = _NCCL_PROCESS.search(raw)
+    return (head["host"], head["pid"], head["tid"]) if head is not None else None
 
 
 def clean(raw: str) -> str:

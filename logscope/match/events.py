@@ -84,14 +84,20 @@ MAX_SIGNAL = 64
 """Linux's highest signal number (SIGRTMAX): a shell's exit code 128 + N above it is no signal."""
 
 
+def signal_exit(code: int) -> bool:
+    """An exit code that says a signal ended the process: torchelastic's negative signal, or the
+    shell's 128 + N for a signal N (above that the program chose the code: `exit(-6)` is 250)."""
+    return code < 0 or 128 < code <= 128 + MAX_SIGNAL
+
+
 def _chosen_exit(fields: Mapping[str, str]) -> bool:
     """A reported exit code the program chose: not 1 (Python's uncaught exception), not a
-    signal's (negative, or the shell's 128 + N)."""
+    signal's."""
     code = fields.get("exit_code", "")
     if not code.isdigit():
         return False
     n = int(code)
-    return n not in (0, 1) and n not in EXIT_SIGNALS and not 128 < n <= 128 + MAX_SIGNAL
+    return n not in (0, 1) and n not in EXIT_SIGNALS and not signal_exit(n)
 
 
 _DATE_CMD = re.compile(
