@@ -87,6 +87,8 @@ HOST_LAYERS = (
     Layer("torchx", lambda r, h: f"nemo.collections.llm.api.pretrain/{r % 2} ", frozenset()),
     # milabench's terminal formatter (milabench/log.py): the run's tag and the pipe, peeled
     Layer("milabench", lambda r, h: f"dinov2-giant-nodes.{h} [stderr] ", frozenset()),
+    # the subprocess tee of HF's test utilities (accelerate test_utils/testing.py): the pipe
+    Layer("subprocess-tee", lambda r, h: ("stdout: ", "stderr: ")[r % 2], frozenset()),
     # syslog's HOSTNAME and TAG, after its TIMESTAMP
     Layer(
         "syslog-tag",
@@ -398,3 +400,23 @@ def test_determined_trial_log_lines_name_their_rank() -> None:
         ], [g.raw for g in got]
         assert (got[8].rank, got[8].text) == (None, "Process 1 exit with status code 1.")
         assert got[0].time is not None and got[0].time.second == 9
+
+
+def test_the_subprocess_tee_keeps_the_indent_of_the_line_it_labels() -> None:
+    # accelerate/test_utils/testing.py `print(label, line)`: the launched job's traceback frames
+    # and its launcher's failure table keep their own indent after `stderr: `
+    lines = [
+        "stdout: epoch 0 step 12 loss 2.31",
+        "stderr: Traceback (most recent call last):",
+        """stderr:   File "train.py", line 88, in <module>""",
+        "stderr:   rank      : 3 (local_rank: 1)",
+        "stdout: epoch 0 step 13 loss 2.29",
+    ]
+    got = [line.text for line in _decoded(lines)]
+    assert got == [
+        "epoch 0 step 12 loss 2.31",
+        "Traceback (most recent call last):",
+        """  File "train.py", line 88, in <module>""",
+        "  rank      : 3 (local_rank: 1)",
+        "epoch 0 step 13 loss 2.29",
+    ]

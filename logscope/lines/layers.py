@@ -25,6 +25,9 @@ The formats, from their emitters:
 - `kubectl logs --prefix` (kubectl pkg/cmd/logs): `[pod/<pod>/<container>] `; the pod is the host.
 - torchx `log` and its tee of a local job (torchx/util/log_tee_helpers.py, cli/cmd_log.py):
   `{role}/{replica_id} ` (colored on a terminal), as NeMo-Run's local and SLURM executors print it.
+- HF's test utilities' subprocess tee (accelerate `test_utils/testing.py`, transformers
+  `testing_utils.py`, behind `accelerate test`): `stdout: ` or `stderr: `, the line's own indent
+  after it.
 - milabench's terminal output (milabench/log.py `TagConsole.print`): the benchmark run's tag and
   the pipe, `{tag} [stderr] `, before each line of its processes.
 - A syslog / journal record after its time (RFC 3164 HOSTNAME and TAG, `journalctl -o
@@ -115,6 +118,11 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # `{tag} [stderr] ` before each line a benchmark's process printed; peeled, the tag
         # names the benchmark run, not a rank
         "milabench": re.compile(r"[A-Za-z][\w.-]* \[(?:stdout|stderr)\] " + _NEXT),
+        # the subprocess tee of HF's test utilities (accelerate/test_utils/testing.py and
+        # transformers/testing_utils.py `_stream_subprocess`, behind `accelerate test` and the
+        # multi-GPU tests): `print(label, line)`, `stdout: ` or `stderr: ` before each line of the
+        # launched job, whose own indent follows; peeled, it names the pipe only
+        "subprocess_tee": re.compile(r"(?:stdout|stderr): "),
         # (the TAG is a program's name, never a logging level: `trainer INFO: ` after a time is
         # Python logging's `%(name)s %(levelname)s: `, a header lines.decode reads)
         "syslog_tag": re.compile(
