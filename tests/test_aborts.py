@@ -46,6 +46,22 @@ def test_terminate_whose_what_was_cut_after_the_watchdog_takes_the_process_down(
     assert inc.root_cause.line.lineno == 1
 
 
+def test_terminate_cut_after_the_torch_1_watchdog_line_that_takes_the_process_down() -> None:
+    # torch 1.x says it in one line, `Some NCCL operations have failed or timed out. ... To avoid
+    # this inconsistency, we are taking the entire process down.` (ProcessGroupNCCL.cpp's
+    # abort message), then rethrows: the terminate is that, its `what():` cut off
+    some_failed = "[E ProcessGroupNCCL.cpp:{line}] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid this inconsistency, we are taking the entire process down."
+    lines = [
+        WATCHDOG.format(line=587, rank=2, seq=96),
+        some_failed.format(line=341),
+        WATCHDOG.format(line=587, rank=6, seq=96),
+        TERMINATE.format(cls="std::runtime_error"),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "collective_timeout", inc.root_cause
+    assert inc.root_cause.line.lineno == 1
+
+
 def test_a_sigabrt_of_a_rank_the_log_does_not_show_follows_the_shown_ranks_takedown() -> None:
     # only rank 0's output is kept (torchtitan's --local-ranks-filter 0); its watchdog times out
     # and takes its process down, then the agent reports local rank 1's SIGABRT first

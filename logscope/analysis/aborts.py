@@ -34,6 +34,7 @@ WHAT_WITHIN = 3
 of slack for another thread's line interleaved between them."""
 TERMINATE = "cpp.terminate"
 TAKING_DOWN = "nccl.taking_process_down"
+SOME_FAILED = "nccl.some_operations_failed"
 BLOCK_SPAN = 200
 """Lines a torchrun failure block may span (7 a failure entry)."""
 
@@ -81,11 +82,11 @@ def own_abort(death: Event, events: Sequence[Event], world: World) -> bool:
         said = world.rank_of(e.line)
         if rank is not None and said == rank:
             return True
-        if said is None and e.signature == TAKING_DOWN:
+        if said is None and _takes_down(e):
             # a process with no rank prefix said it takes itself down: the SIGABRT that follows
             # is that, unless a prefix shows it was another rank's
             return True
-        if e.signature == TAKING_DOWN and rank is not None and rank not in world.ranks:
+        if _takes_down(e) and rank is not None and rank not in world.ranks:
             # a rank whose output the log does not hold (a launcher that keeps rank 0's only)
             # died of SIGABRT after another rank's watchdog took its process down: the ranks
             # time out the same collective, and it was the same takedown
@@ -102,9 +103,7 @@ def symptom_terminates(events: Sequence[Event]) -> frozenset[int]:
         for e in events
         if e.role == "symptom" and e.severity in SERIOUS and "what():" in e.line.text
     }
-    downs = {
-        (e.line.path, e.line.stream, e.line.lineno) for e in events if e.signature == TAKING_DOWN
-    }
+    downs = {(e.line.path, e.line.stream, e.line.lineno) for e in events if _takes_down(e)}
     if not whats and not downs:
         return frozenset()
     return frozenset(
@@ -116,6 +115,15 @@ def symptom_terminates(events: Sequence[Event]) -> frozenset[int]:
             or (t.line.path, t.line.stream, t.line.lineno - k) in downs
             for k in range(1, WHAT_WITHIN + 1)
         )
+    )
+
+
+def _takes_down(e: Event) -> bool:
+    """ProcessGroupNCCL's watchdog saying it takes its process down: its own line since torch
+    2.0, or the end of its `Some NCCL operations have failed or timed out` line before (1.x: `To
+    avoid this inconsistency, we are taking the entire process down.`)."""
+    return e.signature == TAKING_DOWN or (
+        e.signature == SOME_FAILED and "taking the entire process down" in e.line.text
     )
 
 
