@@ -54,6 +54,19 @@ def past_kill_list(first: Event, summaries: Sequence[Event]) -> Event:
     return first_below(first, summaries, lambda e: e.signature != KILL_LIST) or first
 
 
+RAY_TASK_ERROR = "ray.task_error"
+"""Ray's RayTaskError(<type>) line (patterns/ray.toml): the driver's wrapper of a remote error."""
+
+
+def past_wrappers(first: Event, summaries: Sequence[Event]) -> Event:
+    """Ray's `RayTaskError(<type>): ray::<task>()` wraps the remote task's error, whose
+    traceback follows it and ends with that error's own report (`ActorDiedError: The actor
+    died ...`): that report, where the log holds it, says what failed."""
+    if first.signature != RAY_TASK_ERROR:
+        return first
+    return first_below(first, summaries, lambda e: e.signature != RAY_TASK_ERROR) or first
+
+
 def reported_worker(summary: Event, world: World) -> Culprit | None:
     """The worker a launcher's summary says failed (torchrun's `failed (exitcode: 1) local_rank:
     3`, Composer's `Rank 3 crashed with exit code 1.`) when no line of the worker's own says why:

@@ -65,6 +65,7 @@ from .launcher_clues import (
 from .launcher_reports import (
     first_observed,
     past_kill_list,
+    past_wrappers,
     reported_task,
     reported_worker,
 )
@@ -389,7 +390,11 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         category = stated_reason(root, events, library) or root.category or "comm_error"
         return RootPick(root, named, category)
     summaries = [e for e in serious if e.role == "summary"]
-    root = past_kill_list(first_observed(summaries), summaries) if summaries else events[0]
+    root = (
+        past_wrappers(past_kill_list(first_observed(summaries), summaries), summaries)
+        if summaries
+        else events[0]
+    )
     # only a launcher's report: the one rank it names as failed (`MPI_ABORT was invoked on rank
     # N`, `Process name: [[j,s],N]`), or the worker its summary names, is the culprit
     named = (
@@ -398,8 +403,16 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         or reported_task(root, world)
         or sole_worker(events, world)
         or primary_rank(root, library)
+        or _dead_worker(events)
     )
     return RootPick(root, named, root.category or "launcher_error")
+
+
+def _dead_worker(events: Sequence[Event]) -> Culprit | None:
+    """The verl worker Ray's reports of dead actors name (worker_names), as a culprit."""
+    none = Culprit(rank=None, local_rank=None, host=None, confidence=0.0, reason="")
+    named = dead_worker_culprit(none, events)
+    return named if named.rank is not None else None
 
 
 def _sole_failure(root: Event, events: Sequence[Event], world: World) -> Culprit | None:

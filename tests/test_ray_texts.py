@@ -1,0 +1,43 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""Ray's driver re-raises a remote task's error as `RayTaskError(<type>): ray::<task>() (pid=,
+ip=)` (ray/exceptions.py RayTaskError.__str__), the remote traceback after it, ending with the
+error's own report: that report is the root where the log holds it, the wrapper only where it
+does not (patterns/ray.toml, analysis/launcher_reports.past_wrappers)."""
+
+from __future__ import annotations
+
+from .helpers import Run, told
+
+STEPS = [f"(TaskRunner pid=5120) step:{n} - actor/pg_loss:0.0{n}" for n in range(1, 4)]
+DRIVER = [
+    "Traceback (most recent call last):",
+    '  File "/opt/verl/trainer/main_ppo.py", line 64, in run_ppo',
+    "    ray.get(runner.run.remote(config))",
+    '  File "/usr/lib/python3/site-packages/ray/_private/worker.py", line 2771, in get',
+    "    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)",
+    "    raise value.as_instanceof_cause()",
+]
+WRAPPER = "ray.exceptions.RayTaskError({inner}): ray::TaskRunner.run() (pid=5120, ip=10.2.0.8, actor_id=8e2a1f0b7c3d4e5f6a7b8c9d02000000, repr=<main_ppo.TaskRunner object at 0x7f20aa>)"
+REMOTE = [
+    '  File "/opt/verl/trainer/main_ppo.py", line 190, in run',
+    "    trainer.fit()",
+    '  File "/opt/verl/single_controller/ray/base.py", line 49, in func',
+    "    output = ray.get(output)",
+]
+
+
+def test_the_remote_error_at_the_end_of_the_wrapped_traceback_is_the_root(run: Run) -> None:
+    inner = "RuntimeError: No backend type associated with device type cpu"
+    lines = [*STEPS, *DRIVER, WRAPPER.format(inner="RuntimeError"), *REMOTE, inner]
+    assert told(run, lines, len(lines) - 1)[0] == "python_exception"
+
+
+def test_an_actor_death_at_the_end_of_the_wrapped_traceback_is_the_root(run: Run) -> None:
+    died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    lines = [*STEPS, *DRIVER, WRAPPER.format(inner="ActorDiedError"), *REMOTE, died]
+    assert told(run, lines, len(lines) - 1)[0] == "process_killed"
+
+
+def test_a_wrapper_whose_remote_traceback_is_cut_is_the_root(run: Run) -> None:
+    lines = [*STEPS, *DRIVER, WRAPPER.format(inner="ActorDiedError"), REMOTE[0]]
+    assert told(run, lines, len(STEPS) + len(DRIVER))[0] == "process_killed"
