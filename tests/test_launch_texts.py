@@ -111,6 +111,17 @@ def test_two_processes_claiming_one_rank_are_a_launch_that_hangs(run: Run) -> No
     assert doc["job"]["outcome"] == "hung", doc["job"]
 
 
+def test_unlabelled_announcements_of_nodes_that_each_took_node_rank_0(run: Run) -> None:
+    # no srun label: two nodes each start ranks 0-3 of 8 (the world's count of announcements,
+    # ranks 0-3 exactly twice each); interleaved as the two nodes' output reached the file
+    order = (2, 0, 2, 1, 3, 0, 1, 3)
+    lines = [ANNOUNCE.format(rank=r, member=r + 1) for r in order]
+    doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "hang" and "claim global rank 2 of 8" in inc["title"], inc
+    assert_root(inc, path, 3, lines[2])
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+
+
 @pytest.mark.parametrize(
     "lines",
     [
@@ -123,10 +134,16 @@ def test_two_processes_claiming_one_rank_are_a_launch_that_hangs(run: Run) -> No
             *(ANNOUNCE.format(rank=r, member=r + 1) for r in (0, 0, 1, 1)),
             "All distributed processes registered. Starting with 8 processes",
         ],
+        # unlabelled, each said twice, but not the world's count: one node's processes, each
+        # with two handlers, and the group formed
+        [
+            *(ANNOUNCE.format(rank=r, member=r + 1) for r in (0, 0, 1, 1, 2, 2)),
+            "All distributed processes registered. Starting with 8 processes",
+        ],
         # a claim the job outlived: training went on
         [*_members([(0, 0), (1, 0)]), *(f"0: step: {n:3d}  loss:  2.10{n}" for n in range(1, 10))],
     ],
-    ids=["one-rank-each", "said-twice", "outlived"],
+    ids=["one-rank-each", "said-twice", "one-node-said-twice", "outlived"],
 )
 def test_ranks_announced_once_each_or_outlived_are_no_incident(run: Run, lines: list[str]) -> None:
     _code, doc, _ = run(lines)

@@ -2,10 +2,13 @@
 `Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/8` from srun task 0 and from task 1): the
 launch started each node as if it were the job's only one (ntasks-per-node against the GPUs,
 a node rank every node took as 0, a script run without srun on several nodes), so the process
-group cannot form and the ranks wait at init. A derived failure: no single line says it."""
+group cannot form and the ranks wait at init. A derived failure: no single line says it.
+Announcements no prefix tells apart count only in the shape such a launch leaves: the world's
+count of them, ranks 0 to d-1 each the same number of times."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -40,6 +43,7 @@ class Claims:
     def __init__(self) -> None:
         self._first: dict[tuple[int | None, int, int, int], Event] = {}
         self._flagged: set[tuple[int | None, int, int, int]] = set()
+        self._unnamed: dict[tuple[int | None, int, int], list[tuple[int, Event]]] = {}
 
     def claim(self, m: Event, attempt: int | None = None) -> Event | None:
         """The derived hang event when `m` (a launch line: the callers pass no other) is the
@@ -49,21 +53,55 @@ class Claims:
             return None
         key = (attempt, input_of(m.seq), rank, world)
         seen = self._first.setdefault(key, m)
+        if m.line.task is None and m.line.host is None:
+            return self._unnamed_claim(m, rank, (attempt, input_of(m.seq), world))
         if seen is m or key in self._flagged or not _other_process(seen, m):
             return None
         self._flagged.add(key)
-        return replace(
-            m,
-            # the fault is the launch's, not the process that printed the line: no stream of
-            # its own, so that no rank is named its culprit
-            line=replace(m.line, host=None, rank=None, local_rank=None, task=None),
-            signature=DUPLICATE_RANK,
-            kind="failure",
-            fields={**m.fields, "first_line": str(seen.line.lineno)},
-            category="hang",
-            severity="error",
-            role="cause",
-        )
+        return _derived(m, seen)
+
+    def _unnamed_claim(
+        self, m: Event, rank: int, group: tuple[int | None, int, int]
+    ) -> Event | None:
+        """Announcements no task or host tells apart: one process may say its rank twice (a
+        console and a file handler), so a repeat alone proves nothing. But when the world's
+        count of them has come and they are ranks 0 to d-1, each exactly k = world / d times
+        (k >= 2), every node started its processes as if it were the job's only one: k nodes
+        that each took node rank 0."""
+        claims = self._unnamed.setdefault(group, [])
+        claims.append((rank, m))
+        world = group[2]
+        if len(claims) != world:
+            return None
+        counts = Counter(r for r, _ in claims)
+        each = world // len(counts)
+        if each < 2 or set(counts) != set(range(len(counts))):
+            return None
+        if any(n != each for n in counts.values()):
+            return None
+        first: dict[int, Event] = {}
+        for r, c in claims:
+            if r in first:
+                self._flagged.add((group[0], group[1], r, world))
+                return _derived(c, first[r])
+            first[r] = c
+        return None
+
+
+def _derived(m: Event, seen: Event) -> Event:
+    """The launch's failure, at the second claim `m` of the rank `seen` claimed first."""
+    return replace(
+        m,
+        # the fault is the launch's, not the process that printed the line: no stream of its
+        # own, so that no rank is named its culprit
+        line=replace(m.line, host=None, rank=None, local_rank=None, task=None),
+        signature=DUPLICATE_RANK,
+        kind="failure",
+        fields={**m.fields, "first_line": str(seen.line.lineno)},
+        category="hang",
+        severity="error",
+        role="cause",
+    )
 
 
 def duplicate_ranks(markers: Sequence[Event], attempts: Sequence[Attempt]) -> list[Event]:
