@@ -114,6 +114,36 @@ def test_torch_npus_acl_result_codes_are_read_by_class(run: Run) -> None:
     assert category == "collective_timeout"
 
 
+def test_hccls_own_error_code_after_a_generic_acl_result_says_what_failed(run: Run) -> None:
+    # a code outside the classes torch_npu's table names, then the CANN message with HCCL's
+    # error code (CANN's HCCL Errors: EI0002 a collective's wait timed out, EI0013 an error
+    # completion on the RoCE network, EI0004 a bad ranktable); the code is never a host
+    sync = "npuSynchronizeDevice:/build/torch_npu/csrc/core/npu/NPUStream.cpp:370 NPU error, error code is 107019."
+    # (a wait that timed out names the kind of failure; a fault of its own is the root)
+    for cann, category, root in (
+        (
+            "EI0002: The wait execution of the Notify register times out. Reason: The Notify register has not received the Notify record from remote rank [2].",
+            "collective_timeout",
+            3,
+        ),
+        (
+            "EI0013: [PID: 7741] 2025-06-02-11:20:33.101.442 An error CQE occurred during operator execution.",
+            "comm_error",
+            4,
+        ),
+        (
+            "EI0004: The ranktable is invalid. Reason: server_count does not match.",
+            "launcher_error",
+            4,
+        ),
+    ):
+        lines = [STEP.format(s=1, n=1), STEP.format(s=2, n=2), sync, cann]
+        _doc, inc, path = failed_verdict(run, lines)
+        assert inc["category"] == category, (cann, inc)
+        assert_root(inc, path, root, lines[root - 1])
+        assert inc["root_cause"]["host"] is None, inc["root_cause"]
+
+
 def test_a_jax_plugin_that_failed_to_initialize_is_caught(run: Run) -> None:
     # xla_bridge.py discover_pjrt_plugins: logger.exception, then JAX goes on without it
     lines = [

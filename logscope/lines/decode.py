@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 from ..model import Line
 from .layers import (
+    CANN_CODE,
     HOST_NAME,
     LAYER_SAMPLE,
     MAX_SAMPLE_LINES,
@@ -35,7 +36,7 @@ _OMPI = PATTERNS["ompi"]
 _SRUN = re.compile(r" *(?:P\d+ +)?(?P<task>\d+): ")
 # pdsh puts the hostfile's name in front: a HOST_NAME or `localhost`
 _PDSH = re.compile(
-    r"(?!slurmstepd|srun|sbatch|salloc|slurmd|python\d)"
+    r"(?!slurmstepd|srun|sbatch|salloc|slurmd|python\d|" + CANN_CODE + r")"
     r"(?![\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault|Expired): )"
     r"(?P<host>" + HOST_NAME + r"|localhost): (?=\S)"
 )

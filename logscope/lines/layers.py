@@ -76,6 +76,9 @@ _NEXT = r"(?=\S| +\d+: )"
 # a host name as launchers put it in front of a line: an IP, or a name with a digit in it, so that
 # `RuntimeError: ` or `srun: ` is never taken for a host
 HOST_NAME = r"(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*\d[\w.-]*"
+# the CANN runtime's error codes (`EI0002: `, `EJ0001: `: E, a letter, four digits) start lines
+# as a host would
+CANN_CODE = r"E[A-Z]\d{4}: "
 
 PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
     {
@@ -102,7 +105,7 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # `srun: ` have none), or `localhost` (DeepSpeed's runner puts the launching node's
         # hostfile name through pdsh as written)
         "pdsh": re.compile(
-            r"(?!(?:python|rank|default|local_rank|worker)\d+: )"
+            r"(?!(?:python|rank|default|local_rank|worker)\d+: |" + CANN_CODE + r")"
             r"(?P<host>" + HOST_NAME + r"|localhost): " + _NEXT
         ),
         "bracket_host": re.compile(
