@@ -176,3 +176,25 @@ def test_a_failed_keep_alive_the_run_outlived_is_no_incident(run: Run) -> None:
     ]
     _code, doc, _ = run([*steps[:5], KEEP_ALIVE.format(s=3), *steps[5:]])
     assert doc["incidents"] == [], doc["incidents"]
+
+
+# Kubeflow's init container waiting for the master (BusyBox nslookup, patterns/cloud.toml)
+WAIT = ["nslookup: can't resolve 'mnist-job-master-0': Name does not resolve", "waiting for master"]
+
+
+def test_a_worker_that_fails_right_after_waiting_for_the_master_began_there(run: Run) -> None:
+    cut = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+    ]
+    lines = [*WAIT, *WAIT, *cut]
+    _doc, inc, _path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert inc["root_cause"]["text"] == WAIT[0], inc["root_cause"]
+
+
+def test_a_worker_that_waited_for_the_master_and_then_trained_is_no_incident(run: Run) -> None:
+    steps = [f"Train Epoch: 1 [{n * 640}/60000 ({n}%)]\tloss: 2.{90 - n}" for n in range(1, 9)]
+    _code, doc, _ = run([*WAIT, *WAIT, *steps])
+    assert doc["incidents"] == [], doc["incidents"]
