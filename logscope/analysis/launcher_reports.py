@@ -1,6 +1,6 @@
 """torchrun's failure block and launchers' summaries read as reports: the block's `Root Cause`
-entry (which says how the worker ended), a kill list's report, and the worker or srun task a
-summary says failed."""
+entry (which says how the worker ended), a kill list's report, the remote error a driver's
+wrapper (Ray's RayTaskError) carries, and the worker or srun task a summary says failed."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ from .launcher_reports import (
     reported_worker,
 )
 from .reasons import stated_reason
-from .worker_names import dead_worker_culprit
+from .worker_names import dead_worker, dead_worker_culprit
 
 NCCL_RETURN_FRAME = "nccl.error_return"
 """NCCL's `file.cc:line -> code` frame of an error on its way to the caller (patterns/nccl.toml)."""
@@ -403,16 +403,9 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         or reported_task(root, world)
         or sole_worker(events, world)
         or primary_rank(root, library)
-        or _dead_worker(events)
+        or dead_worker(events)
     )
     return RootPick(root, named, root.category or "launcher_error")
-
-
-def _dead_worker(events: Sequence[Event]) -> Culprit | None:
-    """The verl worker Ray's reports of dead actors name (worker_names), as a culprit."""
-    none = Culprit(rank=None, local_rank=None, host=None, confidence=0.0, reason="")
-    named = dead_worker_culprit(none, events)
-    return named if named.rank is not None else None
 
 
 def _sole_failure(root: Event, events: Sequence[Event], world: World) -> Culprit | None:

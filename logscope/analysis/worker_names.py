@@ -45,3 +45,11 @@ def dead_worker_culprit(culprit: Culprit, events: Sequence[Event]) -> Culprit:
         f"bundle {bundle} is rank {bundle}"
     )
     return with_rank(culprit, bundle, None, why, 0.6)
+
+
+def dead_worker(events: Sequence[Event]) -> Culprit | None:
+    """dead_worker_culprit's rank alone, where no other culprit is being refined (a root that
+    is only a report)."""
+    none = Culprit(rank=None, local_rank=None, host=None, confidence=0.0, reason="")
+    named = dead_worker_culprit(none, events)
+    return named if named.rank is not None else None
