@@ -27,7 +27,7 @@ REMOTE = [
 
 
 def test_the_remote_error_at_the_end_of_the_wrapped_traceback_is_the_root(run: Run) -> None:
-    inner = "RuntimeError: No backend type associated with device type cpu"
+    inner = "ValueError: Default process group has not been initialized, please make sure to call init_process_group."
     lines = [*STEPS, *DRIVER, WRAPPER.format(inner="RuntimeError"), *REMOTE, inner]
     assert told(run, lines, len(lines) - 1)[0] == "python_exception"
 
