@@ -200,3 +200,19 @@ def test_workers_the_agent_killed_after_the_first_failure_are_its_teardown() -> 
     (inc,) = incidents_of(fed(lines))
     assert inc.category == "python_exception", inc.root_cause
     assert inc.culprit is not None and inc.culprit.rank == 3, inc.culprit
+
+
+def test_terminate_with_no_exception_after_a_ranks_own_timeout_is_how_it_exited() -> None:
+    # gloo's tcp unbound_buffer.cc timeout on three ranks of four, one of which then destroys a
+    # still-joinable std::thread on its way out (libstdc++ vterminate.cc)
+    timeout = "[default{r}]:[rank{r}]: RuntimeError: [/opt/src/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:{line}] Timed out waiting 30000ms for {op} operation to complete"
+    lines = [
+        *(f"[default{r}]:step 9 loss 0.{r}" for r in range(4)),
+        timeout.format(r=2, line=78, op="recv"),
+        "[default2]:terminate called without an active exception",
+        timeout.format(r=0, line=78, op="recv"),
+        timeout.format(r=3, line=129, op="send"),
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "collective_timeout", inc.root_cause
+    assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit
