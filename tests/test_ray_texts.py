@@ -41,3 +41,17 @@ def test_an_actor_death_at_the_end_of_the_wrapped_traceback_is_the_root(run: Run
 def test_a_wrapper_whose_remote_traceback_is_cut_is_the_root(run: Run) -> None:
     lines = [*STEPS, *DRIVER, WRAPPER.format(inner="ActorDiedError"), REMOTE[0]]
     assert told(run, lines, len(STEPS) + len(DRIVER))[0] == "process_killed"
+
+
+def test_the_verl_worker_an_actor_death_names_is_the_culprit_of_a_report_only_root(
+    run: Run,
+) -> None:
+    # ActorDiedError's report lists the dead actor (ray/exceptions.py `\tname: {name}`); verl
+    # names its workers `<6 chars><Class>_<placement group>:<bundle>` (single_controller/ray)
+    died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    report = [
+        "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
+        "\tname: Qm7cXzWorkerDict_0:3",
+    ]
+    lines = [*STEPS, *DRIVER, WRAPPER.format(inner="ActorDiedError"), *REMOTE, died, *report]
+    assert told(run, lines, len(STEPS) + len(DRIVER) + 1 + len(REMOTE)) == ("process_killed", 3)
