@@ -74,15 +74,12 @@ class Claims:
         if len(claims) != world:
             return None
         counts = Counter(r for r, _ in claims)
-        each = world // len(counts)
-        if each < 2 or set(counts) != set(range(len(counts))):
-            return None
-        if any(n != each for n in counts.values()):
+        nodes = world // len(counts)
+        if nodes < 2 or counts != dict.fromkeys(range(len(counts)), nodes):
             return None
         first: dict[int, Event] = {}
         for r, c in claims:
             if r in first:
-                self._flagged.add((group[0], group[1], r, world))
                 return _derived(c, first[r])
             first[r] = c
         return None
