@@ -34,7 +34,6 @@ WHAT_WITHIN = 3
 of slack for another thread's line interleaved between them."""
 TERMINATE = "cpp.terminate"
 TAKING_DOWN = "nccl.taking_process_down"
-SOME_FAILED = "nccl.some_operations_failed"
 BLOCK_SPAN = 200
 """Lines a torchrun failure block may span (7 a failure entry)."""
 
@@ -120,11 +119,9 @@ def symptom_terminates(events: Sequence[Event]) -> frozenset[int]:
 
 def _takes_down(e: Event) -> bool:
     """ProcessGroupNCCL's watchdog saying it takes its process down: its own line since torch
-    2.0, or the end of its `Some NCCL operations have failed or timed out` line before (1.x: `To
-    avoid this inconsistency, we are taking the entire process down.`)."""
-    return e.signature == TAKING_DOWN or (
-        e.signature == SOME_FAILED and "taking the entire process down" in e.line.text
-    )
+    2.0, or a line a signature reads the takedown at the end of (`takes_down`: 1.x's `Some NCCL
+    operations have failed or timed out. ... we are taking the entire process down.`)."""
+    return e.signature == TAKING_DOWN or "takes_down" in e.fields
 
 
 def _after_timeout(death: Event, serious: Sequence[Event]) -> bool:
