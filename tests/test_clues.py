@@ -9,6 +9,7 @@ from pathlib import Path
 from logscope.analysis.clues import (
     barrier_culprit,
     quoted_culprit,
+    raised_after_culprit,
     raised_nccl_culprit,
     same_error_culprit,
     store_barrier_culprit,
@@ -205,6 +206,22 @@ def test_an_oom_printed_by_one_rank_only_is_that_ranks() -> None:
     # printed by two ranks: no one
     events = events_of([OOM, f"[rank5]: {OOM}", f"[rank6]: {OOM}"])
     assert same_error_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
+
+
+def test_an_error_logged_right_before_one_ranks_traceback_opens_is_that_ranks() -> None:
+    # a program prints the error with no prefix (a loader's last try), then raises it: torch's
+    # excepthook prints the traceback under the rank's `[rankN]: ` prefix
+    logged = "FileNotFoundError: [Errno 2] No such file or directory: '/data/part-00007.arrow'"
+    opens = "[rank2]: Traceback (most recent call last):"
+    events = events_of(["[rank0]: step 40 loss 1.9", logged, "", opens])
+    root = next(e for e in events if e.line.lineno == 2)
+    culprit = raised_after_culprit(FIRST_ERROR, root, events)
+    assert culprit.rank == 2, culprit
+    # the traceback opens too far below, or under no prefix: no one
+    for later in (["", "", "", opens], ["Traceback (most recent call last):"]):
+        events = events_of(["[rank0]: step 40 loss 1.9", logged, *later])
+        root = next(e for e in events if e.line.lineno == 2)
+        assert raised_after_culprit(FIRST_ERROR, root, events) == FIRST_ERROR
 
 
 # NCCL 2.23 src/misc/ibvwrap.cc's WARN of a verbs call that failed (its process's device, no rank),

@@ -218,17 +218,18 @@ def raised_after_culprit(culprit: Culprit, root: Event, events: Sequence[Event])
     logger writes no prefix where torch's excepthook does, printed both."""
     if root.line.rank is not None:
         return culprit
-    after = [
-        e
-        for e in events
-        if e.signature == TRACEBACK_START
-        and e.line.path == root.line.path
-        and 0 < e.line.lineno - root.line.lineno <= RAISED_WITHIN
-    ]
-    if not after:
-        return culprit
-    first = min(after, key=lambda e: e.line.lineno)
-    if first.line.rank is None:
+    first = min(
+        (
+            e
+            for e in events
+            if e.signature == TRACEBACK_START
+            and e.line.path == root.line.path
+            and 0 < e.line.lineno - root.line.lineno <= RAISED_WITHIN
+        ),
+        key=lambda e: e.line.lineno,
+        default=None,
+    )
+    if first is None or first.line.rank is None:
         return culprit
     why = (
         f"the traceback that opens right after it (line {first.line.lineno}) is rank"
