@@ -275,6 +275,28 @@ def test_keras_steps_are_progress_a_run_outlives_an_error_line_by(run: Run) -> N
         assert (code, doc["incidents"]) == (0, []), (step, doc["incidents"])
 
 
+def test_a_keras_fit_whose_last_epoch_ran_to_its_last_step_completed(run: Run) -> None:
+    lines = ["Starting training."]
+    for e in range(1, 4):
+        lines += _keras_epoch(e, 3)
+    code, doc, _path = run(lines)
+    job = doc["job"]
+    assert (code, job["outcome"], doc["incidents"]) == (0, "completed", []), job
+    assert "Epoch 3/3" in job["outcome_reason"], job
+    # cut inside the last epoch (a step before its last), or right at its start: still going
+    cut = lines[-1].rpartition("\r")[0]
+    for head in ([*lines[:-1], cut], lines[:-1]):
+        code, doc, _path = run(head)
+        assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # an earlier epoch's end is not the run's
+    code, doc, _path = run(["Starting training.", *_keras_epoch(1, 3), *_keras_epoch(2, 3)])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # tf.keras 2.0-2.1's verbose=2 line (no time per step) is a step too
+    old = "64/64 - 2s - loss: 0.0879 - mean_absolute_error: 0.2531"
+    code, doc, _path = run(["Epoch 1/2", old, "Epoch 2/2", old, "INFO All done!"])
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+
+
 def _nanotron_step(i: int, total: int, header: str) -> str:
     # LoggerWriter.add_scalars_from_list's line under nanotron's logger header
     return f"{header} [INFO|DP=0|PP=0|TP=0|ip-26-0-1-7]: iteration: {i} / {total} | consumed_tokens: 634K | time_per_iteration_ms: 258 | tokens_per_sec: 2.48K | global_batch_size: 20 | lm_loss: 9.6{i % 10} | lr: 1e-05 | grad_norm: 1.11"

@@ -33,7 +33,7 @@ _END_OUTCOME = MappingProxyType(
         "node_failure": Outcome.node_failure,
     }
 )
-WOUND_DOWN_FIELDS = frozenset({"comm_teardown", "training_done", "loop_done"})
+WOUND_DOWN_FIELDS = frozenset({"comm_teardown", "training_done", "loop_done", "last_epoch"})
 """Fields of a status line that says the run wound down without an exit line of its own:
 processes tearing their communicators down, the training loop's final checkpoint, the training
 loop's return (Megatron's `[after training is done]`)."""
@@ -42,6 +42,7 @@ _WOUND = MappingProxyType(
         "comm_teardown": "its processes tore their communicators down",
         "training_done": "its training loop saved its final checkpoint",
         "loop_done": "its training loop returned",
+        "last_epoch": "its last epoch ran to its last step",
     }
 )
 HANG_FLOOR_S = 30.0
@@ -206,7 +207,11 @@ def decide_outcome(
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
     # detectron2's writer hook reports the last step after its checkpointer saved: one line
     same_step = 1 if wound_down is not None and "training_done" in wound_down.fields else 0
-    if wound_down is not None and progress.count_after(wound_down.seq) <= same_step:
+    if wound_down is not None and (
+        _last_epoch_done(wound_down, progress)
+        if "last_epoch" in wound_down.fields
+        else progress.count_after(wound_down.seq) <= same_step
+    ):
         # no failure, and no step after the processes took their communicators down or the
         # training loop saved its last checkpoint
         wound = next(_WOUND[k] for k in _WOUND if k in wound_down.fields)
@@ -218,6 +223,17 @@ def decide_outcome(
     # lines of the job and nothing says it ended: the log stops while it runs (a window of
     # a longer log, or a job still going)
     return Ending(Outcome.truncated, "the log ends with no sign that the job ended")
+
+
+def _last_epoch_done(begun: Event, progress: Progress) -> bool:
+    """The last epoch began (`begun`, its `Epoch N/N`) and the last progress line after it is
+    an epoch's last step (`steps/steps`): the fit loop ran through it (a log cut inside the
+    epoch ends on a step before the last)."""
+    last = progress.last
+    if last is None or last.seq < begun.seq:
+        return False
+    step, steps = last.fields.get("step"), last.fields.get("steps")
+    return step is not None and step == steps
 
 
 def make_job(
