@@ -850,6 +850,13 @@ def test_a_missing_libibverbs_is_no_root_nccl_goes_on_with_sockets(run: Run) -> 
     # alone, it is no failure
     _code, doc, _path = run(lines[:3])
     assert doc["incidents"] == [], doc["incidents"]
+    # nor in NCCL 2.1-2.2's header, which had no `NCCL` before the level
+    old = [
+        "dgx-2:4411:4470 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so[.1]",
+        "dgx-2:4411:4470 [1] INFO Using internal Network Socket",
+    ]
+    _code, doc, _path = run(old)
+    assert doc["incidents"] == [], doc["incidents"]
 
 
 def test_jax_s_coordination_service_names_the_process_that_stopped_heartbeating(
