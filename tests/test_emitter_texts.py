@@ -1187,16 +1187,21 @@ def test_openpcdet_says_its_run_ended(run: Run) -> None:
     assert_root(inc, path, len(train) + 1, error)
 
 
-def test_open_mpi_s_shared_memory_single_copy_failing_is_the_transport_s_failure(run: Run) -> None:
+def test_open_mpi_s_shared_memory_single_copy_failing_falls_back_and_ends_nothing(run: Run) -> None:
     # btl_vader_get.c: opal_output(0, "Read %ld, expected %lu, errno = %d\n") behind opal_output's
-    # `[host:pid] `, once per failed copy, from each local rank
+    # `[host:pid] `, once per failed copy, from each local rank; ob1 retries the get, then asks
+    # the sender to fall back to copy in/out (pml_ob1_recvreq.c): the run goes on
     steps = [f"[1,0]<stdout>:epoch 1 step {n} loss 0.{9 - n}" for n in range(1, 4)]
     copies = [
         f"[1,{r}]<stderr>:[trainer-7:0{4410 + r}] Read -1, expected {size}, errno = 1"
         for r, size in ((1, 262144), (0, 524288), (1, 26214400))
     ]
-    category, _rank = told(run, [*steps, *copies], 3)
-    assert category == "comm_error"
+    _code, doc, _ = run([*steps, *copies])
+    assert doc["incidents"] == [], doc["incidents"]
+    # a failure after the copies is told by its own line
+    error = "[1,1]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered"
+    category, rank = told(run, [*steps, *copies, error], len(steps) + len(copies))
+    assert (category, rank) == ("cuda_error", 1)
     # a file reader's own short-read report in the same words is not it
     other = "Read 4096, expected 8192, errno = 0 at /data/shard-0003.bin"
     _code, doc, _ = run([*steps, other])
