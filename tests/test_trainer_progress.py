@@ -297,6 +297,18 @@ def test_a_keras_fit_whose_last_epoch_ran_to_its_last_step_completed(run: Run) -
     assert doc["job"]["outcome"] == "completed", doc["job"]
 
 
+def test_colbert_s_launcher_joins_its_workers_only_after_each_returned(run: Run) -> None:
+    # colbert/infra/launcher.py: `#> Starting...` per process, then (every return value in)
+    # `#> Joined...` per process
+    start = ["nranks = 2 \t num_gpus = 2 \t device=1", "#> Starting...", "#> Starting..."]
+    steps = [f"{i} {6.75 - i / 100:.4f}" for i in range(5)]
+    code, doc, _path = run([*start, *steps, "#> Joined...", "#> Joined..."])
+    assert (code, doc["job"]["outcome"], doc["incidents"]) == (0, "completed", []), doc["job"]
+    # without it the workers may still be running
+    code, doc, _path = run([*start, *steps])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
 def _nanotron_step(i: int, total: int, header: str) -> str:
     # LoggerWriter.add_scalars_from_list's line under nanotron's logger header
     return f"{header} [INFO|DP=0|PP=0|TP=0|ip-26-0-1-7]: iteration: {i} / {total} | consumed_tokens: 634K | time_per_iteration_ms: 258 | tokens_per_sec: 2.48K | global_batch_size: 20 | lm_loss: 9.6{i % 10} | lr: 1e-05 | grad_norm: 1.11"
