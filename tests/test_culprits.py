@@ -300,6 +300,16 @@ def test_a_rank_of_another_process_group_is_no_global_rank() -> None:
     assert pg("[PG ID 2 PG GUID 9 Rank 5]") == FIRST_ERROR
 
 
+def test_the_rank_of_a_process_group_message_behind_terminates_what() -> None:
+    # libstdc++'s terminate handler prints the uncaught exception's message behind `what():`
+    # (nested once per rethrow); the message is ProcessGroupNCCL's, its rank prefix first
+    for what in ("  what():  ", "  what():    what():  "):
+        line = f"{what}[PG ID 0 PG GUID 0(default_pg) Rank 6] Process group watchdog thread terminated with exception: CUDA error: device-side assert triggered"
+        events = events_of([line])
+        culprit = pg_culprit(FIRST_ERROR, events[0], events, 40)
+        assert culprit.rank == 6, (what, culprit)
+
+
 def test_another_ranks_timeout_a_few_lines_on_names_no_rank_for_the_error() -> None:
     # a bare OOM (no prefix), then a peer's watchdog timing out on the collective it waited in:
     # the `[Rank 1]` is the waiting peer's, not the rank of the process that ran out of memory

@@ -63,8 +63,11 @@ def _task_ranks(streams: Sequence[Stream]) -> tuple[tuple[int, int], ...]:
 
 
 # `[PG ID 0 PG GUID 0(default_pg) Rank 7]`, `[PG 0 (default_pg) Rank 12]`, `[Rank 7]` at the start
-# of a ProcessGroupNCCL message: the rank within the process group that reports (FORMATS §2).
-_PG_RANK = re.compile(r"^\s*\[(?:PG (?:ID )?(?P<pg>\d+)\b[^\]]*?)?Rank (?P<rank>\d+)\]")
+# of a ProcessGroupNCCL message: the rank within the process group that reports (FORMATS §2). The
+# message may be an exception's that libstdc++'s terminate handler prints behind `  what():  `.
+_PG_RANK = re.compile(
+    r"^\s*(?:what\(\):\s*)*\[(?:PG (?:ID )?(?P<pg>\d+)\b[^\]]*?)?Rank (?P<rank>\d+)\]"
+)
 
 
 def one_failed_worker(root: Event, events: Sequence[Event], world: World) -> Culprit | None:
