@@ -1046,6 +1046,22 @@ def test_detectron2_s_own_log_file_of_a_rank_names_the_rank_of_its_unprefixed_er
     assert told(run, rank0, 5)[1] is None
 
 
+def test_a_paddle_trainer_s_own_workerlog_names_the_rank_of_its_unprefixed_error(run: Run) -> None:
+    # nccl_context.cc announces the trainer's global rank once per ring; the launcher writes
+    # each trainer's output to workerlog.<rank>
+    lines = [
+        "I0412 08:15:02.481223  7731 nccl_context.cc:189] init nccl context nranks: 4 local rank: 2 gpu id: 2 ring id: 0",
+        "I0412 08:15:02.493310  7731 nccl_context.cc:189] init nccl context nranks: 4 local rank: 2 gpu id: 2 ring id: 1",
+        "Traceback (most recent call last):",
+        '  File "tools/train.py", line 61, in <module>',
+        "ValueError: Target 9 is out of bounds for 8 classes",
+    ]
+    assert told(run, lines, 4) == ("python_exception", 2)
+    # several trainers' announcements in one file (the launcher's console): no rank from them
+    console = [lines[0], lines[0].replace("local rank: 2 gpu id: 2", "local rank: 1 gpu id: 1")]
+    assert told(run, [*console, *lines[2:]], 4)[1] is None
+
+
 def test_vllm_s_engine_core_error_is_the_root_and_the_front_end_s_report_its_symptom(
     run: Run,
 ) -> None:
