@@ -116,6 +116,15 @@ def test_python_warnings_are_not_failures(run: Run) -> None:
     healthy(run, lines)
     # counter-case: the same words after a `file:line:` with no warning category are an error
     failed(run, ["graph.py:744: Error detected in the grad strides of a bucket view"], None, 1)
+    # nor a warning glued to a progress bar's end, nor the source line the module prints under it
+    bar = " 12%|#2        | 14/113 [01:02<07:21,  4.46s/it]"
+    healthy(
+        run,
+        [
+            bar + "/srv/data/clips.py:88: UserWarning: Failed to decode clip 7: no moov atom",
+            '  warnings.warn(f"Failed to decode clip {idx}: {err}")',
+        ],
+    )
 
 
 def test_known_failure_beats_unrecognized_lines(run: Run) -> None:

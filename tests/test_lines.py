@@ -577,6 +577,25 @@ def test_a_slurm_record_glued_after_an_unfinished_line() -> None:
         assert len(parse_line(whole)) == 1, whole
 
 
+def test_a_record_glued_after_a_progress_bar_is_a_record_of_its_own() -> None:
+    # tqdm's bar ends `{n}/{total} [{elapsed}<{remaining}, {rate}{postfix}]` with no newline;
+    # the next write (here the warnings module's `file:line: Category: message`) goes on it
+    warning = "/opt/app/data/video.py:419: UserWarning: Failed to load clip /d/c1.mp4: bad header"
+    for bar in (
+        "  1%|          | 102/11206 [5:14:43<574:22:39, 186.22s/it]",
+        " 40%|####      | 4/10 [03:12<04:48, 48.1s/it, loss=0.712]",
+        "Map:   3%|3         | 3.00k/100k [00:01<?, ?ex/s]",
+    ):
+        got = parse_line(bar + warning, "job.log", 3)
+        assert [g.text for g in got] == [bar, warning], got
+    # a bar with a space after it, and a bar that ends its line, stay one record
+    for whole in (
+        " 40%|####      | 4/10 [03:12<04:48, 48.1s/it] epoch 2",
+        " 40%|#### | 4/10 [03:12<04:48, 48.1s/it]",
+    ):
+        assert len(parse_line(whole)) == 1, whole
+
+
 def test_a_bracketed_host_before_its_port_is_no_glued_header() -> None:
     # c10d prints sockets as `addr=[host]:port`: a host with a digit in its name, then `]:`
     raw = (

@@ -221,6 +221,13 @@ GLUED_SLURM = re.compile(
     r"|(?:(?<=\S)|(?<=\S ))\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\] )(?:error|fatal): "
 )
 """A SLURM record glued inside a line."""
+# A tqdm bar not ended by a newline yet, continued by another write (a warning, an error, a
+# launcher's record): tqdm's default format ends `{n_fmt}/{total_fmt} [{elapsed}<{remaining},
+# {rate_fmt}{postfix}]` (tqdm/std.py format_meter), and the glued record begins right after it.
+GLUED_AFTER_BAR = re.compile(
+    r"\d(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?) \[[\d:?]+<[\d:?]+, [^\]]*\](?=\S)"
+)
+"""A record glued after a progress bar's end (the match ends at the bar's `]`)."""
 _SLURM_DAEMON = ("slurmstepd: ", "slurmstepd-")
 """slurmstepd writes its records into the step's output, where srun --label gives them the label
 of the task stream they went to: they are no task's output, and name no rank."""
@@ -563,8 +570,11 @@ def _glued_at(msg: str) -> int:
     end = glued.start() if glued else len(msg)
     slurm = GLUED_SLURM.search(msg, 1, end) if "error: " in msg or "fatal: " in msg else None
     if slurm and msg[: slurm.start()].strip():
-        return slurm.start()
-    return end if glued else 0
+        end = slurm.start()
+    bar = GLUED_AFTER_BAR.search(msg, 0, end) if "<" in msg else None
+    if bar:
+        return bar.end()
+    return end if end < len(msg) else 0
 
 
 def decode(data: bytes) -> str:

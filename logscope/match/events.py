@@ -107,8 +107,9 @@ _DATE_CMD = re.compile(
 _TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 
 # Error-looking messages that are not errors of the job, so are never "unrecognized".
+# (`warnings.warn(...)`: the source line the warnings module prints under a warning it shows)
 _NOT_AN_ERROR = re.compile(
-    r"^\s*(?:raise\b|File \"|\^+$|~+$|During handling of the above exception"
+    r"^\s*(?:raise\b|warnings\.warn\(|File \"|\^+$|~+$|During handling of the above exception"
     r"|The above exception was the direct cause|frame #\d+: "
     r"|Exception raised from \S+ at .* \(most recent call first\):)|error_file:|errors\.html"
 )
