@@ -596,6 +596,18 @@ def test_a_record_glued_after_a_progress_bar_is_a_record_of_its_own() -> None:
         assert len(parse_line(whole)) == 1, whole
 
 
+def test_the_text_shown_of_a_redrawn_line_is_the_state_that_holds_the_record() -> None:
+    bar = "  2%|▏         | 265/11206 [13:41:09<566:25:{s:02d}, 186.38s/it]"
+    step = "slurmstepd: error: *** STEP 77.0 ON gpu52 CANCELLED AT 2025-08-11T19:10:32 ***"
+    raw = "\r".join(bar.format(s=s) for s in range(3)) + step
+    records = parse_line(raw, "job.log", 5)
+    assert records[-1].text == step
+    assert records[-1].shown == bar.format(s=2) + step
+    # a line with no `\r` state is shown whole
+    (plain,) = parse_line(step, "job.log", 6)
+    assert plain.shown == step
+
+
 def test_a_bracketed_host_before_its_port_is_no_glued_header() -> None:
     # c10d prints sockets as `addr=[host]:port`: a host with a digit in its name, then `]:`
     raw = (

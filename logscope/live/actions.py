@@ -61,7 +61,7 @@ def incident_env(alert: Alert) -> dict[str, str]:
     if alert.event is not None:
         env["LOGSCOPE_FILE"] = alert.event.line.path
         env["LOGSCOPE_LINE"] = str(alert.event.line.lineno)
-        env["LOGSCOPE_TEXT"] = alert.event.line.raw[:4096]
+        env["LOGSCOPE_TEXT"] = alert.event.line.shown[:4096]
     return env
 
 

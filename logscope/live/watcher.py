@@ -74,7 +74,7 @@ class Alert:
                 "pattern": e.signature,
                 "file": e.line.path,
                 "line": e.line.lineno,
-                "text": e.line.raw,
+                "text": e.line.shown,
                 "time": e.time.isoformat() if e.time else None,
             },
         }

@@ -136,6 +136,15 @@ class Line:
     def stream(self) -> Stream:
         return Stream(self.task, self.host, self.local_rank, self.rank)
 
+    @property
+    def shown(self) -> str:
+        """The physical line; where `\r` redraws it (a progress bar's states, then a record
+        glued to the last one), the state that holds this record, as a terminal shows it."""
+        raw = self.raw
+        if "\r" not in raw.rstrip("\r") or not self.text:
+            return raw
+        return next((s for s in raw.split("\r") if self.text in s), raw)
+
 
 @dataclass(frozen=True, slots=True)
 class Event:

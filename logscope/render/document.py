@@ -57,7 +57,7 @@ def _int(v: str | None) -> int | None:
 
 
 def _line_ref(e: Event) -> dict[str, Any]:
-    return {"file": e.line.path, "line": e.line.lineno, "text": e.line.raw}
+    return {"file": e.line.path, "line": e.line.lineno, "text": e.line.shown}
 
 
 def _root(e: Event, world: World) -> dict[str, Any]:

@@ -258,7 +258,7 @@ def _incident(
     if rc.time:
         who.append(rc.time.isoformat(sep=" ") + ("" if rc.time_exact else " (derived)"))
     grid.add_row("root cause", escape(f"{rc.line.path}:{rc.line.lineno}  {'  '.join(who)}"))
-    grid.add_row("", f"[red]{escape(rc.line.raw.strip()[:400])}[/]")
+    grid.add_row("", f"[red]{escape(rc.line.shown.strip()[:400])}[/]")
     for _line, text in marks:
         grid.add_row("attempt", escape(text.strip("— ")))
     if inc.culprit:
