@@ -7,7 +7,7 @@ each pattern file's header)."""
 
 from __future__ import annotations
 
-from .helpers import Run
+from .helpers import Run, assert_root, failed_verdict
 
 
 def _mmcv_iter(i: int, total: int, t: str) -> str:
@@ -307,6 +307,32 @@ def test_colbert_s_launcher_joins_its_workers_only_after_each_returned(run: Run)
     # without it the workers may still be running
     code, doc, _path = run([*start, *steps])
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_yolox_s_trainer_says_its_loop_ended_even_on_the_way_out_of_an_exception(run: Run) -> None:
+    head = "2024-02-11 08:{m:02d}:12.504 | INFO     | yolox.core.trainer:{f} - "
+    lines = [
+        head.format(m=1, f="after_iter:260") + "epoch: 300/300, iter: 20/20, mem: 3012Mb, "
+        "iter_time: 0.412s, data_time: 0.002s, total_loss: 2.1, lr: 1.250e-05, size: 640, ETA: 0:00:00",
+        head.format(m=2, f="save_ckpt:318") + "Save weights to ./YOLOX_outputs/yolox_s",
+    ]
+    done = (
+        head.format(m=2, f="after_train:195")
+        + "Training of experiment is done and the best AP is 41.37"
+    )
+    code, doc, _path = run([*lines, done])
+    assert (code, doc["job"]["outcome"], doc["incidents"]) == (0, "completed", []), doc["job"]
+    # after_train runs in a `finally`: a run that raised says it too, then its traceback
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    raised = [
+        *lines,
+        done,
+        "Traceback (most recent call last):",
+        '  File "tools/train.py", line 9',
+        error,
+    ]
+    _doc, inc, path = failed_verdict(run, raised)
+    assert_root(inc, path, len(raised), error)
 
 
 def _nanotron_step(i: int, total: int, header: str) -> str:

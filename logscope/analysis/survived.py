@@ -30,6 +30,9 @@ from .ledger import attempt_of, owner
 from .startup_wait import DONE_FIELD
 
 _SERIOUS = ("fatal", "error")
+LOOP_EXIT_FIELD = "loop_exit"
+"""A completion marker's field where the line is printed however its loop ended (YOLOX's
+`after_train` in a `finally`): a failure after it is how the loop ended, not teardown."""
 
 
 def completes(e: Event) -> bool:
@@ -202,6 +205,8 @@ def _outlived(
             if any(e.role == "end" for e in _lines(inc)):
                 # the scheduler ended a job whose training had finished: it never exited (a hang
                 # at exit, a stuck teardown), and that ending is the job's
+                return None
+            if LOOP_EXIT_FIELD in done.fields:
                 return None
             return "teardown", f"after the run said it completed: {where}"
         return "survived", f"the run completed after it: {where}"
