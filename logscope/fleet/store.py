@@ -170,7 +170,7 @@ def tables(analysis: Analysis, job_id: str) -> JobTables:
                 "root_cause_pattern": root.signature,
                 "root_cause_file": root.line.path,
                 "root_cause_line": root.line.lineno,
-                "root_cause_text": root.line.raw[:TEXT_CHARS],
+                "root_cause_text": root.line.shown[:TEXT_CHARS],
             }
         )
         events.append(_event(root, "root_cause", inc.id, world))
@@ -257,7 +257,7 @@ def _event(e: Event, role: str, incident: str | None, world: World) -> dict[str,
         "line": e.line.lineno,
         "time": e.time,
         "iteration": int(it) if it is not None and it.isdigit() else None,
-        "text": e.line.raw[:TEXT_CHARS],
+        "text": e.line.shown[:TEXT_CHARS],
     }
 
 
