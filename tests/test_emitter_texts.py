@@ -1062,6 +1062,19 @@ def test_a_paddle_trainer_s_own_workerlog_names_the_rank_of_its_unprefixed_error
     assert told(run, [*console, *lines[2:]], 4)[1] is None
 
 
+def test_gloo_with_no_interface_or_host_name_never_creates_its_group(run: Run) -> None:
+    # GlooDeviceFactory's TORCH_CHECK, raised from ProcessGroupGloo's constructor in
+    # init_process_group; the store warnings before it are its client's retries
+    lines = [
+        "[W socket.cpp:601] [c10d] The client socket has failed to connect to [trainer-a]:29511 (errno: 111 - Connection refused).",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 41, in setup',
+        "    dist.init_process_group('gloo', rank=rank, world_size=2)",
+        "RuntimeError: GlooDeviceFactory::makeTCPDevice(): interface or hostname can't be empty",
+    ]
+    assert told(run, lines, 4)[0] == "launcher_error"
+
+
 def test_vllm_s_engine_core_error_is_the_root_and_the_front_end_s_report_its_symptom(
     run: Run,
 ) -> None:
