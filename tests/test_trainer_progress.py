@@ -291,6 +291,10 @@ def test_a_keras_fit_whose_last_epoch_ran_to_its_last_step_completed(run: Run) -
     # an earlier epoch's end is not the run's
     code, doc, _path = run(["Starting training.", *_keras_epoch(1, 3), *_keras_epoch(2, 3)])
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # a second fit after the first (a fine-tuning phase) cut at one of its epochs' ends: going on
+    again = ["Starting training.", *_keras_epoch(1, 1), *_keras_epoch(1, 3), *_keras_epoch(2, 3)]
+    code, doc, _path = run(again)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
     # tf.keras 2.0-2.1's verbose=2 line (no time per step) is a step too
     old = "64/64 - 2s - loss: 0.0879 - mean_absolute_error: 0.2531"
     code, doc, _path = run(["Epoch 1/2", old, "Epoch 2/2", old, "INFO All done!"])

@@ -228,9 +228,11 @@ def decide_outcome(
 def _last_epoch_done(begun: Event, progress: Progress) -> bool:
     """The last epoch began (`begun`, its `Epoch N/N`) and the last progress line after it is
     an epoch's last step (`steps/steps`): the fit loop ran through it (a log cut inside the
-    epoch ends on a step before the last)."""
+    epoch ends on a step before the last). Every progress line after it must be a step that
+    states its loss: another epoch's header (a second `fit` of the same script) states none,
+    and says training went on."""
     last = progress.last
-    if last is None or last.seq < begun.seq:
+    if last is None or last.seq < begun.seq or not progress.losses_after(begun.seq):
         return False
     step, steps = last.fields.get("step"), last.fields.get("steps")
     return step is not None and step == steps

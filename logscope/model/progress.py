@@ -142,6 +142,13 @@ class Progress:
     def count_after(self, seq: int) -> int:
         return len(self.seq) - bisect_right(self.seq, seq)
 
+    def losses_after(self, seq: int) -> bool:
+        """Every line after order key `seq` states a loss, finite or not (an epoch's step lines
+        do; an epoch's header, which counts as progress too, does not)."""
+        lo = bisect_right(self.seq, seq)
+        stated = ~np.isnan(self.loss.numpy()[lo:]) | (self.nonfinite.numpy()[lo:] == 1)
+        return bool(stated.all())
+
     def steps_between(self, after: int, before: int) -> int:
         """Steps logged strictly between two order keys: the distinct iterations, where the
         lines number them (every rank of a run that does not filter its logs prints the step
