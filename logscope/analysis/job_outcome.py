@@ -33,10 +33,6 @@ _END_OUTCOME = MappingProxyType(
         "node_failure": Outcome.node_failure,
     }
 )
-WOUND_DOWN_FIELDS = frozenset({"comm_teardown", "training_done", "loop_done", "last_epoch"})
-"""Fields of a status line that says the run wound down without an exit line of its own:
-processes tearing their communicators down, the training loop's final checkpoint, the training
-loop's return (Megatron's `[after training is done]`)."""
 _WOUND = MappingProxyType(
     {
         "comm_teardown": "its processes tore their communicators down",
@@ -45,6 +41,11 @@ _WOUND = MappingProxyType(
         "last_epoch": "its last epoch ran to its last step",
     }
 )
+"""Fields of a status line that says the run wound down without an exit line of its own, and
+how the outcome says it: processes tearing their communicators down, the training loop's final
+checkpoint, the training loop's return (Megatron's `[after training is done]`), Keras's last
+epoch."""
+WOUND_DOWN_FIELDS = frozenset(_WOUND)
 HANG_FLOOR_S = 30.0
 """Silence before a time limit or cancel shorter than this is not called a hang."""
 HANG_CADENCE_FACTOR = 5.0
@@ -205,15 +206,7 @@ def decide_outcome(
         )
     if exits and not _trained_after(exits[-1], progress):
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
-    # detectron2's writer hook reports the last step after its checkpointer saved: one line
-    same_step = 1 if wound_down is not None and "training_done" in wound_down.fields else 0
-    if wound_down is not None and (
-        _last_epoch_done(wound_down, progress)
-        if "last_epoch" in wound_down.fields
-        else progress.count_after(wound_down.seq) <= same_step
-    ):
-        # no failure, and no step after the processes took their communicators down or the
-        # training loop saved its last checkpoint
+    if wound_down is not None and _ended_there(wound_down, progress):
         wound = next(_WOUND[k] for k in _WOUND if k in wound_down.fields)
         return Ending(Outcome.completed, f"no failure, and {wound}: {_quote(wound_down)}")
     if gap is not None and gap > threshold:
@@ -223,6 +216,17 @@ def decide_outcome(
     # lines of the job and nothing says it ended: the log stops while it runs (a window of
     # a longer log, or a job still going)
     return Ending(Outcome.truncated, "the log ends with no sign that the job ended")
+
+
+def _ended_there(wound_down: Event, progress: Progress) -> bool:
+    """No failure, and no step after the line that says the run wound down (the processes took
+    their communicators down, the loop returned); detectron2's writer hook reports the last step
+    after its checkpointer saved (`training_done`: one line); after Keras's last epoch header,
+    that epoch's steps to its last."""
+    if "last_epoch" in wound_down.fields:
+        return _last_epoch_done(wound_down, progress)
+    same_step = 1 if "training_done" in wound_down.fields else 0
+    return progress.count_after(wound_down.seq) <= same_step
 
 
 def _last_epoch_done(begun: Event, progress: Progress) -> bool:

@@ -141,7 +141,7 @@ class Line:
         """The physical line; where `\r` redraws it (a progress bar's states, then a record
         glued to the last one), the state that holds this record, as a terminal shows it."""
         raw = self.raw
-        if "\r" not in raw.rstrip("\r") or not self.text:
+        if "\r" not in raw or not self.text:
             return raw
         return next((s for s in raw.split("\r") if self.text in s), raw)
 
