@@ -154,6 +154,37 @@ def test_with_no_world_size_the_one_silent_rank_below_the_reporters_is_the_culpr
         assert silent_culprit(engine.failures, engine.world()) is None
 
 
+# NCCL's own failure on one rank under OpenMPI's --tag-output (graph/xml.cc's WARN when sysfs has
+# no real path for the GPU's PCI bus, then its return trace up to init), the other rank's init lines only
+OWN_WARN = "[1,{r}]<stdout>:node7:687:748 [{r}] graph/xml.cc:332 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:03/../../0000:03:00.0"
+OWN_RETURN = "[1,{r}]<stdout>:node7:687:748 [{r}] NCCL INFO init.cc:540 -> 2"
+INIT_INFO = "[1,{r}]<stdout>:node7:688:749 [{r}] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>"
+
+
+def test_a_rank_whose_own_nccl_call_failed_is_the_culprit_not_the_silent_one() -> None:
+    engine = fed(
+        [INIT_INFO.format(r=0), INIT_INFO.format(r=1), OWN_WARN.format(r=0), OWN_RETURN.format(r=0)]
+    )
+    engine.finish()
+    # its WARN says what failed on its own machine, not that it waits for rank 1
+    assert silent_culprit(engine.failures, engine.world()) is None
+    (incident,) = incidents_of(engine)
+    assert (incident.culprit.rank, incident.culprit.host) == (0, "node7"), incident.culprit
+    assert "own NCCL call failed" in incident.culprit.reason
+    # counter-case: both ranks fail so (a setting the node shares): neither is named for it
+    lines = [
+        INIT_INFO.format(r=1),
+        OWN_WARN.format(r=0),
+        OWN_RETURN.format(r=0),
+        OWN_WARN.format(r=1),
+        OWN_RETURN.format(r=1),
+    ]
+    engine = fed(lines)
+    engine.finish()
+    (incident,) = incidents_of(engine)
+    assert incident.culprit is None or incident.culprit.rank is None, incident.culprit
+
+
 def test_with_every_rank_reporting_the_one_behind_in_enqueued_work_is_the_culprit() -> None:
     lines = [DETECTED.format(r=r, enqueued=14217 if r == 5 else 14221) for r in range(8)]
     engine = fed(lines)

@@ -222,15 +222,29 @@ def locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
     )
 
 
+def _own_failure(e: Event) -> bool:
+    """NCCL's catch-all WARN (any `NCCL WARN` no narrower signature knows), or an error code
+    other than a remote error (6) returned up its call stack: the rank's own call failed."""
+    if e.signature == "nccl.warn":
+        return True
+    return e.signature == "nccl.error_return" and e.fields.get("code") != "6"
+
+
 def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
     """With collective timeouts, the culprit is the rank that did not time out (FORMATS §2.7)."""
-    reporters = {
-        r
+    reports = [
+        (e, r)
         for e in events
         if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
         if (r := world.rank_of(e.line)) is not None
         or (e.role == "symptom" and (r := field_int(e, "rank")) is not None)
-    }
+    ]
+    # NCCL's bare WARN and its return trace say where the rank's own call failed (a topology
+    # file it cannot read, a device it cannot open), nothing of waiting for a peer: ranks that
+    # only say so do not point at the one that said nothing
+    if all(_own_failure(e) for e, _ in reports):
+        reports = []
+    reporters = {r for _, r in reports}
     # a waiting rank may name the world it waits for (`world_size=8, worker_count=7`)
     declared = max((n for e in events if (n := field_int(e, "world_size")) is not None), default=0)
     if declared > (world.size or 0):
@@ -295,6 +309,30 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
                 reason=f"rank {r} has the lowest last enqueued collective ({behind[r]})",
             )
     return None
+
+
+def own_failure_culprit(root: Event, events: Sequence[Event], world: World) -> Culprit | None:
+    """A root where the rank's own NCCL call failed (_own_failure), and no other rank reports
+    anything: the failure is that rank's. Where several ranks report, each may have failed on
+    its own (a node's setup shared by all), and none is named."""
+    rank = world.rank_of(root.line)
+    if rank is None or not _own_failure(root):
+        return None
+    others = {
+        r
+        for e in events
+        if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
+        if (r := world.rank_of(e.line)) is not None and r != rank
+    }
+    if others:
+        return None
+    return Culprit(
+        rank=rank,
+        local_rank=None,
+        host=root.line.host,
+        confidence=0.6,
+        reason=f"rank {rank}'s own NCCL call failed, and no other rank reports a failure",
+    )
 
 
 def silent_rank_culprit(culprit: Culprit, events: Sequence[Event], world: World) -> Culprit:

@@ -49,6 +49,7 @@ from .culprits import (
     locate,
     mismatch_culprit,
     one_failed_worker,
+    own_failure_culprit,
     pg_culprit,
     reported_culprit,
     silent_culprit,
@@ -382,6 +383,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             or store_barrier_culprit(events, world)
             or mismatch_culprit(events, world)
             or silent_culprit(events, world)
+            or own_failure_culprit(root, events, world)
             or reported_culprit(events)
             or first_exit(events, world)
             or nccl_process_rank(root, events, world)
