@@ -43,6 +43,18 @@ def test_a_wrapper_whose_remote_traceback_is_cut_is_the_root(run: Run) -> None:
     assert told(run, lines, len(STEPS) + len(DRIVER))[0] == "process_killed"
 
 
+def test_a_cut_wrapper_of_torchs_out_of_memory_error_is_a_gpu_oom(run: Run) -> None:
+    # the wrapped type alone says it: torch's allocator raises torch.OutOfMemoryError; Ray's own
+    # OutOfMemoryError (its memory monitor's kill) is raised bare, and is host memory
+    lines = [*STEPS, *DRIVER, WRAPPER.format(inner="OutOfMemoryError"), *REMOTE[:2]]
+    assert told(run, lines, len(lines) - 3)[0] == "oom_gpu"
+    monitor = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+    )
+    lines = [*STEPS, *DRIVER, monitor]
+    assert told(run, lines, len(lines) - 1)[0] == "oom_host"
+
+
 def test_the_verl_worker_an_actor_death_names_is_the_culprit_of_a_report_only_root(
     run: Run,
 ) -> None:
