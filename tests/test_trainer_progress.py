@@ -395,3 +395,24 @@ def test_mxnets_epoch_lines_are_progress_with_the_time_fit_states(run: Run) -> N
     # the same line as the log's last word is the failure
     code, doc, _path = run([*lines[1:], lines[0]])
     assert doc["incidents"], doc["job"]
+
+
+def test_a_tensorflow_estimator_run_ends_when_train_returns(run: Run) -> None:
+    # LoggingTensorHook's `loss = v, step = n` (timed from its second line on) and Estimator.train's
+    # last line, under tf_logging's `INFO:tensorflow:` and absl's header
+    steps = [
+        "INFO:tensorflow:loss = 2.3025851, step = 0",
+        *(f"INFO:tensorflow:loss = 0.{90 - i}, step = {i * 100} (4.2{i} sec)" for i in range(1, 6)),
+    ]
+    noise = "ERROR:tensorflow:Couldn't match files for checkpoint gs://bucket/run/model.ckpt-0"
+    code, doc, _path = run([noise, *steps, "INFO:tensorflow:Loss for final step: 0.85."])
+    assert (code, doc["job"]["outcome"], doc["incidents"]) == (0, "completed", []), doc["job"]
+    assert doc["job"]["last_iteration"] == 500, doc["job"]
+    # a train/evaluate loop's round: steps after it, and the log ends while they go on
+    absl = "I0411 11:40:02.905113 139923 estimator.py:371] Loss for final step: 0.85."
+    more = [
+        f"I0411 11:4{i}:00.101374 139923 basic_session_run_hooks.py:260] loss = 0.8{i}, step = {600 + i * 100} (4.3 sec)"
+        for i in range(3)
+    ]
+    code, doc, _path = run([*steps, absl, *more])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
