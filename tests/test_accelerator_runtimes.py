@@ -248,6 +248,20 @@ def test_neuron_collectives_waiting_at_the_end_hang_and_a_run_that_went_on_outli
     assert doc["incidents"] == [], doc["incidents"]
 
 
+def test_the_ccom_warning_before_a_neuron_collectives_error_says_where_it_began(run: Run) -> None:
+    # training-troubleshooting.rst: libnccom's `CCOM WARN` of the call that failed, then the
+    # engine's error for it, in the same process (pid:tid)
+    warn = "2025-Jun-14 19:05:29.0312 4112959:4113326 [23] bootstrap.cc:106 CCOM WARN Call to accept failed : Too many open files"
+    enc = "2025-Jun-14 19:05:29.0312 4112959:4113326 ERROR   ENC:ncclBootstrapRecv                       failed neuronBootstrapRecv request to NCCL"
+    steps = [STEP.format(s=n, n=n) for n in range(1, 4)]
+    _doc, inc, path = failed_verdict(run, [*steps, warn, enc])
+    assert inc["category"] == "comm_error", inc
+    assert_root(inc, path, 4, warn)
+    # alone, a CCOM WARN that training went on after is no failure
+    _code, doc, _ = run([warn, *steps, *steps])
+    assert doc["incidents"] == [], doc["incidents"]
+
+
 def test_gaudi_s_synapse_status_is_read_by_its_name(run: Run) -> None:
     # the Gaudi bridge's `synStatus=synStatus <code> [<name>]` in the exception a rank raises
     steps = [STEP.format(s=n, n=n) for n in range(1, 4)]
