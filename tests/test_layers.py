@@ -101,6 +101,7 @@ DECOR = (
     ("indent", lambda t: "    " + t),
     ("quote", lambda t: "> " + t),
     ("gutter", lambda t: "│ " + t),
+    ("comment", lambda t: "# " + t),  # output quoted as shell comments in a doc or a README
 )
 
 

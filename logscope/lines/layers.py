@@ -2,11 +2,12 @@
 each may put its own prefix at every line's start: a launcher's tag (srun `--label`, OpenMPI's
 `--tag-output`, pdsh's host), a timestamp (`ts`, `kubectl logs --timestamps`, a container
 runtime's log file, a cloud log export), a host or service column, a Markdown indent or quote
-gutter, a terminal multiplexer's pane border. Which of them an input has, and in what order they
-stack, is learned once from its first lines (`learn`): a layer is learned only when it repeats
-at the start of many of them, so that one line that happens to start `12: ` or with a date is
-never read as a labelled one. Every line is then peeled in that order (`peel`), each layer
-optional, before lines.decode strips the emitters' own headers (tee header, c10, loggers).
+gutter (or the `# ` of output quoted as shell comments in docs), a terminal multiplexer's pane
+border. Which of them an input has, and in what order they stack, is learned once from its
+first lines (`learn`): a layer is learned only when it repeats at the start of many of them, so
+that one line that happens to start `12: ` or with a date is never read as a labelled one.
+Every line is then peeled in that order (`peel`), each layer optional, before lines.decode
+strips the emitters' own headers (tee header, c10, loggers).
 
 The formats, from their emitters:
 - srun `--label` (slurm src/common/write_labelled_message.c): `"%*d: "`, the task id
@@ -141,7 +142,7 @@ TIME_LAYERS = frozenset({"cri", "iso", "syslog", "epoch", "clock"})
 AFTER: Mapping[str, frozenset[str]] = MappingProxyType({"syslog_tag": TIME_LAYERS})
 """Layers that only ever follow one of these: a syslog record's host and program follow its
 time (`node1 kernel: ` alone is too like `Train loss: `)."""
-_GUTTER = re.compile(r"(?:> ?|[│┃║] ?|\| )")
+_GUTTER = re.compile(r"(?:> ?|# ?|[│┃║] ?|\| )")
 # tmux and screen draw pane borders with box-drawing bars; a `|` is not taken for one (Megatron
 # lines end in ` |` at one column)
 _BORDERS = "│┃║"
