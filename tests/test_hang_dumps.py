@@ -128,3 +128,47 @@ def test_a_pasted_dump_of_a_zero_3_gather_shows_the_job_waiting(tmp_path: Path) 
     (inc,) = doc["incidents"]
     assert inc["root_cause"]["pattern"] == "pyspy.waits_in_deepspeed_collective", inc["root_cause"]
     assert "waiting in all_gather_coalesced" in inc["title"]
+
+
+def test_a_dump_given_alone_shows_where_the_process_stood(tmp_path: Path) -> None:
+    """Nobody dumps a process that runs well: dumps alone, or beside a log that does not say the
+    job ended, and naming no rank, make a hang whose root is the first main thread's innermost
+    frame. A log that says the job completed keeps its verdict."""
+    dump = HANGS / "skip" / "pyspy" / "rank0.txt"
+    code, doc, _err = analyze_doc(str(dump))
+    assert (code, doc["job"]["outcome"]) == (1, "hung"), doc["job"]
+    (inc,) = doc["incidents"]
+    assert inc["category"] == "hang" and "in all_reduce" in inc["title"], inc
+    lines = dump.read_text().splitlines()
+    at = inc["root_cause"]["line"]
+    assert lines[at - 2].startswith("Thread ") and "MainThread" in lines[at - 2]
+    assert lines[at - 1].strip() == inc["root_cause"]["text"].strip()
+    assert inc["culprit"] is None  # it waits in a collective: a victim, if anything
+    # constructed (py-spy 0.3's format): a process outside communication, in torch's extension
+    # build lock, beside a log that stops mid-run
+    (tmp_path / "stack.txt").write_text(
+        "Process 4711: /usr/bin/python -u train.py --local_rank=0\n"
+        "Python v3.11.2 (/usr/bin/python3.11)\n\n"
+        'Thread 4711 (idle): "MainThread"\n'
+        "    wait (torch/utils/file_baton.py:42)\n"
+        "    _jit_compile (torch/utils/cpp_extension.py:1522)\n"
+        "    load (torch/utils/cpp_extension.py:1284)\n"
+        "    main (train.py:273)\n"
+    )
+    (tmp_path / "run.log").write_text(
+        "Using /root/.cache/torch_extensions/py311 as PyTorch extensions root...\n"
+    )
+    _code, doc, _err = analyze_doc(str(tmp_path))
+    (inc,) = doc["incidents"]
+    assert doc["job"]["outcome"] == "hung"
+    assert inc["root_cause"]["text"].strip() == "wait (torch/utils/file_baton.py:42)", inc
+    assert "outside communication" in inc["title"]
+    # the log says the job completed: the dump is of something else
+    done = (
+        "INFO 2024-05-02 10:00:00,000 torch/distributed/elastic/agent/server/api.py:954] "
+        "[default] worker group successfully finished. Waiting 300 seconds for other agents "
+        "to finish."
+    )
+    (tmp_path / "run.log").write_text(done + "\n")
+    _code, doc, _err = analyze_doc(str(tmp_path))
+    assert (doc["job"]["outcome"], doc["incidents"]) == ("completed", []), doc["job"]

@@ -260,6 +260,33 @@ def _from_stacks(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class StoppedAt:
+    """Where a dumped process stood: its main thread's innermost frame."""
+
+    stack: ProcessStack
+    lineno: int
+    """The frame's line in the dump file."""
+    text: str
+    """The frame as py-spy prints it: `    <function> (<file>:<line>)`."""
+    where: str
+    """What the stack shows: `in all_reduce at train.py:87 in step`, or outside communication."""
+
+
+def stopped_at(dumps: DumpSet) -> StoppedAt | None:
+    """The first dumped process whose main thread py-spy could read, and the innermost frame it
+    stood in: where the process was when someone dumped it. Nobody dumps the stacks of a process
+    that runs well, so a dump that names no rank still says where the job was stuck."""
+    for stack in dumps.stacks:
+        main = stack.main
+        if main is None or not main.frames:
+            continue
+        f = main.frames[0]
+        at = f"{f.file}:{f.line}" if f.line is not None else f.file
+        return StoppedAt(stack, main.lineno + 1, f"    {f.name} ({at})", _where(stack))
+    return None
+
+
 def _by_rank_stacks(dumps: DumpSet) -> tuple[dict[int, ProcessStack], dict[int, ProcStatus]]:
     statuses = {s.rank: s for s in dumps.statuses if s.rank is not None}
     pid_rank = {s.pid: s.rank for s in dumps.statuses if s.pid is not None and s.rank is not None}

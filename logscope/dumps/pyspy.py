@@ -38,6 +38,8 @@ class Thread:
     tid: str
     name: str | None
     status: str
+    lineno: int
+    """Its header line's number in the file; its frames follow, innermost first."""
     frames: tuple[Frame, ...]
 
 
@@ -97,7 +99,7 @@ def read_pyspy(path: str, text: str) -> tuple[list[ProcessStack], list[str]]:
             continue
         start = i + 1
         threads: list[Thread] = []
-        current: tuple[str, str | None, str] | None = None
+        current: tuple[str, str | None, str, int] | None = None
         frames: list[Frame] = []
         errors: list[str] = []
         i += 1
@@ -107,7 +109,8 @@ def read_pyspy(path: str, text: str) -> tuple[list[ProcessStack], list[str]]:
             if t:
                 if current is not None:
                     threads.append(Thread(*current, tuple(frames)))
-                current, frames = (t.group("tid"), t.group("name"), t.group("status")), []
+                current = (t.group("tid"), t.group("name"), t.group("status"), i + 1)
+                frames = []
             elif lines[i].startswith(("Error:", "Reason:")):
                 errors.append(lines[i].strip())
             elif f and current is not None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
-from ..analysis.hung_rank import name_hung_rank
+from ..analysis.hung_rank import StoppedAt, name_hung_rank, stopped_at
 from ..dumps import DumpKind, read_dumps
 from ..dumps.recognize import sniff
 from ..model import Analysis, Culprit, Event, HangDumps, Incident, Line, Outcome
@@ -41,12 +41,16 @@ def join_dumps(analysis: Analysis, files: Sequence[tuple[str, DumpKind]]) -> Ana
     hang's incident (the verdict) with that culprit, its reason and the dump lines."""
     if not files:
         return analysis
-    hang = name_hung_rank(read_dumps(files), analysis.world.ranks)
+    dumps = read_dumps(files)
+    hang = name_hung_rank(dumps, analysis.world.ranks)
     if hang is None:
         return analysis
     analysis = replace(analysis, hang_dumps=hang)
     v = analysis.verdict
     if hang.culprit_rank is None:
+        stopped = stopped_at(dumps)
+        if v is None and stopped is not None:
+            return _stack_found(analysis, stopped)
         return analysis
     if v is None:
         return _hang_found(analysis, hang)
@@ -80,17 +84,38 @@ def _hang_found(analysis: Analysis, hang: HangDumps) -> Analysis:
     root = next((e for e in evidence if e.line.text.startswith(f"rank {rank}:")), None)
     if root is None:
         return analysis
-    host = _host(hang)
+    return _with_hang(
+        analysis,
+        title=f"Hung job {_what(hang)}",
+        texts=(HANG_EXPLANATION, HANG_REMEDIES),
+        root=root,
+        culprit=Culprit(rank, None, _host(hang), hang.confidence, hang.reason),
+        evidence=evidence,
+        reason=f"the hang dumps name rank {rank}",
+    )
+
+
+def _with_hang(
+    analysis: Analysis,
+    title: str,
+    texts: tuple[str, tuple[str, ...]],
+    root: Event,
+    culprit: Culprit | None,
+    evidence: tuple[Event, ...],
+    reason: str,
+) -> Analysis:
+    """The analysis with the dumps' hang as its verdict (`texts`: its explanation and remedies),
+    and a job whose outcome the log could not tell hung."""
     inc = Incident(
         id=f"I{len(analysis.incidents) + 1}",
         category="hang",
         severity="error",
-        title=f"Hung job {_what(hang)}",
-        explanation=HANG_EXPLANATION,
-        remedies=HANG_REMEDIES,
+        title=title,
+        explanation=texts[0],
+        remedies=texts[1],
         references=(),
         root_cause=root,
-        culprit=Culprit(rank, None, host, hang.confidence, hang.reason),
+        culprit=culprit,
         cascade=(),
         evidence=evidence,
         iteration=analysis.job.last_iteration,
@@ -99,8 +124,51 @@ def _hang_found(analysis: Analysis, hang: HangDumps) -> Analysis:
     )
     job = analysis.job
     if job.outcome in (Outcome.truncated, Outcome.unknown):
-        job = replace(job, outcome=Outcome.hung, outcome_reason=f"the hang dumps name rank {rank}")
+        job = replace(job, outcome=Outcome.hung, outcome_reason=reason)
     return replace(analysis, job=job, incidents=(*analysis.incidents, inc), verdict=inc)
+
+
+STACK_EXPLANATION = (
+    "Nobody dumps the stacks of a process that runs well: py-spy was run on this one because "
+    "it seemed stuck, and its main thread stood where this frame is. Inside a collective or "
+    "barrier it waits for a peer; elsewhere (a lock, a file, a data loader, a GPU "
+    "synchronization) the wait is the process's own."
+)
+STACK_REMEDIES = (
+    "Dump every rank (`py-spy dump --pid PID` on each node) and give the dumps with the log: "
+    "the rank in another call, or in none, is the one the others wait for",
+    "A lock file (torch's extension build `FileBaton`, a dataset cache) left by a killed run: "
+    "remove it; a wait outside communication: read the frames above the innermost",
+)
+
+
+def _stack_found(analysis: Analysis, stopped: StoppedAt) -> Analysis:
+    """A log that says nothing of a hang, or none at all, and dumps that name no rank: the first
+    dumped process's innermost frame is where the job stood, and a job whose outcome the log
+    could not tell is hung. It names no culprit: a process waiting in a collective is a victim,
+    and one waiting elsewhere may be only the one someone dumped."""
+    job = analysis.job
+    if job.outcome not in (Outcome.truncated, Outcome.unknown):
+        return analysis  # the log says how it ended; the dumps are of something else
+    stack = stopped.stack
+    root = Event(
+        "hang_dump",
+        "status",
+        Line(stack.path, stopped.lineno, stopped.text, stopped.text),
+        category="hang",
+        severity="error",
+        role="cause",
+    )
+    return _with_hang(
+        analysis,
+        title=f"Hung process: its main thread is {stopped.where}",
+        texts=(STACK_EXPLANATION, STACK_REMEDIES),
+        root=root,
+        culprit=None,
+        evidence=_evidence(analysis.hang_dumps) if analysis.hang_dumps else (),
+        reason=f"the stacks of process {stack.pid} were dumped ({stack.path}), and no line "
+        "says it ended",
+    )
 
 
 def _joined(inc: Incident, hang: HangDumps) -> Incident:
