@@ -222,23 +222,35 @@ def locate(culprit: Culprit, events: Sequence[Event]) -> Culprit:
     )
 
 
+NCCL_WARN = "nccl.warn"
+"""NCCL's catch-all: any `NCCL WARN` line no narrower signature knows (patterns/nccl.toml)."""
+NCCL_RETURN_FRAME = "nccl.error_return"
+"""NCCL's `file.cc:line -> code` frame of an error on its way to the caller (patterns/nccl.toml)."""
+
+
 def _own_failure(e: Event) -> bool:
-    """NCCL's catch-all WARN (any `NCCL WARN` no narrower signature knows), or an error code
-    other than a remote error (6) returned up its call stack: the rank's own call failed."""
-    if e.signature == "nccl.warn":
+    """NCCL's catch-all WARN, or an error code other than a remote error (6) returned up its
+    call stack: the rank's own call failed."""
+    if e.signature == NCCL_WARN:
         return True
-    return e.signature == "nccl.error_return" and e.fields.get("code") != "6"
+    return e.signature == NCCL_RETURN_FRAME and e.fields.get("code") != "6"
 
 
-def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
-    """With collective timeouts, the culprit is the rank that did not time out (FORMATS §2.7)."""
-    reports = [
+def _reports(events: Sequence[Event], world: World) -> list[tuple[Event, int]]:
+    """The failures the ranks report of themselves, with the reporting rank: its prefix, or
+    the rank a symptom's own text names."""
+    return [
         (e, r)
         for e in events
         if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
         if (r := world.rank_of(e.line)) is not None
         or (e.role == "symptom" and (r := field_int(e, "rank")) is not None)
     ]
+
+
+def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
+    """With collective timeouts, the culprit is the rank that did not time out (FORMATS §2.7)."""
+    reports = _reports(events, world)
     # NCCL's bare WARN and its return trace say where the rank's own call failed (a topology
     # file it cannot read, a device it cannot open), nothing of waiting for a peer: ranks that
     # only say so do not point at the one that said nothing
@@ -318,13 +330,7 @@ def own_failure_culprit(root: Event, events: Sequence[Event], world: World) -> C
     rank = world.rank_of(root.line)
     if rank is None or not _own_failure(root):
         return None
-    others = {
-        r
-        for e in events
-        if e.role in ("symptom", "cause") and e.signature != FAILURE_ENTRY
-        if (r := world.rank_of(e.line)) is not None and r != rank
-    }
-    if others:
+    if any(r != rank for _, r in _reports(events, world)):
         return None
     return Culprit(
         rank=rank,

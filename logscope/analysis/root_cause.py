@@ -44,6 +44,7 @@ from .clues import (
     task_culprit,
 )
 from .culprits import (
+    NCCL_RETURN_FRAME,
     attribute,
     fingerprint_culprit,
     locate,
@@ -73,8 +74,6 @@ from .launcher_reports import (
 from .reasons import stated_reason
 from .worker_names import dead_worker, dead_worker_culprit
 
-NCCL_RETURN_FRAME = "nccl.error_return"
-"""NCCL's `file.cc:line -> code` frame of an error on its way to the caller (patterns/nccl.toml)."""
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
 _SEVERITY_RANK = MappingProxyType({"fatal": 3, "error": 2, "warning": 1, "info": 0})
 SERIOUS = ("fatal", "error")
