@@ -172,3 +172,35 @@ def test_a_dump_given_alone_shows_where_the_process_stood(tmp_path: Path) -> Non
     (tmp_path / "run.log").write_text(done + "\n")
     _code, doc, _err = analyze_doc(str(tmp_path))
     assert (doc["job"]["outcome"], doc["incidents"]) == ("completed", []), doc["job"]
+
+
+def test_a_log_that_ends_on_a_pasted_dump_of_its_main_thread_hung(tmp_path: Path) -> None:
+    """A dump pasted without its header, the main thread outside communication (a DataLoader
+    waiting on its workers, py-spy 0.3's format): the log ends on it, so on a hang there. With
+    steps after it, the run went on and the dump says nothing."""
+    dump = [
+        'Thread 30512 (idle): "MainThread"',
+        "    poll (multiprocessing/popen_fork.py:27)",
+        "    _try_get_data (torch/utils/data/dataloader.py:1133)",
+        "    __next__ (torch/utils/data/dataloader.py:631)",
+        "    train_one_epoch (train.py:212)",
+        'Thread 30544 (idle): "pin_memory"',
+        "    get (multiprocessing/queues.py:113)",
+    ]
+    steps = [f"epoch 1 step {n} loss = 0.{70 - n}" for n in range(1, 5)]
+    meg = [
+        f" iteration {n:8d}/    1000 | consumed samples: {n * 8:12d} | elapsed time per "
+        f"iteration (ms): 812.4 | learning rate: 1.0E-04 | global batch size:     8 | lm loss: "
+        f"2.{n:06d}E+00 | loss scale: 1.0 | grad norm: 0.812 | number of skipped iterations:   0 "
+        "| number of nan iterations:   0 |"
+        for n in range(1, 5)
+    ]
+    (tmp_path / "stuck.log").write_text("\n".join([*steps, *meg, *dump]) + "\n")
+    _code, doc, _err = analyze_doc(str(tmp_path / "stuck.log"))
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+    (inc,) = doc["incidents"]
+    assert inc["category"] == "hang" and inc["root_cause"]["line"] == len(steps + meg) + 1, inc
+    # the run went on after it
+    (tmp_path / "went_on.log").write_text("\n".join([*meg[:1], *dump, *meg[1:]]) + "\n")
+    _code, doc, _err = analyze_doc(str(tmp_path / "went_on.log"))
+    assert (doc["job"]["outcome"], doc["incidents"]) == ("truncated", []), doc["job"]

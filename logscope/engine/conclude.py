@@ -13,6 +13,7 @@ from ..analysis.duplicate_ranks import duplicate_ranks
 from ..analysis.incidents import build_incidents
 from ..analysis.job_outcome import WOUND_DOWN_FIELDS, Ending, decide_outcome, make_job
 from ..analysis.ledger import advise, attempt_of, build_ledger, headline
+from ..analysis.pasted_dumps import dumped_hang
 from ..analysis.resource_wait import resource_wait
 from ..analysis.settled import unsettled
 from ..analysis.slurm_jobs import name_jobs
@@ -107,6 +108,15 @@ def conclude(
         )
         if hung is not None:
             incidents, ending = [replace(hung[0], id="I1")], hung[1]
+    dumped = (
+        dumped_hang(engine.markers, progress)
+        if not incidents and not exits and ending.outcome in (Outcome.truncated, Outcome.unknown)
+        else None
+    )
+    if dumped is not None:
+        incidents, ending = [replace(dumped[0], id="I1")], dumped[1]
+        if attempts:
+            endings[attempts[-1].index] = ("hang", incidents[0])
     if all_empty(inputs):
         # an empty log says nothing of the job, least of all that it was healthy
         ending = Ending(Outcome.unknown, "no input held a line: nothing says whether the job ran")
