@@ -187,7 +187,6 @@ def test_a_log_that_ends_on_a_pasted_dump_of_its_main_thread_hung(tmp_path: Path
         'Thread 30544 (idle): "pin_memory"',
         "    get (multiprocessing/queues.py:113)",
     ]
-    steps = [f"epoch 1 step {n} loss = 0.{70 - n}" for n in range(1, 5)]
     meg = [
         f" iteration {n:8d}/    1000 | consumed samples: {n * 8:12d} | elapsed time per "
         f"iteration (ms): 812.4 | learning rate: 1.0E-04 | global batch size:     8 | lm loss: "
@@ -195,11 +194,11 @@ def test_a_log_that_ends_on_a_pasted_dump_of_its_main_thread_hung(tmp_path: Path
         "| number of nan iterations:   0 |"
         for n in range(1, 5)
     ]
-    (tmp_path / "stuck.log").write_text("\n".join([*steps, *meg, *dump]) + "\n")
+    (tmp_path / "stuck.log").write_text("\n".join([*meg, *dump]) + "\n")
     _code, doc, _err = analyze_doc(str(tmp_path / "stuck.log"))
     assert doc["job"]["outcome"] == "hung", doc["job"]
     (inc,) = doc["incidents"]
-    assert inc["category"] == "hang" and inc["root_cause"]["line"] == len(steps + meg) + 1, inc
+    assert inc["category"] == "hang" and inc["root_cause"]["line"] == len(meg) + 1, inc
     # the run went on after it
     (tmp_path / "went_on.log").write_text("\n".join([*meg[:1], *dump, *meg[1:]]) + "\n")
     _code, doc, _err = analyze_doc(str(tmp_path / "went_on.log"))

@@ -260,6 +260,22 @@ def _from_stacks(
     return None
 
 
+DUMPED_EXPLANATION = (
+    "Nobody dumps the stacks of a process that runs well: it was stopped where its main "
+    "thread's frames show, the innermost first. Inside a collective or barrier it waits for a "
+    "peer; elsewhere (a lock, a file, a data loader, a GPU synchronization in backward) the "
+    "wait is the process's own."
+)
+DUMPED_REMEDIES = (
+    "Read the main thread's frames: the innermost says what it waits for, the first of your "
+    "code where; a lock file (torch's extension build `FileBaton`, a dataset cache) left by a "
+    "killed run is removed by hand",
+    "Dump every rank (`py-spy dump --pid PID` on each node) and give the dumps as files with "
+    "the log: logscope compares them and names the rank the others wait for",
+)
+"""What a dumped process that names no rank says, given as a file or pasted into the log."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoppedAt:
     """Where a dumped process stood: its main thread's innermost frame."""

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
-from ..analysis.hung_rank import StoppedAt, name_hung_rank, stopped_at
+from ..analysis.hung_rank import (
+    DUMPED_EXPLANATION,
+    DUMPED_REMEDIES,
+    StoppedAt,
+    name_hung_rank,
+    stopped_at,
+)
+from ..analysis.job_outcome import hang_at
 from ..dumps import DumpKind, read_dumps
 from ..dumps.recognize import sniff
 from ..model import Analysis, Culprit, Event, HangDumps, Incident, Line, Outcome
@@ -106,40 +113,16 @@ def _with_hang(
 ) -> Analysis:
     """The analysis with the dumps' hang as its verdict (`texts`: its explanation and remedies),
     and a job whose outcome the log could not tell hung."""
-    inc = Incident(
+    inc = replace(
+        hang_at(root, title, texts[0], texts[1], culprit),
         id=f"I{len(analysis.incidents) + 1}",
-        category="hang",
-        severity="error",
-        title=title,
-        explanation=texts[0],
-        remedies=texts[1],
-        references=(),
-        root_cause=root,
-        culprit=culprit,
-        cascade=(),
         evidence=evidence,
         iteration=analysis.job.last_iteration,
-        start=None,
-        end=None,
     )
     job = analysis.job
     if job.outcome in (Outcome.truncated, Outcome.unknown):
         job = replace(job, outcome=Outcome.hung, outcome_reason=reason)
     return replace(analysis, job=job, incidents=(*analysis.incidents, inc), verdict=inc)
-
-
-STACK_EXPLANATION = (
-    "Nobody dumps the stacks of a process that runs well: py-spy was run on this one because "
-    "it seemed stuck, and its main thread stood where this frame is. Inside a collective or "
-    "barrier it waits for a peer; elsewhere (a lock, a file, a data loader, a GPU "
-    "synchronization) the wait is the process's own."
-)
-STACK_REMEDIES = (
-    "Dump every rank (`py-spy dump --pid PID` on each node) and give the dumps with the log: "
-    "the rank in another call, or in none, is the one the others wait for",
-    "A lock file (torch's extension build `FileBaton`, a dataset cache) left by a killed run: "
-    "remove it; a wait outside communication: read the frames above the innermost",
-)
 
 
 def _stack_found(analysis: Analysis, stopped: StoppedAt) -> Analysis:
@@ -162,7 +145,7 @@ def _stack_found(analysis: Analysis, stopped: StoppedAt) -> Analysis:
     return _with_hang(
         analysis,
         title=f"Hung process: its main thread is {stopped.where}",
-        texts=(STACK_EXPLANATION, STACK_REMEDIES),
+        texts=(DUMPED_EXPLANATION, DUMPED_REMEDIES),
         root=root,
         culprit=None,
         evidence=_evidence(analysis.hang_dumps) if analysis.hang_dumps else (),
