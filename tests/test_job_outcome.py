@@ -335,6 +335,27 @@ def test_a_lost_node_is_the_ending_even_without_a_scheduler_banner() -> None:
     assert ending_of(fed([*iterations(1, 6), CUDA])).outcome is Outcome.crashed
 
 
+def test_a_driver_that_raises_after_its_node_died_ended_in_a_crash() -> None:
+    # the node is lost, then the driver (which outlived it) raises the actor's death: the job
+    # ended in the driver's crash; the lost node stays the cause
+    dead = (
+        "2019-05-02 11:04:31,201\tERROR worker.py:1780 -- The node with client ID 5c0ffee15dead0"
+        "beef0123456789abcdef012345 has been marked dead because the monitor has missed too many "
+        "heartbeats from it."
+    )
+    raised = [
+        "Traceback (most recent call last):",
+        '  File "/srv/train.py", line 40, in <module>',
+        "    result = trainer.fit()",
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+    ]
+    engine = fed([*iterations(1, 6), dead, *raised])
+    assert ending_of(engine).outcome is Outcome.crashed
+    assert incidents_of(engine)[0].category == "node_failure"
+    # the driver's traceback before the node's report says nothing of how the job ended
+    assert ending_of(fed([*iterations(1, 6), *raised[:3], dead])).outcome is Outcome.node_failure
+
+
 def test_a_failure_the_job_sat_through_until_its_time_limit_is_a_hang() -> None:
     # the limit an hour after the fault: the peers waited for a dead rank
     late = time_limit(START + timedelta(hours=1, minutes=1))

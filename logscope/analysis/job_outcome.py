@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 
+from ..match.events import TRACEBACK_START
 from ..model import (
     INPUT_SHIFT,
     Category,
@@ -175,7 +176,7 @@ def decide_outcome(
                 return Ending(
                     Outcome.node_failure, f"{final.title}; then the scheduler said the node failed"
                 )
-            if final.category in ("node_failure", "preemption"):
+            if final.category in ("node_failure", "preemption") and not _raised_after(final):
                 # the node itself went away or was reclaimed (a cluster manager's word, not a
                 # scheduler's end)
                 outcome = _END_OUTCOME[final.category]
@@ -379,6 +380,13 @@ def _quote(e: Event) -> str:
         text = text[: _QUOTE_CHARS - 1].rstrip() + "…"
         said = "".join(f"; {k} {v}" for k, v in e.fields.items())
     return f"{text} (line {e.line.lineno}{said})"
+
+
+def _raised_after(final: Incident) -> bool:
+    """A traceback opens after the incident's root: a process that outlived the lost node (the
+    driver whose actors died with it) raised next, and its crash, not the node, ended the job."""
+    root = final.root_cause
+    return any(e.signature == TRACEBACK_START and e.seq > root.seq for e in final.cascade)
 
 
 def _ended_after(
