@@ -356,6 +356,23 @@ def test_a_driver_that_raises_after_its_node_died_ended_in_a_crash() -> None:
     assert ending_of(fed([*iterations(1, 6), *raised[:3], dead])).outcome is Outcome.node_failure
 
 
+def test_a_log_that_ends_while_the_failed_process_tries_again_was_cut() -> None:
+    # the etcd rendezvous handler raised, then its loop starts the next try: the agent is
+    # alive, waiting for its rendezvous, when the log stops
+    raised = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/etcd/client.py", line 595, in read',
+        "    raise exc(msg, payload)",
+        "etcd.EtcdKeyNotFound: Key not found : /torchelastic/p2p/run_7/rdzv/active_version",
+    ]
+    again = "INFO 2024-06-12 12:55:46,077 Attempting to join next rendezvous"
+    engine = fed([*raised, again])
+    assert ending_of(engine).outcome is Outcome.truncated
+    assert incidents_of(engine)[0].category == "launcher_error"
+    # the try before the error says nothing of how the log ended
+    assert ending_of(fed([again, *raised])).outcome is Outcome.crashed
+
+
 def test_a_failure_the_job_sat_through_until_its_time_limit_is_a_hang() -> None:
     # the limit an hour after the fault: the peers waited for a dead rank
     late = time_limit(START + timedelta(hours=1, minutes=1))

@@ -81,6 +81,13 @@ def retries_only(incident: Incident) -> bool:
     return _all_say(incident, "retrying")
 
 
+def _ends_retrying(incident: Incident) -> bool:
+    """The incident's last line, after its root, says its emitter tries again (`retrying`: the
+    etcd rendezvous's next try after an error it handled)."""
+    last = max((incident.root_cause, *incident.cascade), key=lambda e: e.seq)
+    return last is not incident.root_cause and bool(last.fields.get("retrying"))
+
+
 def goes_on_only(incident: Incident) -> bool:
     """An incident made only of lines whose emitter says it goes on after them (`goes_on`: JAX
     falling back to the CPU): the program had not ended when the log stopped."""
@@ -153,6 +160,11 @@ def decide_outcome(
             # the log ends while a process still retries to connect: the job had not ended
             # when the log stopped (the retries may still succeed or give up)
             return Ending(Outcome.truncated, f"the log ends while it retries: {final.title}")
+        if _ends_retrying(final):
+            # the failure's process says it tries again after it: the log stops in that try
+            return Ending(
+                Outcome.truncated, f"the log ends while it tries again after: {final.title}"
+            )
         if goes_on_only(final):
             return Ending(
                 Outcome.truncated,
