@@ -832,7 +832,8 @@ def test_ranks_that_reached_monitored_barrier_name_rank_0_which_runs_it(run: Run
         "[default2]:[rank2]: RuntimeError: " + report.format(r=2),
         "[default2]:[rank2]:  Original exception: ",
     ]
-    assert told(run, lines, 0) == ("collective_timeout", 0)
+    # what rank 0 met is not in the reports (here it had exited, no timeout): unknown
+    assert told(run, lines, 0) == ("unknown", 0)
 
 
 def test_a_missing_libibverbs_is_no_root_nccl_goes_on_with_sockets(run: Run) -> None:
