@@ -322,6 +322,18 @@ def test_the_job_holds_what_the_ending_and_the_progress_say() -> None:
     assert job.end == job.last_progress == START + timedelta(seconds=1000)
 
 
+def test_a_step_bar_at_its_total_is_the_runs_last_step() -> None:
+    # diffusers' training examples draw one tqdm bar over max_train_steps
+    def bar(n: int, total: int = 3000) -> str:
+        return f"Steps: {n * 100 // total:3d}%|#         | {n}/{total} [59:47<00:00,  1.20s/it, loss=0.0033, lr=0.004]"
+
+    assert ending_of(fed([bar(n) for n in (2998, 2999, 3000)])).outcome is Outcome.completed
+    assert ending_of(fed([bar(n) for n in (1000, 1001, 1002)])).outcome is Outcome.truncated
+    # an epoch's bar at its end is no run's end
+    epoch = "Epoch 3: 100%|##########| 500/500 [01:23<00:00,  6.00it/s, loss=0.123, v_num=0]"
+    assert ending_of(fed([epoch])).outcome is Outcome.truncated
+
+
 def test_a_lost_node_is_the_ending_even_without_a_scheduler_banner() -> None:
     # Ray's control store marks a node dead: the node failed, whoever reports it
     dead = (
