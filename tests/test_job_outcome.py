@@ -334,6 +334,30 @@ def test_a_step_bar_at_its_total_is_the_runs_last_step() -> None:
     assert ending_of(fed([epoch])).outcome is Outcome.truncated
 
 
+def test_torchtune_saving_its_final_epoch_checkpoint_completed(tmp_path) -> None:
+    steps = [f"1|{n}|Loss: 1.58: 100%|##########| {n}/1625 [21:54<00:00,  1.23it/s]" for n in (1624, 1625)]
+    final = "INFO:torchtune.utils._logging:Saving final epoch checkpoint."
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*steps, final, steps[-1]])))
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # the same steps without the final save: the log was cut
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps, steps[-1]])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_a_step_srun_could_not_create_because_the_job_was_ending_is_no_cause() -> None:
+    # srun waited for its step, the job was cancelled meanwhile: the cancel is the ending
+    lines = [
+        "srun: Job 4711 step creation temporarily disabled, retrying (Requested nodes are busy)",
+        "srun: Job 4711 step creation still disabled, retrying (Requested nodes are busy)",
+        "srun: error: Unable to create step for job 4711: Job/step already completing or completed",
+        "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T02:10:00 ***",
+    ]
+    engine = fed(lines)
+    assert ending_of(engine).outcome is Outcome.cancelled
+    assert incidents_of(engine)[0].root_cause.signature.startswith("slurm.")
+    assert incidents_of(engine)[0].category == "cancelled"
+
+
 def test_a_lost_node_is_the_ending_even_without_a_scheduler_banner() -> None:
     # Ray's control store marks a node dead: the node failed, whoever reports it
     dead = (
