@@ -132,6 +132,12 @@ def test_terminate_whose_what_is_a_closed_peer_is_a_comm_error() -> None:
     assert inc.category == "comm_error"
 
 
+def test_a_bare_python_abort_is_a_native_crash_not_a_kill() -> None:
+    # faulthandler's note of SIGABRT with nothing before it: the process aborted itself
+    (inc,) = incidents_of(fed(["step 120 done", "Fatal Python error: Aborted"]))
+    assert (inc.root_cause.signature, inc.category) == ("signals.python_abort", "segfault")
+
+
 def test_terminate_whose_what_no_signature_knows_stays_the_cause() -> None:
     # counter-case: the what() says nothing known, so the terminate is the failure
     lines = [
