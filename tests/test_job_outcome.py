@@ -335,7 +335,10 @@ def test_a_step_bar_at_its_total_is_the_runs_last_step() -> None:
 
 
 def test_torchtune_saving_its_final_epoch_checkpoint_completed(tmp_path) -> None:
-    steps = [f"1|{n}|Loss: 1.58: 100%|##########| {n}/1625 [21:54<00:00,  1.23it/s]" for n in (1624, 1625)]
+    steps = [
+        f"1|{n}|Loss: 1.58: 100%|##########| {n}/1625 [21:54<00:00,  1.23it/s]"
+        for n in (1624, 1625)
+    ]
     final = "INFO:torchtune.utils._logging:Saving final epoch checkpoint."
     _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*steps, final, steps[-1]])))
     assert doc["job"]["outcome"] == "completed", doc["job"]
