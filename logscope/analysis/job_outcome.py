@@ -82,10 +82,11 @@ def retries_only(incident: Incident) -> bool:
 
 
 def _ends_retrying(incident: Incident) -> bool:
-    """The incident's last line, after its root, says its emitter tries again (`retrying`: the
-    etcd rendezvous's next try after an error it handled)."""
+    """The incident's last line says its emitter tries again (`retrying`): a connect attempt, the
+    etcd rendezvous's next try after an error it handled. An incident made only of retries
+    (retries_only) is one such."""
     last = max((incident.root_cause, *incident.cascade), key=lambda e: e.seq)
-    return last is not incident.root_cause and bool(last.fields.get("retrying"))
+    return bool(last.fields.get("retrying"))
 
 
 def goes_on_only(incident: Incident) -> bool:
@@ -156,15 +157,10 @@ def decide_outcome(
             # the log ends while ranks say they wait (for a rank at init, a barrier), and no
             # line of theirs ended a process (the heartbeat monitor's LOG(FATAL) does)
             return Ending(Outcome.hung, f"the log ends while ranks wait: {final.title}")
-        if retries_only(final):
-            # the log ends while a process still retries to connect: the job had not ended
-            # when the log stopped (the retries may still succeed or give up)
-            return Ending(Outcome.truncated, f"the log ends while it retries: {final.title}")
         if _ends_retrying(final):
-            # the failure's process says it tries again after it: the log stops in that try
-            return Ending(
-                Outcome.truncated, f"the log ends while it tries again after: {final.title}"
-            )
+            # the log ends while a process still retries (to connect, its rendezvous after an
+            # error it handled): the job had not ended when the log stopped
+            return Ending(Outcome.truncated, f"the log ends while it retries: {final.title}")
         if goes_on_only(final):
             return Ending(
                 Outcome.truncated,
