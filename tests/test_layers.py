@@ -421,3 +421,30 @@ def test_the_subprocess_tee_keeps_the_indent_of_the_line_it_labels() -> None:
         "  rank      : 3 (local_rank: 1)",
         "epoch 0 step 13 loss 2.29",
     ]
+
+
+@pytest.mark.parametrize("count", [4, 12])
+def test_padding_behind_a_time_column_on_every_line_is_peeled(count: int) -> None:
+    # a console export's rows copied with the message column padded out from the time
+    # (CloudWatch's event table): the padding is the export's, the traceback's indent stays
+    body = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 88, in <module>',
+        "    loss.backward()",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory.",
+    ]
+    lines = [f"2024-01-12T19:26:34.{i:03d}+08:00{' ' * 16}{body[i % 4]}" for i in range(count)]
+    got = [line.text for line in _decoded(lines)]
+    assert got == [body[i % 4] for i in range(count)]
+
+
+def test_a_tracebacks_own_indent_behind_a_time_is_kept() -> None:
+    # counter-case: an excerpt of frames only, every line indented, the indent a traceback's own
+    lines = [
+        '2024-01-12T19:26:34.787Z   File "train.py", line 88, in <module>',
+        "2024-01-12T19:26:34.787Z     loss.backward()",
+        '2024-01-12T19:26:34.788Z   File "torch/_tensor.py", line 522, in backward',
+        "2024-01-12T19:26:34.788Z     torch.autograd.backward(",
+    ]
+    got = [line.text for line in _decoded(lines)]
+    assert got == [t[len("2024-01-12T19:26:34.787Z ") :] for t in lines]

@@ -52,6 +52,8 @@ def layered_routing(layers: Layers) -> re.Pattern[bytes]:
         body = _unnamed(PATTERNS[name].pattern)
         kind = b"?:" if name in TIME_LAYERS else b"?P<" + name.encode() + b">"
         parts.append(b"(" + kind + body + b")?")
+    if layers.pad:
+        parts.append(b"(?: {%d})?" % layers.pad)
     parts.append(b"(?P<route>" + ROUTING_PREFIX.pattern[len(_MULTILINE_START) :] + b")?")
     return re.compile(b"".join(parts))
 

@@ -65,6 +65,9 @@ MIN_SAMPLE = 8
 excerpt, a stream's first block) teach only the layers that start every one of them."""
 MIN_EDGE = 20
 """A pane border is looked for right of this column only."""
+TRACEBACK_INDENT = 4
+"""The deepest indent of a Python traceback's own lines (2 for a frame, 4 for its source line):
+an indent wider than this on every line behind a time column is the export's padding."""
 
 _DATE = r"(?P<date>\d{4}-\d\d-\d\d)"
 _CLOCK = r"(?P<h>[01]\d|2[0-3]):(?P<m>[0-5]\d):(?P<s>[0-5]\d|60)(?:[.,](?P<frac>\d{1,9}))?"
@@ -161,9 +164,12 @@ class Layers:
     """The PATTERNS layers, in the order they stack."""
     edge: int | None = None
     """The column of a pane border: the line is cut there (a multiplexer's capture)."""
+    pad: int = 0
+    """Spaces behind the layers on (nearly) every line: a console export's column padding
+    between its time and the message (AWS CloudWatch's copied rows)."""
 
     def __bool__(self) -> bool:
-        return bool(self.decor or self.order or self.edge is not None)
+        return bool(self.decor or self.order or self.edge is not None or self.pad)
 
 
 NONE = Layers()
@@ -272,6 +278,8 @@ def peel(
             _take(name, m, out, year)
             pos = m.end()
             prev = name
+    if layers.pad and text.startswith(" " * layers.pad, pos):
+        pos += layers.pad
     return text[pos:]
 
 
@@ -373,4 +381,17 @@ def learn(sample: Iterable[str], stop: Stop = _never) -> Layers | None:
     learned.sort(key=lambda n: sum(seen[n]) / len(seen[n]))
     if few and not learned:
         return None  # too few to tell that there are none: the line-start rules stand
-    return Layers(decor, tuple(learned), edge)
+    layers = Layers(decor, tuple(learned), edge)
+    if any(n in TIME_LAYERS for n in learned):
+        layers = Layers(decor, tuple(learned), edge, _learn_pad(lines, layers, stop, few))
+    return layers
+
+
+def _learn_pad(lines: list[str], layers: Layers, stop: Stop, few: bool) -> int:
+    """The padding every line (nearly, of a long sample) carries behind its time column, when it
+    is wider than any indent a traceback has of its own; else 0."""
+    peeled = (peel(t, layers, Peeled(), None, stop) for t in lines)
+    widths = sorted(len(t) - len(t.lstrip(" ")) for t in peeled)
+    need = len(widths) if few else max(1, int(len(widths) * DECOR_SHARE))
+    pad = widths[len(widths) - need]
+    return pad if pad > TRACEBACK_INDENT else 0
