@@ -611,6 +611,31 @@ def test_connect_retries_nccl_answered_were_a_peer_starting(tmp_path: Path) -> N
     assert "the log ends while it retries" in doc["job"]["outcome_reason"]
 
 
+def test_a_trainer_polling_its_vllm_server_until_it_answers_went_on(tmp_path: Path) -> None:
+    """TRL's client logs a retry every 2 s while the generation server loads (vllm_client.py
+    check_server) and `Server is up!` once it answers: a survived note. A log that ends in the
+    polling ends in a wait; one where the client gave up ends in its ConnectionError."""
+    head = "[2025-06-02 11:04:{s:02d},313] [INFO] [trl.extras.vllm_client.check_server:129] "
+    polls = [
+        head.format(s=s) + "[PID:88] Server is not up yet. Retrying in 2.0 seconds..."
+        for s in (2, 4, 6)
+    ]
+    up = head.format(s=8) + "[PID:88] Server is up!"
+    code, doc = _analyze(tmp_path, [*polls, up])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert "the server answered after the retries" in doc["survived"][0]["reason"], doc["survived"]
+    code, doc = _analyze(tmp_path, polls)
+    assert code == 1 and doc["incidents"][0]["category"] == "launcher_error", doc["incidents"]
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    gave_up = (
+        "ConnectionError: The vLLM server can't be reached at 0.0.0.0:8000 after 240.0 seconds. "
+        "Make sure the server is running by running `trl vllm-serve`."
+    )
+    code, doc = _analyze(tmp_path, [*polls, "Traceback (most recent call last):", gave_up])
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    assert doc["incidents"][0]["root_cause"]["line"] == 5, doc["incidents"][0]["root_cause"]
+
+
 def test_other_ranks_printing_the_step_under_way_is_not_training_going_on(tmp_path: Path) -> None:
     # every rank prints each step; the ranks that outlive rank 3 by a moment print the same one
     step = "[rank{r}]:2025-03-02 10:{m:02d}:0{r},000 - INFO - step: {it:3d}  loss:  2.1031"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..match.events import FAILURE_ENTRY, UNRECOGNIZED
 from ..match.signatures import Library
@@ -75,7 +76,7 @@ def outlived(
         first_done.setdefault(_attempt(e, attempts), e)
     ends = {a.index: a.last_seq for a in attempts}
     passed = _barriers_passed(markers)
-    connected = [m for m in markers if "nccl_connected" in m.fields]
+    connected = [m for m in markers if m.fields.keys() & _ANSWERS.keys()]
     joined = [m for m in markers if m.fields.keys() & _JOINED_FIELDS]
     kept: list[Incident] = []
     notes = caught(failures, library)
@@ -287,14 +288,22 @@ def _answered(
     return "survived", f"the barrier was passed later ({where}): every rank had joined"
 
 
+_ANSWERS: Mapping[str, str] = MappingProxyType(
+    {"nccl_connected": "NCCL connected", "server_up": "the server answered"}
+)
+"""Fields of the markers that say a peer the job retried to reach is up: NCCL connected its rings
+(`Connected all rings`), a server the trainer polled answered (TRL's `Server is up!`)."""
+
+
 def _connected(inc: Incident, connected: Sequence[Event]) -> tuple[SurvivedKind, str] | None:
-    """Connect retries that NCCL's `Connected all rings` later answered: the peer came up."""
+    """Connect retries that a later marker answered (_ANSWERS): the peer came up."""
     if not retries_only(inc):
         return None
     done = _first_after(inc, connected)
     if done is None:
         return None
-    return "survived", f"NCCL connected after the retries (line {done.line.lineno})"
+    what = next(v for k, v in _ANSWERS.items() if k in done.fields)
+    return "survived", f"{what} after the retries (line {done.line.lineno})"
 
 
 _JOINED_FIELDS = frozenset({DONE_FIELD, "nccl_connected", "barrier_done"})
