@@ -138,6 +138,24 @@ def test_megatrons_training_loop_returning_with_nothing_failing_after_is_a_finis
     assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
+def test_deepspeeds_report_at_engine_start_is_no_step(run: Run) -> None:
+    # engine.py: `_report_progress(0)` once the optimizer is built, before any step; Megatron
+    # builds its data iterators after it (a minute here) and then starts training
+    ds = "[2022-09-19 00:{t}] [INFO] [logging.py:68:log_dist] [Rank 0] step={n}, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]"
+    lines = [
+        "[2022-09-19 00:20:10,935] [INFO] [launch.py:162:main] dist_world_size=4",
+        ds.format(t="20:22,170", n=0),
+        "> building train, validation, and test datasets ...",
+        "[after dataloaders are built] datetime: 2022-09-19 00:21:22 ",
+        "[before the start of training step] datetime: 2022-09-19 00:21:22 ",
+        *(ds.format(t=f"{22 + n // 10}:{n % 60:02d},000", n=n) for n in range(10, 60, 10)),
+    ]
+    code, doc, _path = run(lines)
+    assert code == 0, doc["job"]
+    assert doc["incidents"] == [], doc["incidents"]
+    assert (doc["job"]["outcome"], doc["job"]["first_iteration"]) == ("truncated", 10), doc["job"]
+
+
 def _paddleseg_step(i: int, total: int) -> str:
     return f"2023-05-10 08:{i // 100:02d}:{i % 60:02d} [INFO]\t[TRAIN] epoch: {1 + i // 400}, iter: {i}/{total}, loss: 0.4312, lr: 0.009731, batch_cost: 0.3021, reader_cost: 0.00112, ips: 26.4812 samples/sec | ETA 00:00:{(total - i) % 60:02d}"
 
