@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -337,3 +338,20 @@ def test_zeroed_is_nan_to_num() -> None:
     for values in (*cases, [math.nan, math.inf, -0.0]):
         x = np.array(values, dtype=np.float64)
         assert np.array_equal(zeroed(x), np.nan_to_num(x))
+
+
+@pytest.mark.parametrize(("written", "year"), [((2026, 1, 3), 2025), ((2026, 12, 31), 2026)])
+def test_a_glog_day_later_than_the_file_was_written_is_last_years(
+    tmp_path: Path, written: tuple[int, int, int], year: int
+) -> None:
+    # c10's header states month and day only: the year is the file's, unless that day is still
+    # to come in the year the file was written (a log of late December read in January)
+    f = tmp_path / "job.log"
+    f.write_text(
+        "[rank1]:[W1229 22:06:38.480071392 ProcessGroupNCCL.cpp:1662] [PG ID 0 PG GUID 0 Rank 1] "
+        'Failed to check the "should dump" flag on TCPStore, with error: Broken pipe\n'
+    )
+    stamp = datetime(*written, 12, 0).timestamp()
+    os.utime(f, (stamp, stamp))
+    a = analyze([str(f)])
+    assert a.job.start is not None and a.job.start.year == year, a.job

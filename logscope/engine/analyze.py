@@ -55,6 +55,8 @@ from .feed import Engine, default_library
 from .hangs import join_dumps, split_dumps
 
 _YEAR = re.compile(rb"\b(20\d\d)([-/])[01]\d\2[0-3]\d[T _]\d\d:\d\d")
+# a glog / c10 header's month and day (`E1229 22:06:38.480071`), which carries no year
+_GLOG_DAY = re.compile(rb"(?<![\w.])[IWEF]([01]\d)([0-3]\d) \d\d:\d\d:\d\d")
 
 
 def _feed_sequential(
@@ -228,14 +230,21 @@ def _in_order(
 
 
 def _year_hint(src: Source, first: bytes) -> int | None:
+    """The year of the input's stamps that carry none: the first full date in its head, else the
+    year the file was last written, or the one before where its first glog header's day comes
+    later in the year than that (a log of late December read in January)."""
     m = _YEAR.search(first)
     if m:
         return int(m.group(1))
     if src.path != "-":
         try:
-            return datetime.fromtimestamp(Path(src.path).stat().st_mtime).year
+            written = datetime.fromtimestamp(Path(src.path).stat().st_mtime)
         except OSError:
             return None
+        day = _GLOG_DAY.search(first)
+        if day and (int(day[1]), int(day[2])) > (written.month, written.day):
+            return written.year - 1
+        return written.year
     return None
 
 
