@@ -450,3 +450,32 @@ def test_an_error_that_names_its_own_rank_names_the_culprit() -> None:
     line = "RuntimeError: Rank 11, node gpu-b04, device 3, iteration 77: Unexpected result inf (message='loss is infinite')"
     (inc,) = incidents_of(fed([line]))
     assert inc.culprit is not None and (inc.culprit.rank, inc.culprit.host) == (11, "gpu-b04")
+
+
+# Paddle's trainer log (glog headers): the TCPStore master line only global rank 0 prints
+# (store_utils.cc `is_master = (cur_rank == 0)`, tcp_utils.cc `tcp_listen`), then a traceback
+PADDLE_STORE = [
+    "I0624 11:20:28.975574   766 tcp_utils.cc:181] The server starts to listen on IP_ANY:62597",
+    "I0624 11:20:28.975834   766 tcp_utils.cc:130] Successfully connected to 10.0.0.1:62597",
+]
+PADDLE_CRASH = [
+    "Traceback (most recent call last):",
+    '  File "tools/train.py", line 172, in <module>',
+    "OSError: (External) CUDA error(719), unspecified launch failure.",
+]
+
+
+def test_a_paddle_trainer_that_started_the_store_is_rank_0() -> None:
+    (incident,) = incidents_of(fed([*PADDLE_STORE, *PADDLE_CRASH]))
+    assert incident.culprit.rank == 0, incident.culprit
+    assert "rank 0's process only" in incident.culprit.reason
+
+
+def test_the_store_master_names_no_rank_where_another_rank_shows_or_before_it() -> None:
+    # another trainer's ring line in the same file: not one trainer's output
+    other = "I0624 11:20:30.001117   766 nccl_context.cc:189] init nccl context nranks: 4 local rank: 2 gpu id: 2 ring id: 0"
+    (incident,) = incidents_of(fed([*PADDLE_STORE, other, *PADDLE_CRASH]))
+    assert incident.culprit.rank is None, incident.culprit
+    # the error before the store was started: the line says nothing of what came before
+    (incident, *_) = incidents_of(fed([*PADDLE_CRASH, *PADDLE_STORE]))
+    assert incident.culprit.rank is None, incident.culprit

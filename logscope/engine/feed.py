@@ -71,6 +71,9 @@ class Engine:
     declared_world: int | None = None
     file_named: dict[str, set[int | None]] = field(default_factory=dict)
     """Per file, the ranks its lines of a rank's own log file (Signature.own_log_file) name."""
+    primary_marks: dict[str, int] = field(default_factory=dict)
+    """Per file, the first line that only rank 0's process prints (an own_log_file signature that
+    is primary_rank_only)."""
     nccl_ranks: dict[tuple[str, str], set[tuple[int, int]]] = field(default_factory=dict)
     """Per NCCL process (host, pid), the (communicator size, rank) its INFO lines state."""
     first_time: datetime | None = None
@@ -343,9 +346,11 @@ class Engine:
         # a file is one rank's own log where such lines name one rank, above 0 (rank 0's file
         # is also its console, where other ranks' stderr lands)
         sole = [(path, next(iter(r))) for path, r in self.file_named.items() if len(r) == 1]
+        primary = [(p, n) for p, n in self.primary_marks.items() if self.file_named[p] == {0}]
         return replace(
             world,
             file_ranks=tuple(sorted((p, r) for p, r in sole if r)),
+            primary_files=tuple(sorted(primary)),
             nccl_ranks=tuple(sorted(_world_ranks(self.nccl_ranks))),
         )
 
@@ -432,7 +437,10 @@ class Engine:
                 self.declared_world = int(e.fields["world_size"])
             sig = self.library.by_id(e.signature) if e.kind == "launch" else None
             if sig is not None and sig.own_log_file:
-                self.file_named.setdefault(e.line.path, set()).add(field_int(e, "rank"))
+                named = 0 if sig.primary_rank_only else field_int(e, "rank")
+                self.file_named.setdefault(e.line.path, set()).add(named)
+                if sig.primary_rank_only:
+                    self.primary_marks.setdefault(e.line.path, e.line.lineno)
             self.markers.append(e)
             return
         if e.time is None:
