@@ -1,8 +1,8 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of trainers' own progress and ending lines read from their sources
-(patterns/openmmlab.toml, timm.toml, paddle.toml, mlperf.toml, verl.toml, progress.toml): a run
-by iterations that reached its last one completed, an error the steps went on after is a survived
-note, a save notice is a checkpoint. Lines are constructed from the emitters' format strings (see
+(patterns/openmmlab.toml, timm.toml, paddle.toml, mlperf.toml, verl.toml, progress.toml,
+nnunet.toml): a run by iterations that reached its last one completed, an error the steps went on
+after is a survived note, a save notice is a checkpoint. Lines are constructed from the emitters' format strings (see
 each pattern file's header)."""
 
 from __future__ import annotations
@@ -154,6 +154,53 @@ def test_deepspeeds_report_at_engine_start_is_no_step(run: Run) -> None:
     assert code == 0, doc["job"]
     assert doc["incidents"] == [], doc["incidents"]
     assert (doc["job"]["outcome"], doc["job"]["first_iteration"]) == ("truncated", 10), doc["job"]
+
+
+def _nnunet_epoch(e: int) -> list[str]:
+    # nnUNetTrainer's print_to_log_file on local rank 0: `{datetime}: ` and its words
+    t = f"2024-04-0{1 + e // 24} {e % 24:02d}:1{e % 6}:26.409347: "
+    return [
+        f"{t}",
+        f"{t}Epoch {e}",
+        f"{t}Current learning rate: 0.00{9 - e}",
+        f"{t}train_loss -0.{60 + e}",
+        f"{t}val_loss -0.{58 + e}",
+        f"{t}Pseudo dice [0.8{e}, 0.7{e}]",
+        f"{t}Epoch time: 151.{e}2 s",
+    ]
+
+
+def test_an_nnunet_run_that_says_training_done_completed(run: Run) -> None:
+    lines = [line for e in range(5) for line in _nnunet_epoch(e)]
+    done = "2024-04-01 05:20:11.512873: Training done."
+    code, doc, _path = run([*lines, done])
+    assert code == 0, doc["job"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # without it the log stops while epochs still began
+    code, doc, _path = run(lines)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_an_error_line_nnunet_epochs_went_on_after_is_survived(run: Run) -> None:
+    noise = (
+        "2024-04-01 00:10:26.173235: failed to open the plotting backend, make sure it is installed"
+    )
+    lines = [*_nnunet_epoch(0), noise, *(line for e in range(1, 6) for line in _nnunet_epoch(e))]
+    code, doc, _path = run(lines)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["survived"], doc
+
+
+def test_batchgenerators_dead_workers_are_the_data_pipeline(run: Run) -> None:
+    # multi_threaded_augmenter.py: the loader says a worker process is gone
+    lines = [
+        *_nnunet_epoch(0),
+        "Traceback (most recent call last):",
+        '  File "nnunetv2/training/nnUNetTrainer/nnUNetTrainer.py", line 1348, in run_training',
+        "RuntimeError: One or more background workers are no longer alive. Exiting. Please check the print statements above for the actual error message",
+    ]
+    code, doc, _path = run(lines)
+    assert code == 1 and doc["incidents"][0]["category"] == "data_error", doc["incidents"]
 
 
 def _paddleseg_step(i: int, total: int) -> str:
