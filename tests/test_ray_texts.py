@@ -6,7 +6,7 @@ does not (patterns/ray.toml, analysis/launcher_reports.past_wrappers)."""
 
 from __future__ import annotations
 
-from .helpers import Run, told
+from .helpers import Run, failed_verdict, told
 
 STEPS = [f"(TaskRunner pid=5120) step:{n} - actor/pg_loss:0.0{n}" for n in range(1, 4)]
 DRIVER = [
@@ -67,3 +67,30 @@ def test_the_verl_worker_an_actor_death_names_is_the_culprit_of_a_report_only_ro
     ]
     lines = [*STEPS, *DRIVER, WRAPPER.format(inner="ActorDiedError"), *REMOTE, died, *report]
     assert told(run, lines, len(STEPS) + len(DRIVER) + 1 + len(REMOTE)) == ("process_killed", 3)
+
+
+def test_the_old_memory_monitor_is_the_hosts_memory_and_names_the_node(run: Run) -> None:
+    # memory_monitor.py get_message (Ray 1.x), as the driver prints a task's error
+    oom = "(pid=737) ray._private.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node gpu-node-03 is used (7.12 / 7.49 GB). The top 10 memory consumers are:"
+    lines = [
+        *STEPS,
+        "2021-04-12 10:00:01,000\tERROR worker.py:1053 -- Possible unhandled error from worker: ray::LocalReplayBuffer.add_batch()",
+        oom,
+        "PID\tMEM\tCOMMAND",
+    ]
+    _doc, inc, _path = failed_verdict(run, lines)
+    assert inc["category"] == "oom_host", inc
+    assert inc["root_cause"]["line"] == len(STEPS) + 2, inc["root_cause"]
+    assert inc["root_cause"]["host"] == "gpu-node-03" or inc["culprit"]["host"] == "gpu-node-03", (
+        inc
+    )
+
+
+def test_a_lost_gcs_ends_the_process_that_needed_it(run: Run) -> None:
+    # Ray 1.x's FATAL record (glog) and Ray 2.x's error before it exits
+    for lost in (
+        "F0629 15:22:02.621095 14109 14633 service_based_gcs_client.cc:207] Couldn't reconnect to GCS server. The last attempted GCS server address was 10.0.0.5:6379",
+        "[2025-12-19 15:55:39,521 E 3044 30260] rpc_client.h:203: Failed to connect to GCS within 60 seconds. GCS may have been killed. It's either GCS is terminated by `ray stop` or is killed unexpectedly. The program will terminate.",
+    ):
+        lines = [*STEPS, lost, "*** Check failure stack trace: ***"]
+        assert told(run, lines, len(STEPS))[0] == "comm_error"
