@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, hydra.toml, dgl.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, hydra.toml, dgl.toml, sample_factory.toml, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -1810,3 +1810,17 @@ def test_a_worker_group_torchrun_restarted_is_a_new_attempt_that_went_on(run: Ru
     assert doc["job"]["outcome"] == "truncated", doc["job"]
     assert len(doc["attempts"]) == 2, doc["attempts"]
     assert_root(doc["incidents"][0], path, 9, nccl)
+
+
+def test_sample_factorys_silent_component_stops_the_run(run: Run) -> None:
+    # runner.py _check_heartbeat: a component silent past heartbeat_report_sec, then every
+    # component of its type: the runner stops the experiment as failed
+    step = "[2023-09-18 21:{m:02d}:00,000][196071] Fps is (10 sec: 21504.0, 60 sec: 20889.6, 300 sec: 20111.2). Total num frames: {f}. Throughput: 0: 2100.3. Samples: {f}. Policy #0 lag: (min: 0.0, avg: 1.2, max: 3.0)"
+    lines = [
+        *(step.format(m=m, f=m * 100000) for m in range(20, 30)),
+        "[2023-09-18 21:35:46,519][196071] No heartbeat for components: InferenceWorker_p0-w0 (337 seconds)",
+        "[2023-09-18 21:35:46,519][196071] Stopping training due to lack of heartbeats from <class 'sample_factory.algo.sampling.inference_worker.InferenceWorker'>",
+    ]
+    doc, inc, _path = failed_verdict(run, lines)
+    assert inc["category"] == "hang" and inc["root_cause"]["line"] == 11, inc
+    assert doc["job"]["outcome"] in ("crashed", "hung"), doc["job"]
