@@ -277,3 +277,28 @@ def test_gaudi_s_synapse_status_is_read_by_its_name(run: Run) -> None:
     ):
         error = f"[rank5]: RuntimeError: Graph compile failed. synStatus=synStatus {name}."
         assert told(run, [*steps, *frame, error], 6) == (category, 5)
+
+
+GRPC_DETAIL = [
+    "Additional GRPC error information from remote target unknown_target_for_coordination_leader while calling /tensorflow.CoordinationService/GetKeyValue:",
+    ':{"created":"@1706696495.008693800","description":"Error received from peer ipv4:10.150.0.4:62464","file":"external/com_github_grpc_grpc/src/core/lib/surface/call.cc","file_line":1056,"grpc_message":"Socket closed","grpc_status":14}. This is only expected if one of the tasks is unhealthy.',
+]
+
+
+def test_the_preemption_notice_failing_as_the_leader_leaves_is_no_failure(run: Run) -> None:
+    # preemption_sync_manager.cc: the call each process keeps open to task 0's service fails when
+    # task 0 exits first at the end of a run; the gRPC detail lines go on the same status
+    done = [f"{p} [[1. 1. 1. 1.]] {{cuda(id={p})}}" for p in range(4)]
+    notice = "2024-01-31 10:21:35.025511: W external/tsl/tsl/distributed_runtime/preemption/preemption_sync_manager.cc:170] Failed to retrieve preemption notice from coordination service: UNAVAILABLE: Socket closed"
+    _code, doc, _path = run([*done, notice, *GRPC_DETAIL])
+    assert doc["incidents"] == [], doc["incidents"]
+
+
+def test_a_coordination_agent_in_error_status_ends_the_process(run: Run) -> None:
+    # xla/pjrt/distributed/client.cc's error callback: the status after the gRPC detail of the call
+    agent = "2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] Coordination service agent in error status: DEADLINE_EXCEEDED: Deadline Exceeded"
+    lines = [*GRPC_DETAIL, agent]
+    assert told(run, lines, 2)[0] == "comm_error"
+    # at shutdown, the agent that cannot say goodbye: the leader left first
+    bye = "2023-02-17 06:08:24.084633: E external/org_tensorflow/tensorflow/tsl/distributed_runtime/coordination/coordination_service_agent.cc:481] Failed to disconnect from coordination service with status: DEADLINE_EXCEEDED: Deadline Exceeded"
+    assert told(run, [bye, *GRPC_DETAIL], 0)[0] == "comm_error"
