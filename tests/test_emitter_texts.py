@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, hydra.toml, dgl.toml, sample_factory.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, hydra.toml, dgl.toml, sample_factory.toml, olmo.toml, exceptions.toml, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -1824,3 +1824,23 @@ def test_sample_factorys_silent_component_stops_the_run(run: Run) -> None:
     doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "hang" and inc["root_cause"]["line"] == 11, inc
     assert doc["job"]["outcome"] in ("crashed", "hung"), doc["job"]
+
+
+def test_olmos_excepthook_names_the_process_of_an_unprefixed_exception(run: Run) -> None:
+    # the exception's own last line carries no prefix; OLMo's excepthook logs it again behind its
+    # handler's header, which names the local rank (olmo/util.py excepthook, RichHandler)
+    error = "HfHubHTTPError: 429 Client Error: Too Many Requests for url: https://huggingface.co/api/datasets/glue/paths-info/main"
+    lines = [
+        "[2024-04-18 15:50:00] INFO     [olmo.train:1240, rank=0] [step=10/500,epoch=0]",
+        error,
+        f"[2024-04-18 15:55:06] CRITICAL [olmo.util:158, rank=6] Uncaught {error}",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert_root(inc, path, 2, error)
+    # the Hub refused a read: an input of the job, not its code
+    assert inc["category"] == "io_error", inc
+    assert inc["culprit"]["rank"] == 6, inc["culprit"]
+    # another exception's report names no one
+    other = lines[2].replace("429 Client Error", "503 Server Error")
+    _doc, inc, path = failed_verdict(run, [*lines[:2], other])
+    assert inc["culprit"]["rank"] is None, inc["culprit"]

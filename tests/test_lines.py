@@ -85,6 +85,21 @@ ROWS = [
         level="W",
         time=datetime(2024, 3, 2, 17, 20, 41, 318000),
     ),
+    # OLMo's interactive handler (olmo/util.py RichHandler): level, logger and the LOCAL rank
+    row(
+        "[2024-04-18 15:55:06] CRITICAL [olmo.util:158, rank=6] Uncaught ValueError: bad shard",
+        "Uncaught ValueError: bad shard",
+        local_rank=6,
+        level="C",
+        time=datetime(2024, 4, 18, 15, 55, 6),
+    ),
+    row(
+        "[2024-04-18 15:55:06] INFO     [root, rank=0] Saving checkpoint...",
+        "Saving checkpoint...",
+        local_rank=0,
+        level="I",
+        time=datetime(2024, 4, 18, 15, 55, 6),
+    ),
     # torch._logging's TorchLogsFormatter once a process group exists: `[rank5]:` and a glog
     # header (torch 2.13 torch/_logging/_internal.py): the GLOBAL rank
     row(

@@ -193,7 +193,21 @@ def _same_error(e: Event, root: Event) -> bool:
         return True
     oom = root.category in ("oom_gpu", "oom_host")
     return e.role == "cause" and (
-        e.signature == root.signature or (oom and e.category == root.category)
+        e.signature == root.signature
+        or (oom and e.category == root.category)
+        or _same_exception(e, root)
+    )
+
+
+def _same_exception(e: Event, root: Event) -> bool:
+    """`e` reports the exception the root raised, by its type's name and its message (an
+    excepthook's log of it: OLMo's `Uncaught <type>: <message>`)."""
+    message = root.fields.get("message")
+    kind = (root.fields.get("exception") or "").rsplit(".", 1)[-1]
+    return (
+        bool(message and kind)
+        and e.fields.get("message") == message
+        and (e.fields.get("exception") or "").rsplit(".", 1)[-1] == kind
     )
 
 

@@ -116,6 +116,14 @@ _OLMO = re.compile(
 )
 _OLMO_TAB = 23
 """Where OLMo's header has its first tab: after the time."""
+# OLMo's interactive handler (olmo/util.py `RichHandler`): `[%Y-%m-%d %X] `, the level padded to
+# 8, then `[<logger>:<line>, rank=<local rank>] ` (`[root, rank=N] ` for the root logger): the
+# rank it prints is the process's local rank
+_OLMO_RICH = re.compile(
+    r"\[(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\] "
+    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) +"
+    r"\[(?:[\w.<>-]+:\d+|root), rank=(?P<local_rank>\d+)\] "
+)
 # mmengine's MMLogger (mmengine/logging/logger.py): `%(asctime)s - %(name)s - %(levelname)s - `
 # with datefmt `%m/%d %H:%M:%S` on the terminal and `%Y/%m/%d %H:%M:%S` in its log file
 _MMLOG = re.compile(
@@ -442,8 +450,10 @@ def _strip(text: str, p: _Prefix, year: int | None, layers: Layers | None = None
             text = text[m.end() :]
             continue
         m = _OLMO.match(text) if text.find("\t", _OLMO_TAB, _OLMO_TAB + 1) >= 0 else None
+        if m is None and text.startswith("[") and ", rank=" in text[:160]:
+            m = _OLMO_RICH.match(text)
         if m:
-            p.host = p.host or m["host"]
+            p.host = p.host or m.groupdict().get("host")
             if p.local_rank is None:
                 p.local_rank = int(m["local_rank"])
             p.level = m["lvl"][0]
