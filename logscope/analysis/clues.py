@@ -14,8 +14,6 @@ lists, Slurm tasks, the first exit) is read in `launcher_clues`; here:
   quotes between `Begin global rank N STDERR` and `End global rank N STDERR` is rank N's;
 - a launcher's report that names the process on one line and its end on the next (Hydra's
   `=   RANK 3 PID 1234 RUNNING AT host`, then `=   KILLED BY SIGNAL: 9`);
-- a line only rank 0's process prints (Paddle's TCPStore master) above the root, in a file
-  where no other rank shows;
 - an srun `--label` task where srun started the ranks itself, and NCCL's `host:pid` line head
   shared with a line that names a rank.
 """
@@ -88,27 +86,24 @@ def own_rank_culprit(culprit: Culprit, root: Event) -> Culprit:
 
 
 def own_file_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
-    """An unprefixed root in a file that is one rank's own log (World.file_ranks: detectron2's
-    `Rank of current process: N` in `log.txt.rankN`)."""
+    """An unprefixed root in a file that is one rank's own output from a line on (World.file_ranks:
+    detectron2's `Rank of current process: N` in `log.txt.rankN`, Paddle's TCPStore master in rank
+    0's workerlog), at or after that line: an earlier line says nothing of whose it is."""
     if _prefixed(root.line):
         return culprit
-    rank = next((r for path, r in world.file_ranks if path == root.line.path), None)
-    if rank is None:
+    found = next(
+        (
+            (r, n)
+            for path, r, n in world.file_ranks
+            if path == root.line.path and n <= root.line.lineno
+        ),
+        None,
+    )
+    if found is None:
         return culprit
-    return with_rank(culprit, rank, None, f"the file is rank {rank}'s own log", 0.8)
-
-
-def primary_file_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
-    """An unprefixed root after a line that only rank 0's process prints, in a file whose lines
-    name no other rank (World.primary_files: Paddle's TCPStore master, which the trainer of
-    global rank 0 starts): the file is rank 0's output, and so is the root."""
-    if _prefixed(root.line):
-        return culprit
-    mark = next((n for path, n in world.primary_files if path == root.line.path), None)
-    if mark is None or mark > root.line.lineno:
-        return culprit
-    why = f"the file is rank 0's output: line {mark} is printed by rank 0's process only"
-    return with_rank(culprit, 0, None, why, 0.6)
+    rank, n = found
+    why = f"the file is rank {rank}'s own log: line {n} is printed by rank {rank}'s process only"
+    return with_rank(culprit, rank, None, why, 0.8)
 
 
 def primary_rank(root: Event, library: Library) -> Culprit | None:

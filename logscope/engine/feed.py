@@ -25,7 +25,7 @@ from ..lines.wrap import WRAP_SAMPLE, wrap_width
 from ..match.events import Extractor
 from ..match.loader import builtin_dirs, load_library
 from ..match.prefilter import Hit, matched
-from ..match.signatures import Library
+from ..match.signatures import Library, Signature
 from ..model import (
     Attempt,
     Event,
@@ -69,11 +69,11 @@ class Engine:
     """srun task ids (`--label`) seen, whether or not a rank prefix came with them."""
     hosts: set[str] = field(default_factory=set)
     declared_world: int | None = None
-    file_named: dict[str, set[int | None]] = field(default_factory=dict)
-    """Per file, the ranks its lines of a rank's own log file (Signature.own_log_file) name."""
-    primary_marks: dict[str, int] = field(default_factory=dict)
-    """Per file, the first line that only rank 0's process prints (an own_log_file signature that
-    is primary_rank_only)."""
+    file_named: dict[str, dict[int | None, tuple[int, bool]]] = field(default_factory=dict)
+    """Per file, the ranks its lines of a rank's own log file (Signature.own_log_file) name: the
+    first such line, and whether any of them can be trusted to name the file's process (a rank
+    above 0, or a line rank 0's process alone prints: rank 0's file may be its console, where
+    other ranks' stderr lands)."""
     nccl_ranks: dict[tuple[str, str], set[tuple[int, int]]] = field(default_factory=dict)
     """Per NCCL process (host, pid), the (communicator size, rank) its INFO lines state."""
     first_time: datetime | None = None
@@ -343,16 +343,26 @@ class Engine:
         world = build_world(
             sorted(self.streams, key=repr), self.declared_world, self.tasks, self.hosts
         )
-        # a file is one rank's own log where such lines name one rank, above 0 (rank 0's file
-        # is also its console, where other ranks' stderr lands)
-        sole = [(path, next(iter(r))) for path, r in self.file_named.items() if len(r) == 1]
-        primary = [(p, n) for p, n in self.primary_marks.items() if self.file_named[p] == {0}]
+        # a file is one rank's own log where such lines name one rank, and one of them says so
+        # of the file's own process (file_named)
+        owned = [
+            (path, rank, first)
+            for path, named in self.file_named.items()
+            if len(named) == 1
+            for rank, (first, trusted) in named.items()
+            if rank is not None and trusted
+        ]
         return replace(
             world,
-            file_ranks=tuple(sorted((p, r) for p, r in sole if r)),
-            primary_files=tuple(sorted(primary)),
+            file_ranks=tuple(sorted(owned)),
             nccl_ranks=tuple(sorted(_world_ranks(self.nccl_ranks))),
         )
+
+    def _note_own_log(self, e: Event, rank: int | None, sig: Signature) -> None:
+        """A line of a rank's own log file naming `rank` (file_named)."""
+        named = self.file_named.setdefault(e.line.path, {})
+        first, trusted = named.get(rank, (e.line.lineno, False))
+        named[rank] = (first, trusted or bool(rank) or sig.primary_rank_only)
 
     def _note_nccl_rank(self, e: Event) -> None:
         """An NCCL INFO line's rank in a communicator, for the process its head names (a
@@ -437,10 +447,7 @@ class Engine:
                 self.declared_world = int(e.fields["world_size"])
             sig = self.library.by_id(e.signature) if e.kind == "launch" else None
             if sig is not None and sig.own_log_file:
-                named = 0 if sig.primary_rank_only else field_int(e, "rank")
-                self.file_named.setdefault(e.line.path, set()).add(named)
-                if sig.primary_rank_only:
-                    self.primary_marks.setdefault(e.line.path, e.line.lineno)
+                self._note_own_log(e, 0 if sig.primary_rank_only else field_int(e, "rank"), sig)
             self.markers.append(e)
             return
         if e.time is None:

@@ -30,13 +30,11 @@ class World:
     """(srun task, rank) where the log's own lines tie a task to one rank (`7: [rank7]:`)."""
     hosts: frozenset[str] = frozenset()
     """The hosts any line named (prefixes, NCCL's `host:pid:tid`)."""
-    file_ranks: tuple[tuple[str, int], ...] = ()
-    """(file, rank) where the file is one rank's own log: a line its emitter writes only there
-    (a signature's `own_log_file`) names that rank, and no other."""
-    primary_files: tuple[tuple[str, int], ...] = ()
-    """(file, line) where a line that only rank 0's process prints (a `primary_rank_only`
-    signature of `own_log_file` kind: Paddle's TCPStore master) says the file is rank 0's output,
-    in a file whose lines name no other rank: the first such line."""
+    file_ranks: tuple[tuple[str, int, int], ...] = ()
+    """(file, rank, line) where the file is one rank's own output from that line on: a line its
+    emitter writes only there (a signature's `own_log_file`: detectron2's rank line in
+    `log.txt.rank<N>`, Paddle's TCPStore master, which rank 0 alone starts) names that rank, and
+    none names another."""
     nccl_ranks: tuple[tuple[str, str, int], ...] = ()
     """(host, pid, rank) of the processes whose NCCL INFO lines give them one rank in their
     largest communicator (the job's world group): a line with that `host:pid` head is theirs."""
