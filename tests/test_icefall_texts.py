@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (log lines are kept whole)
-"""k2-fsa/icefall's recipes (patterns/icefall.toml and its logger header in lines.decode): lines
+"""k2-fsa/icefall's recipes (patterns/icefall.toml and its logger header in lines.headers): lines
 constructed from train.py's and icefall/utils.py's formats."""
 
 from __future__ import annotations

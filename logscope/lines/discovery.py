@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterator
 
 from ..model import Line
-from .decode import GLOG_HEADER, decode, parse_line
+from .decode import decode, parse_line
+from .headers import GLOG_HEADER
 from .layers import PATTERNS, TIME_LAYERS, Layers
 
 DISCOVERY_BYTES = 8 << 20

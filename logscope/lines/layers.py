@@ -6,7 +6,7 @@ gutter (or the `# ` of output quoted as shell comments in docs), a terminal mult
 border. Which of them an input has, and in what order they stack, is learned once from its
 first lines (`learn`): a layer is learned only when it repeats at the start of many of them, so
 that one line that happens to start `12: ` or with a date is never read as a labelled one.
-Every line is then peeled in that order (`peel`), each layer optional, before lines.decode
+Every line is then peeled in that order (`peel`), each layer optional, before lines.headers
 strips the emitters' own headers (tee header, c10, loggers).
 
 The formats, from their emitters:
@@ -131,7 +131,7 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         # launched job, whose own indent follows; peeled, it names the pipe only
         "subprocess_tee": re.compile(r"(?:stdout|stderr): "),
         # (the TAG is a program's name, never a logging level: `trainer INFO: ` after a time is
-        # Python logging's `%(name)s %(levelname)s: `, a header lines.decode reads)
+        # Python logging's `%(name)s %(levelname)s: `, a header lines.headers reads)
         "syslog_tag": re.compile(
             r"(?P<host>[A-Za-z0-9][\w.-]*) "
             r"(?!(?:DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)(?:\[|:))"
@@ -186,7 +186,7 @@ class Peeled:
 
 
 Stop = Callable[[str, int], bool]
-"""Whether the text at a position is a header lines.decode reads whole (a logger's own time and
+"""Whether the text at a position is a header lines.headers reads whole (a logger's own time and
 level): a time layer is not peeled off it."""
 
 
@@ -359,7 +359,7 @@ def _learn_edge(lines: list[str]) -> int | None:
 
 def learn(sample: Iterable[str], stop: Stop = _never) -> Layers | None:
     """The layers of an input from its first lines (decoded, escapes removed); None when they
-    are too few to tell, fewer than MIN_LINES (lines.decode then takes a line-start srun label
+    are too few to tell, fewer than MIN_LINES (lines.headers then takes a line-start srun label
     or pdsh host on sight, as it does without a plan)."""
     lines = [t.rstrip("\r\n") for t in sample]
     lines = [t for t in lines if t.strip()][:MAX_SAMPLE_LINES]
