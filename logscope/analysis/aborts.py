@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..match.events import FAILURE_ENTRY
+from ..match.failure_block import FAILURE_ENTRY
 from ..model import Event, Stream, World, field_int, input_of
 
 SERIOUS = ("fatal", "error")

@@ -8,7 +8,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from ..match.events import FAILURE_ENTRY
+from ..match.failure_block import FAILURE_ENTRY
 from ..model import Culprit, Event, Stream, World, field_int, rank_ranges
 
 

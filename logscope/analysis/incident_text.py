@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..match.events import CHILD_FAILED, FAILURE_ENTRY, UNRECOGNIZED
+from ..match.events import UNRECOGNIZED
+from ..match.failure_block import CHILD_FAILED, FAILURE_ENTRY
 from ..match.signatures import Library
 from ..model import Event, field_int
 from .duplicate_ranks import DUPLICATE_RANK

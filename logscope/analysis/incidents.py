@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from ..match.events import FAILURE_ENTRY
+from ..match.failure_block import FAILURE_ENTRY
 from ..match.signatures import Library
 from ..model import Event, Incident, Progress, World, field_int
 from .incident_text import incident_text

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..lines.hostlist import expand_hostlist
-from ..match.events import FAILURE_ENTRY
+from ..match.failure_block import FAILURE_ENTRY
 from ..model import Culprit, Event, Stream, World, field_int
 from .clues import with_rank
 

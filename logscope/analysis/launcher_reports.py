@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..match.events import CHILD_FAILED, FAILURE_ENTRY
+from ..match.failure_block import CHILD_FAILED, FAILURE_ENTRY
 from ..model import Culprit, Event, Stream, World, field_int
 from .aborts import BLOCK_SPAN
 from .launcher_clues import KILL_LIST

@@ -7,14 +7,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..match.events import (
-    CUT_TRACEBACK,
-    EXIT_SIGNALS,
-    OPENED_AT,
-    TRACEBACK_START,
-    UNRECOGNIZED,
-    signal_exit,
-)
+from ..match.events import CUT_TRACEBACK, OPENED_AT, TRACEBACK_START, UNRECOGNIZED
+from ..match.exit_codes import EXIT_SIGNALS, signal_exit
 from ..match.signatures import Library
 from ..model import (
     Category,

@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..match.events import FAILURE_ENTRY, UNRECOGNIZED
+from ..match.events import UNRECOGNIZED
+from ..match.failure_block import FAILURE_ENTRY
 from ..match.signatures import Library
 from ..match.unrecognized import mask
 from ..model import (

@@ -1,36 +1,21 @@
 """Matched lines to events: signature fields, classification, torchrun's failure block per
-stream, tracebacks per stream (a caught one ends in a warning), and the unrecognized error lines
-kept for the incident of last resort."""
+stream (read by match.failure_block), tracebacks per stream (a caught one ends in a warning), and
+the unrecognized error lines kept for the incident of last resort."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
 from ..model import SEVERITIES, Category, Event, Line, Severity
+from .exit_codes import chosen_exit
+from .failure_block import BLOCK_START, CHILD_FAILED, FailureBlocks
+from .field_times import parse_time
 from .prefilter import Hit, Prefilter
 from .signatures import Library, Signature
 from .unrecognized import Clusters
 
-_BLOCK_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
-# Where a block read from the middle starts: its section headers, or an entry's first field as
-# torchrun aligns it (`  time      : ...`).
-_BLOCK_START = re.compile(
-    r"^(?:Root Cause \(first observed failure\):|Failures:|\s+(?:time|host|rank|exitcode) {2,}: )"
-)
-_BLOCK_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
-_BLOCK_RANK = re.compile(r"(-?\d+)(?: \(local_rank: (\d+)\))?")
-_BLOCK_EXIT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?(?:\s+\((SIG\w+)\))?")
-_BLOCK_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
-
-CHILD_FAILED = "torchrun.child_failed"
-"""The signature of torchrun's `ChildFailedError` line, which heads its failure block."""
-FAILURE_ENTRY = "torchrun.failure_entry"
-"""Synthetic signature id of one entry of a ChildFailedError block."""
 CUT_TRACEBACK = "a traceback whose exception the log does not show"
 """The message of a traceback kept as a failure of last resort (its exception never came)."""
 UNRECOGNIZED = "unrecognized.error_line"
@@ -54,57 +39,6 @@ CAUGHT_SPAN = 400
 every rank's few frames may interleave (64 ranks x 5 lines); past it, the traceback was cut and
 the stream's next exception is a new one. Within it, a chained `Traceback` line is part of the
 caught one (`traceback.format_exc()` prints the chain)."""
-
-# Exit codes of workers killed by a signal, as torchelastic reports them (negative signal), and
-# the shell's 128 + signal.
-EXIT_SIGNALS: Mapping[int, tuple[str, Category]] = MappingProxyType(
-    {
-        -9: ("SIGKILL", "process_killed"),
-        -11: ("SIGSEGV", "segfault"),
-        -7: ("SIGBUS", "segfault"),
-        -8: ("SIGFPE", "segfault"),
-        -4: ("SIGILL", "segfault"),
-        -6: ("SIGABRT", "unknown"),
-        -15: ("SIGTERM", "process_killed"),
-        -2: ("SIGINT", "cancelled"),
-        137: ("SIGKILL", "process_killed"),
-        139: ("SIGSEGV", "segfault"),
-        # a Windows process that died of an exception exits with its NTSTATUS (ntstatus.h), as
-        # torchrun and mp.spawn report it there: the native crashes
-        3221225477: ("STATUS_ACCESS_VIOLATION", "segfault"),
-        3221225501: ("STATUS_ILLEGAL_INSTRUCTION", "segfault"),
-        3221225620: ("STATUS_INTEGER_DIVIDE_BY_ZERO", "segfault"),
-        3221225725: ("STATUS_STACK_OVERFLOW", "segfault"),
-        3221226356: ("STATUS_HEAP_CORRUPTION", "segfault"),
-        3221226505: ("STATUS_STACK_BUFFER_OVERRUN", "segfault"),
-    }
-)
-
-MAX_SIGNAL = 64
-"""Linux's highest signal number (SIGRTMAX): a shell's exit code 128 + N above it is no signal."""
-
-
-def signal_exit(code: int) -> bool:
-    """An exit code that says a signal ended the process: torchelastic's negative signal, or the
-    shell's 128 + N for a signal N (above that the program chose the code: `exit(-6)` is 250)."""
-    return code < 0 or 128 < code <= 128 + MAX_SIGNAL
-
-
-def _chosen_exit(fields: Mapping[str, str]) -> bool:
-    """A reported exit code the program chose: not 1 (Python's uncaught exception), not a
-    signal's."""
-    code = fields.get("exit_code", "")
-    if not code.isdigit():
-        return False
-    n = int(code)
-    return n not in (0, 1) and n not in EXIT_SIGNALS and not signal_exit(n)
-
-
-_DATE_CMD = re.compile(
-    r"(?P<rest>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d)"
-    r"(?: [A-Z]{2,5}| [+-]\d{4})? (?P<year>\d{4})"
-)
-_TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 
 # Error-looking messages that are not errors of the job, so are never "unrecognized".
 # (`warnings.warn(...)`: the source line the warnings module prints under a warning it shows)
@@ -139,24 +73,6 @@ _NOT_A_FAILURE = re.compile(
 )
 
 
-def parse_time(value: str) -> datetime | None:
-    """A time captured by a signature: ISO, torchrun's `2024-03-12_02:29:19`, or `date`'s."""
-    m = _DATE_CMD.match(value)
-    if m:
-        # `date` prints a zone name (CET, UTC) that strptime cannot map; the clock is local
-        value = f"{m['rest']} {m['year']}"
-        try:
-            return datetime.strptime(value, "%a %b %d %H:%M:%S %Y")
-        except ValueError:
-            return None
-    for fmt in _TIME_FORMATS:
-        try:
-            return datetime.strptime(value[:19], fmt)
-        except ValueError:
-            continue
-    return None
-
-
 def looks_like_error(message: str) -> bool:
     return bool(_LOOKS_LIKE_ERROR.search(message)) and not _NOT_AN_ERROR.search(message)
 
@@ -170,25 +86,9 @@ def inert(line: Line) -> bool:
         and line.local_rank is None
         and line.task is None
         and line.time is None
-        and not _BLOCK_START.match(line.text)
+        and not BLOCK_START.match(line.text)
         and not looks_like_error(line.text)
     )
-
-
-@dataclass(slots=True)
-class _Block:
-    section: str = ""
-    entries: list[dict[str, str]] = field(default_factory=list)
-    current: dict[str, str] | None = None
-    exit_lines: dict[int, Line] = field(default_factory=dict)
-    """The physical `exitcode :` line of each entry, by the entry's position."""
-    signal_lines: dict[int, Line] = field(default_factory=dict)
-    """The physical `traceback : Signal N (SIGX) received by PID P` line of an entry that has one:
-    what happened to the worker, said in words (its exit code says it as a number)."""
-    rank_lines: dict[int, Line] = field(default_factory=dict)
-    """The physical `rank :` line of each entry: the anchor of a root-cause entry cut before its
-    exit code (the log ends inside the block)."""
-    last_lineno: int = 0
 
 
 @dataclass(slots=True)
@@ -200,7 +100,7 @@ class Extractor:
     unrecognized_events: list[Event] = field(default_factory=list)
     """The first MAX_UNRECOGNIZED unrecognized error lines as events (UNRECOGNIZED), for the
     engine to use when no signature explains the failure."""
-    _blocks: dict[tuple[str, int | None, str | None], _Block] = field(default_factory=dict)
+    _blocks: FailureBlocks = field(default_factory=FailureBlocks)
     _tracebacks: dict[tuple[Any, ...], Event] = field(default_factory=dict)
     """Per stream, the start of a traceback whose exception line has not come yet."""
     _announced: dict[tuple[Any, ...], int] = field(default_factory=dict)
@@ -222,13 +122,13 @@ class Extractor:
         is the line's order key."""
         # a line that is not the open block's closes it, and is still a line of its own (a
         # traceback's exception after the `traceback :` field of a failure entry)
-        out, consumed = self._block_line(line)
+        out, consumed = self._blocks.line(line)
         if consumed:
             return out
-        if hit is None and _BLOCK_START.match(line.text):
+        if hit is None and BLOCK_START.match(line.text):
             # an excerpt of the block without its ChildFailedError header
-            self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno - 1)
-            return out + self._block_line(line)[0]
+            self._blocks.start(line, line.lineno - 1)
+            return out + self._blocks.line(line)[0]
         if hit is None:
             if looks_like_error(line.text):
                 self.unrecognized.add(line)
@@ -267,7 +167,7 @@ class Extractor:
         ):
             # `exited on signal 9` is what torchrun and srun call exit code -9
             fields = {**fields, "exit_code": f"-{fields['signal']}"}
-        if sig.role == "summary" and category == "python_exception" and _chosen_exit(fields):
+        if sig.role == "summary" and category == "python_exception" and chosen_exit(fields):
             # Python exits 1 on an exception nobody caught; another code is the program's own
             # choice (`sys.exit(2)`, `exit(-6)` is 250), which says nothing of why
             category = "unknown"
@@ -329,7 +229,7 @@ class Extractor:
             severity, fields = "warning", {**fields, "caught": "true"}
         out.append(self._event(line, sig, fields, seq, category, severity))
         if sig.id == CHILD_FAILED:
-            self._blocks[(line.path, line.task, line.host)] = _Block(last_lineno=line.lineno)
+            self._blocks.start(line, line.lineno)
         if opens:
             if stream not in self._tracebacks:
                 self._tracebacks[stream] = out[-1]
@@ -409,10 +309,7 @@ class Extractor:
     def interrupt(self, path: str, task: int | None, host: str | None) -> list[Event]:
         """A line of a stream that is no part of a torchrun failure block: a block open in
         that stream has ended (its events)."""
-        key = (path, task, host)
-        if key not in self._blocks:
-            return []
-        return self._close(key)
+        return self._blocks.interrupt(path, task, host)
 
     def _classified(
         self, category: Category | None, fields: dict[str, str], exception: str, message: str
@@ -441,118 +338,11 @@ class Extractor:
             time_exact=line.time is not None,
         )
 
-    def _block_line(self, line: Line) -> tuple[list[Event], bool]:
-        """The events a line of an open ChildFailedError block gives, and whether the line was
-        the block's; a line that is not closes the block (its entries are the events)."""
-        key = (line.path, line.task, line.host)
-        blk = self._blocks.get(key)
-        if blk is None:
-            return [], False
-        if line.lineno - blk.last_lineno > 4:
-            # the block's lines are consecutive; a gap means it ended without its border
-            return self._close(key), False
-        text = line.text
-        blk.last_lineno = line.lineno
-        if text.startswith("Root Cause"):
-            blk.section = "root"
-            return [], True
-        if text.startswith(("Failures:", "Other Failures:")):
-            blk.section = "other"
-            return [], True
-        m = _BLOCK_ENTRY.match(text)
-        if m:
-            blk.current = {"index": m.group(1), "section": blk.section}
-            blk.entries.append(blk.current)
-            return [], True
-        m = _BLOCK_FIELD.match(text)
-        if m and (blk.current is None or m.group(1) in blk.current):
-            # the `[3]:` header line is not a candidate (see BLOCK_TRIGGERS): a field seen
-            # again starts the next entry
-            blk.current = {"section": blk.section}
-            blk.entries.append(blk.current)
-        if m and blk.current is not None:
-            blk.current[m.group(1)] = m.group(2).strip()
-            blk.current.setdefault("lineno", str(line.lineno))
-            if m.group(1) == "exitcode":
-                blk.exit_lines[len(blk.entries) - 1] = line
-            elif m.group(1) == "rank":
-                blk.rank_lines[len(blk.entries) - 1] = line
-            elif m.group(1) == "traceback" and _BLOCK_SIGNAL.search(m.group(2)):
-                blk.signal_lines[len(blk.entries) - 1] = line
-            return [], True
-        if text.startswith("=====") and blk.section == "root" and blk.current is not None:
-            return self._close(key), True
-        if (
-            text.lstrip().startswith(("-----", "=====", "<NO_OTHER_FAILURES>"))
-            or text.endswith(" FAILED")
-            or not text.strip()
-        ):
-            return [], True
-        return self._close(key), False
-
-    def _close(self, key: tuple[str, int | None, str | None]) -> list[Event]:
-        blk = self._blocks.pop(key)
-        events: list[Event] = []
-        for i, entry in enumerate(blk.entries):
-            if i in blk.exit_lines:
-                events.append(self._entry_event(entry, blk.signal_lines.get(i, blk.exit_lines[i])))
-            elif entry.get("section") == "root" and i in blk.rank_lines:
-                # the root-cause entry names the first rank to fail even when the log stops
-                # before its exit code
-                events.append(self._entry_event(entry, blk.rank_lines[i]))
-        return events
-
-    def _entry_event(self, entry: dict[str, str], line: Line) -> Event:
-        """One failure of the block, anchored at its physical `traceback : Signal N` line, else
-        at its `exitcode :` line, else (a root-cause entry cut short) at its `rank :` line."""
-        fields: dict[str, str] = {"root": "1" if entry.get("section") == "root" else "0"}
-        m = _BLOCK_RANK.match(entry.get("rank", ""))
-        if m:
-            fields["rank"] = m.group(1)
-            if m.group(2):
-                fields["local_rank"] = m.group(2)
-        m = _BLOCK_EXIT.match(entry.get("exitcode", ""))
-        # an entry cut before its exit code does not say how the worker ended
-        category: Category = "process_killed" if "exitcode" in entry else "unknown"
-        if m:
-            fields["exit_code"] = m.group(1)
-            if m.group(2):
-                fields["pid"] = m.group(2)
-            code = int(m.group(1))
-            if code in EXIT_SIGNALS:
-                fields["signal_name"], category = EXIT_SIGNALS[code]
-            elif code > 0:
-                category = "python_exception"
-        tb = entry.get("traceback", entry.get("msg", ""))
-        if tb:
-            fields["traceback"] = tb
-            sm = _BLOCK_SIGNAL.search(tb)
-            if sm:
-                fields["signal"], fields["signal_name"] = sm.group(1), sm.group(2)
-        if entry.get("host"):
-            fields["host"] = entry["host"]
-        time = parse_time(entry.get("time", "")) if entry.get("time") else None
-        entry_line = replace(line, host=entry.get("host") or line.host)
-        sigterm = fields.get("signal_name") == "SIGTERM"
-        return Event(
-            signature=FAILURE_ENTRY,
-            kind="failure",
-            line=entry_line,
-            fields=fields,
-            category=category,
-            severity="info" if sigterm else "error",
-            role="symptom" if sigterm else "summary",
-            time=time,
-            time_exact=time is not None,
-        )
-
     def finish(self) -> list[Event]:
         """Close blocks still open at the end of the input. A traceback whose exception never
         came (an excerpt cut, a process killed while it printed) is kept as an error line of
         last resort: a traceback is printed for an exception only."""
-        out: list[Event] = []
-        for key in list(self._blocks):
-            out.extend(self._close(key))
+        out = self._blocks.close_all()
         for stream, start in self._tracebacks.items():
             if stream in self._caught:
                 continue  # printed by a program that went on: no failure of last resort

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from ..compact_column import NUMPY_TYPES
 from ..lines.decode import GLUED_HEADER, parse_line
 from ..lines.layers import Layers
-from ..match.events import inert, parse_time
+from ..match.events import inert
+from ..match.field_times import parse_time
 from ..match.prefilter import BLOCK_TRIGGERS
 from ..match.signatures import Library, TriggerIndex
 from ..model import PARSED, Stream
