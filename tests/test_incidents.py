@@ -63,6 +63,21 @@ def test_unrecognized_error_line_is_an_incident(run: Run) -> None:
     assert doc["job"]["outcome"] == "crashed", doc["job"]
 
 
+def test_glog_fatal_record_is_the_failure_whatever_its_words(run: Run) -> None:
+    # LOG(FATAL) writes its record, then `*** Check failure stack trace: ***` and aborts
+    # (google/glog src/logging.cc): the record says why, though no error word is in it
+    trace = "*** Check failure stack trace: ***"
+    frame = "    @     0x7f50dfba322e  google::LogMessage::Fail()"
+    record = "F20251104 11:02:07.000317 90211 shard_index.cc:88] No shard left for reader 3"
+    _doc, inc = failed(run, ["epoch 1 step 40", record, trace, frame], "unknown", 2)
+    assert "No shard left for reader 3" in inc["title"], inc
+    # behind a rank's tee header, in the year-less form
+    tee = "[default2]:F1104 11:02:07.000317 90211 shard_index.cc:88] No shard left for reader 3"
+    failed(run, ["[default0]:epoch 1", tee, f"[default2]:{trace}", f"[default2]:{frame}"], None, 2)
+    # the same words at a level below FATAL, with no trace after them: no failure
+    healthy(run, ["epoch 1 step 40", record.replace("F20251104", "W20251104")])
+
+
 def test_unrecognized_line_takes_a_rule_category(run: Run) -> None:
     # no signature knows the sentence; the words say what failed (classify.nccl)
     lines = ["bootstrap: NCCL communicator setup failed on trainer-7, retries exhausted"]

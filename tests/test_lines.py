@@ -237,6 +237,13 @@ ROWS = [
         level="W",
         time=datetime(YEAR, 11, 29, 12, 53, 57, 233000),
     ),
+    # glog >= 0.6 writes the year (FLAGS_log_year_in_prefix, on by default): it is the record's
+    row(
+        "F20230801 07:29:34.701110  2256 fs_coordinator.cc:42] Invalid tracker path: /x",
+        "Invalid tracker path: /x",
+        level="F",
+        time=datetime(2023, 8, 1, 7, 29, 34, 701110),
+    ),
     # abseil before absl::InitializeLog: the raw Unix seconds (UTC, where the log's other
     # stamps are local time) in the seconds' place: the level, no time
     row(

@@ -33,11 +33,14 @@ _C10 = re.compile(
 )
 GLOG_HEADER = re.compile(
     # glog's and abseil's `<L><MMDD> <HH:MM:SS>.<frac> <pid> <file>:<line>] ` (torchrun's agent,
-    # torch._logging, XLA, TensorFlow). Abseil, before absl::InitializeLog, writes `0000 00:00:`
+    # torch._logging, XLA, TensorFlow). glog since 0.6 writes the year too, by default
+    # (src/logging.cc LogMessage::Init under FLAGS_log_year_in_prefix: `F20220801 07:29:34.701110
+    # 2256 file.cc:42] `). Abseil, before absl::InitializeLog, writes `0000 00:00:`
     # and the raw Unix seconds (`W0000 00:00:1755712869.739954 1154753 file.cc:699] `,
     # absl/log/internal/log_format.cc): its level is read, not its time (UTC, where the log's
     # other stamps are local time)
-    r"(?P<lvl>[VIWEFC])(?:(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)|0000 00:00:\d{9,11})"
+    r"(?P<lvl>[VIWEFC])"
+    r"(?:(?P<y>\d{4})?(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)|0000 00:00:\d{9,11})"
     r"\.(?P<frac>\d+) +"
     r"(?P<pid>\d+) (?P<src>[^\s\]]+:\d+)\] ?"
 )
@@ -207,10 +210,11 @@ def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
         if g.get("date"):
             y, mo, d = (int(x) for x in str(g["date"]).split("-"))
         elif g.get("md"):
-            if year is None:
+            stated = int(str(g["y"])) if g.get("y") else year
+            if stated is None:
                 return None
             md = int(str(g["md"]))
-            y, mo, d = year, md // 100, md % 100
+            y, mo, d = stated, md // 100, md % 100
         elif g.get("mo"):
             stated = int(str(g["y"])) if g.get("y") else year
             if stated is None:

@@ -52,6 +52,9 @@ _LOOKS_LIKE_ERROR = re.compile(
     # a count of none is no failure (`failed=0`, `Failed: 0`, `error: 0`)
     r"(?!\s*[=:]\s*0\b)"
 )
+FATAL_LEVEL = "F"
+"""A record its logger marks FATAL (glog's `F0801 ...] `, c10's `[F...]`), whatever its words: glog
+aborts the process after it (LOG(FATAL)), so it is an error line even with no error word."""
 # A line its own logger marks as information, a debug note or a warning does not report a
 # failure, whatever words it holds (`NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7`).
 _NOT_A_FAILURE_LEVEL = frozenset("IDVWTRS")
@@ -130,7 +133,7 @@ class Extractor:
             self._blocks.start(line, line.lineno - 1)
             return out + self._blocks.line(line)[0]
         if hit is None:
-            if looks_like_error(line.text):
+            if looks_like_error(line.text) or line.level == FATAL_LEVEL:
                 self.unrecognized.add(line)
                 if (
                     len(self.unrecognized_events) < MAX_UNRECOGNIZED

@@ -46,6 +46,12 @@ BLOCK_TRIGGERS = (
     r"====================",
 )
 
+# Lines that follow the record they belong to, which may hold no trigger: each makes the line
+# before it a candidate. glog's FATAL record (`F20220801 07:29:34.701110  2256 fs.cc:42] Invalid
+# tracker path`) says why the process aborts in its own words; glog writes this line right after
+# it, from the record's destructor, before abort() (google/glog src/logging.cc ~LogMessage).
+RECORD_BEFORE = (b"*** Check failure stack trace: ***",)
+
 
 def minimal_literals(literals: list[str]) -> list[str]:
     """Drop every literal that contains another: a line with `ValueError` also has `Error`.
@@ -139,6 +145,9 @@ class Prefilter:
         """The candidate lines of `block[:size]`, whose newlines are given, as arrays: their
         indexes (the newlines before them), starts and ends (excluding the newline), in order."""
         found = self.positions(block, size)
+        before = _records_before(block, size)
+        if before:
+            found = np.concatenate((found, np.asarray(before, np.int64)))
         if len(found) > 1 and bool((np.diff(found) < 0).any()):
             found.sort()
         return lines.lines_of(found)
@@ -182,6 +191,20 @@ class Prefilter:
             pos += piece_len
             start, pos = _line_around(block, pos, size)
             yield start
+
+
+def _records_before(block: bytes | bytearray, size: int) -> list[int]:
+    """A byte (its newline) of the line before each RECORD_BEFORE line of `block[:size]` that
+    has one in the block and is not blank."""
+    out: list[int] = []
+    for marker in RECORD_BEFORE:
+        at = block.find(marker, 0, size)
+        while at >= 0:
+            start = block.rfind(b"\n", 0, at) + 1
+            if start >= 2 and block[start - 2] != 0x0A:
+                out.append(start - 1)
+            at = block.find(marker, at + len(marker), size)
+    return out
 
 
 def _line_around(block: bytes | bytearray, pos: int, size: int) -> tuple[int, int]:
