@@ -636,6 +636,30 @@ def test_a_trainer_polling_its_vllm_server_until_it_answers_went_on(tmp_path: Pa
     assert doc["incidents"][0]["root_cause"]["line"] == 5, doc["incidents"][0]["root_cause"]
 
 
+def test_a_tensorflow_master_waiting_for_its_tasks_hangs_until_they_answer(tmp_path: Path) -> None:
+    """TF's master logs every 10 s, with no timeout, each task that has not answered
+    (master.cc DeviceFinder::Wait), and `Start master session` once all have
+    (master_session.cc): answered, the waits are a survived note; a log that ends in them is a
+    hang."""
+    head = "2021-09-14 03:22:{s:02d}.104512: I tensorflow/core/distributed_runtime/"
+    waits = [
+        head.format(s=s) + "master.cc:268] CreateSession still waiting for response from "
+        "worker: /job:worker/replica:0/task:3"
+        for s in (10, 20, 30)
+    ]
+    started = (
+        head.format(s=41) + "master_session.cc:1161] Start master session 9c04be21d7aa3f10 "
+        "with config: allow_soft_placement: true"
+    )
+    code, doc = _analyze(tmp_path, [*waits, started])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert "every task answered after the waits" in doc["survived"][0]["reason"], doc["survived"]
+    code, doc = _analyze(tmp_path, waits)
+    assert code == 1 and doc["incidents"][0]["category"] == "hang", doc["incidents"]
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+    assert "/job:worker/replica:0/task:3" in doc["incidents"][0]["title"], doc["incidents"][0]
+
+
 def test_other_ranks_printing_the_step_under_way_is_not_training_going_on(tmp_path: Path) -> None:
     # every rank prints each step; the ranks that outlive rank 3 by a moment print the same one
     step = "[rank{r}]:2025-03-02 10:{m:02d}:0{r},000 - INFO - step: {it:3d}  loss:  2.1031"

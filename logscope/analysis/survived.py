@@ -290,21 +290,36 @@ def _answered(
 
 
 _ANSWERS: Mapping[str, str] = MappingProxyType(
-    {"nccl_connected": "NCCL connected", "server_up": "the server answered"}
+    {
+        "nccl_connected": "NCCL connected",
+        "server_up": "the server answered",
+        "session_started": "every task answered",
+    }
 )
-"""Fields of the markers that say a peer the job retried to reach is up: NCCL connected its rings
-(`Connected all rings`), a server the trainer polled answered (TRL's `Server is up!`)."""
+"""Fields of the markers that say a peer the job retried to reach, or waited for, is up: NCCL
+connected its rings (`Connected all rings`), a server the trainer polled answered (TRL's `Server
+is up!`), TensorFlow's master created its session once every task had answered."""
+AWAITS_FIELD = "awaits"
+"""The field of a line that says its process waits for a peer to answer, with no timeout of its
+own (TensorFlow's master, for a task): a hang where the log ends, answered by a marker after it."""
+
+
+def _waits_only(inc: Incident) -> bool:
+    return all(e.fields.get(AWAITS_FIELD) for e in _lines(inc))
 
 
 def _connected(inc: Incident, connected: Sequence[Event]) -> tuple[SurvivedKind, str] | None:
-    """Connect retries that a later marker answered (_ANSWERS): the peer came up."""
-    if not retries_only(inc):
+    """Connect retries, or waits for a peer (AWAITS_FIELD), that a later marker answered
+    (_ANSWERS): the peer came up."""
+    retries = retries_only(inc)
+    if not (retries or _waits_only(inc)):
         return None
     done = _first_after(inc, connected)
     if done is None:
         return None
     what = next(v for k, v in _ANSWERS.items() if k in done.fields)
-    return "survived", f"{what} after the retries (line {done.line.lineno})"
+    waited = "the retries" if retries else "the waits"
+    return "survived", f"{what} after {waited} (line {done.line.lineno})"
 
 
 _JOINED_FIELDS = frozenset({DONE_FIELD, "nccl_connected", "barrier_done"})
