@@ -9,6 +9,7 @@ import math
 import random
 import re
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -354,6 +355,24 @@ def test_a_finding_alone_leaves_the_exit_status_of_a_healthy_run(tmp_path: Path,
     code, out, _ = run_cli("analyze", str(tmp_path / "train.log"))
     assert code == 0, out
     assert "no incident found; 4 findings, slowdowns cost" in out
+
+
+@pytest.mark.parametrize("level", [0.0, -0.4])
+def test_a_loss_at_or_below_zero_has_no_spike_ratio(tmp_path: Path, level: float) -> None:
+    """A policy or reward loss that sits at zero or below (RL objectives) before a jump has no
+    baseline a ratio can be taken to: no spike, and no division by zero."""
+    rng = random.Random(3)
+    losses = [level + rng.uniform(-1e-3, 1e-3) * (level != 0) for _ in range(400)]
+    losses[300] = 2.5
+    lines = [
+        f" iteration {it:8d}/  100000 | elapsed time per iteration (ms): 1000.0 | lm loss: "
+        f"{v:.6E} | number of skipped iterations:   0 |"
+        for it, v in enumerate(losses, 1)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = analyze([str(_write(tmp_path / "rl.log", lines))]).findings
+    assert not [f for f in found if f.kind == "loss_spike"], found
 
 
 @pytest.mark.parametrize("shape", ["uniform", "gauss", "lognormal"])

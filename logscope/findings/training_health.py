@@ -206,7 +206,9 @@ def _loss_spikes(rows: _Rows) -> list[Finding]:
     for part, b, spread, score in trailing_score_chunks(y, WINDOW, MIN_HISTORY, 0.005):
         np.subtract(y[part], b, out=rise[part])
         with np.errstate(invalid="ignore"):
-            c = (score >= SPIKE_SCORE) & (rise[part] >= LOSS_SPIKE_RISE * np.abs(b))
+            # a spike is a ratio to the loss before it: a baseline at or below zero (an RL
+            # objective, a reward) has none
+            c = (score >= SPIKE_SCORE) & (b > 0) & (rise[part] >= LOSS_SPIKE_RISE * b)
         candidates[part] = c
         at = np.flatnonzero(c)
         level = b[at] + np.maximum(3 * spread[at], 0.02 * np.abs(b[at]))
