@@ -123,7 +123,7 @@ def conclude(
     job = make_job(
         ending,
         world,
-        sorted(engine.hosts),
+        sorted(engine.notes.hosts),
         engine.first_time,
         last_time,
         progress,

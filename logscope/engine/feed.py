@@ -15,23 +15,20 @@ import numpy as np
 import numpy.typing as npt
 
 from ..analysis.clock import from_timestamp
-from ..analysis.culprits import build_world
 from ..analysis.timeline import Timeline
-from ..lines.decode import learn_layers, nccl_head
+from ..lines.decode import learn_layers
 from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
-from ..lines.hostlist import expand_hostlist
 from ..lines.layers import Layers
 from ..lines.wrap import WRAP_SAMPLE, wrap_width
 from ..match.events import Extractor
 from ..match.loader import builtin_dirs, load_library
 from ..match.prefilter import Hit, matched
-from ..match.signatures import Library, Signature
+from ..match.signatures import Library
 from ..model import (
     Attempt,
     Event,
     Line,
     Progress,
-    Stream,
     World,
     field_int,
     input_of,
@@ -43,6 +40,7 @@ from ..read.sources import Block
 from ..scan.parsed_progress import ProgressColumns
 from ..scan.progress_arrays import ScanArrays
 from ..scan.range_scan import InputPlan, RangeScan, scan_block
+from .world_notes import WorldNotes
 
 MAX_CONFIG_LINES = 16
 """Configuration lines kept per signature: every rank prints the same options."""
@@ -64,18 +62,8 @@ class Engine:
     saving every 100 steps has tens of thousands, ~800 bytes each as Events)."""
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
-    streams: set[Stream] = field(default_factory=set)
-    tasks: set[int] = field(default_factory=set)
-    """srun task ids (`--label`) seen, whether or not a rank prefix came with them."""
-    hosts: set[str] = field(default_factory=set)
-    declared_world: int | None = None
-    file_named: dict[str, dict[int | None, tuple[int, bool]]] = field(default_factory=dict)
-    """Per file, the ranks its lines of a rank's own log file (Signature.own_log_file) name: the
-    first such line, and whether any of them can be trusted to name the file's process (a rank
-    above 0, or a line rank 0's process alone prints: rank 0's file may be its console, where
-    other ranks' stderr lands)."""
-    nccl_ranks: dict[tuple[str, str], set[tuple[int, int]]] = field(default_factory=dict)
-    """Per NCCL process (host, pid), the (communicator size, rank) its INFO lines state."""
+    notes: WorldNotes = field(default_factory=WorldNotes)
+    """What the lines say of the job's ranks, tasks and hosts (`world()`)."""
     first_time: datetime | None = None
     last_time: datetime | None = None
     derived_until: float = -math.inf
@@ -83,7 +71,6 @@ class Engine:
     _per_sig: dict[str, int] = field(default_factory=dict)
     _last_iter: int | None = None
     _input_index: dict[str, int] = field(default_factory=dict)
-    _nodelists: set[str] = field(default_factory=set)
     nodelist_changes: list[Event] = field(default_factory=list)
     """Lines naming a node list unlike the one named before: which nodes each attempt ran on."""
     _prefixes: set[bytes] = field(default_factory=set)
@@ -144,7 +131,7 @@ class Engine:
         for prefix in set(scan.prefixes) - self._prefixes:
             self._prefixes.add(prefix)
             for line in prefix_lines(prefix, path, None if plan is None else plan.layers):
-                self._note_stream(line)
+                self.notes.line(line)
         lines = scan.matched(path, base, self.library)
         return self._feed_sorted(lines, scan.progress, path, base, events)
 
@@ -298,12 +285,7 @@ class Engine:
         one of their streams ends, as a line of the stream would end it."""
         for h in set(cols.head[lo:hi]):
             stream = cols.heads[h]
-            if stream.local_rank is not None or stream.rank is not None:
-                self.streams.add(stream)
-            if stream.task is not None:
-                self.tasks.add(stream.task)
-            if stream.host:
-                self.hosts.add(stream.host)
+            self.notes.stream(stream)
             for e in self.extractor.interrupt(path, stream.task, stream.host):
                 self._add(e)
 
@@ -327,7 +309,7 @@ class Engine:
         return self.extractor.event_of(line, (sig, fields), self._seq(line))
 
     def _feed_line(self, line: Line, hit: Hit | None) -> list[Event]:
-        self._note_stream(line)
+        self.notes.line(line)
         seq = self._seq(line)
         events = self.extractor.feed(line, hit, seq)
         for e in events:
@@ -340,46 +322,7 @@ class Engine:
 
     def world(self) -> World:
         """The ranks and hosts seen so far."""
-        world = build_world(
-            sorted(self.streams, key=repr), self.declared_world, self.tasks, self.hosts
-        )
-        # a file is one rank's own log where such lines name one rank, and one of them says so
-        # of the file's own process (file_named)
-        owned = [
-            (path, rank, first)
-            for path, named in self.file_named.items()
-            if len(named) == 1
-            for rank, (first, trusted) in named.items()
-            if rank is not None and trusted
-        ]
-        return replace(
-            world,
-            file_ranks=tuple(sorted(owned)),
-            nccl_ranks=tuple(sorted(_world_ranks(self.nccl_ranks))),
-        )
-
-    def _note_own_log(self, e: Event, rank: int | None, sig: Signature) -> None:
-        """A line of a rank's own log file naming `rank` (file_named)."""
-        named = self.file_named.setdefault(e.line.path, {})
-        first, trusted = named.get(rank, (e.line.lineno, False))
-        named[rank] = (first, trusted or bool(rank) or sig.primary_rank_only)
-
-    def _note_nccl_rank(self, e: Event) -> None:
-        """An NCCL INFO line's rank in a communicator, for the process its head names (a
-        tree's line states no size: 0)."""
-        process = nccl_head(e.line.raw)
-        rank = field_int(e, "comm_rank")
-        if process is not None and rank is not None:
-            size = field_int(e, "comm_ranks") or 0
-            self.nccl_ranks.setdefault(process, set()).add((size, rank))
-
-    def _note_stream(self, line: Line) -> None:
-        if line.local_rank is not None or line.rank is not None:
-            self.streams.add(line.stream)
-        if line.task is not None:
-            self.tasks.add(line.task)
-        if line.host:
-            self.hosts.add(line.host)
+        return self.notes.world()
 
     def _tick(self, t: datetime) -> None:
         if self.first_time is None or t < self.first_time:
@@ -403,7 +346,7 @@ class Engine:
             self._tick(e.time)
             self.timeline.stamp(e.seq, e.time, _stamp_kind(e))
         if e.line.host:
-            self.hosts.add(e.line.host)
+            self.notes.hosts.add(e.line.host)
         if e.kind == "iteration":
             it = field_int(e, "iteration")
             step = self._log_intervals(np.array([-1 if it is None else it], np.int64))[0]
@@ -413,14 +356,8 @@ class Engine:
             if t is not None and t > self.derived_until:
                 self.derived_until = t
             return
-        # the nodes a line names took part: srun's and torchrun's reports, node lists (an
-        # hourly status line repeats the same list: expanded once)
-        if host := e.fields.get("host"):
-            self.hosts.add(host)
+        self.notes.nodes(e)
         if nodelist := e.fields.get("nodelist"):
-            if nodelist not in self._nodelists:
-                self._nodelists.add(nodelist)
-                self.hosts.update(expand_hostlist(nodelist))
             changes = self.nodelist_changes
             if not changes or changes[-1].fields["nodelist"] != nodelist:
                 changes.append(e)
@@ -432,7 +369,7 @@ class Engine:
                 self.timeline.save_done(e)
             return
         if "comm_rank" in e.fields and e.kind in ("config", "launch"):
-            self._note_nccl_rank(e)
+            self.notes.nccl_rank(e)
             if e.kind == "launch":
                 return  # one a communicator a process: the map keeps what they say
         if e.kind == "config":
@@ -444,10 +381,10 @@ class Engine:
             return
         if e.kind in ("exit", "launch", "status"):
             if e.kind == "launch" and "world_size" in e.fields:
-                self.declared_world = int(e.fields["world_size"])
+                self.notes.declared_world = int(e.fields["world_size"])
             sig = self.library.by_id(e.signature) if e.kind == "launch" else None
             if sig is not None and sig.own_log_file:
-                self._note_own_log(e, 0 if sig.primary_rank_only else field_int(e, "rank"), sig)
+                self.notes.own_log(e, 0 if sig.primary_rank_only else field_int(e, "rank"), sig)
             self.markers.append(e)
             return
         if e.time is None:
@@ -535,18 +472,3 @@ def _stamp_kind(e: Event) -> str:
 
 def default_library(extra: Iterable[Path | str] = ()) -> Library:
     return load_library([*builtin_dirs(), *extra])
-
-
-def _world_ranks(
-    stated: dict[tuple[str, str], set[tuple[int, int]]],
-) -> list[tuple[str, str, int]]:
-    """(host, pid, rank) of each NCCL process whose largest communicator (the world group: a
-    process also sits in subgroups and point-to-point pairs, with other ranks there) gives it
-    one rank."""
-    out = []
-    for (host, pid), said in stated.items():
-        largest = max(size for size, _rank in said)
-        ranks = {rank for size, rank in said if size == largest}
-        if len(ranks) == 1:
-            out.append((host, pid, ranks.pop()))
-    return out
