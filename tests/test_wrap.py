@@ -94,6 +94,22 @@ def test_one_template_at_the_width_followed_by_other_lines_is_no_wrap() -> None:
     assert wrap_width(("\n".join(lines) + "\n").encode()) is None
 
 
+def test_traceback_frames_of_one_length_are_no_wrap() -> None:
+    # two frame lines of a traceback happen to be the longest lines but one: each is whole, as
+    # CPython writes it, and the frame's source line under it is no piece of it
+    frames = [
+        '  File "/opt/envs/a/lib/python3.10/site-packages/trainer/strategies/zero.py", line 154,'
+        " in optimizer_step",
+        "    optimizer.step()",
+        '  File "/opt/envs/a/lib/python3.10/site-packages/trainer/optim/low_level_opt.py", line 48,'
+        " in step_and_ze",
+        "    self.optim.step()",
+    ]
+    assert len(frames[0]) == len(frames[2])
+    lines = ["x" * 300 + " a pasted line longer than any", *frames, "RuntimeError: boom"]
+    assert wrap_width(("\n".join(lines) + "\n").encode()) is None
+
+
 def test_no_width_for_an_unwrapped_log() -> None:
     varied = [*CHATTER, DS_ERROR, "short line"]
     assert wrap_width("\n".join(varied).encode() + b"\n") is None

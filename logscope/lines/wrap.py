@@ -127,13 +127,19 @@ def _sibling(line: bytes | bytearray, after: bytes | bytearray) -> bool:
     return indent >= 2 and _indent(after) == indent
 
 
+# A traceback's frame line, whole: CPython writes `  File "<file>", line <n>, in <name>` with its
+# newline (Lib/traceback.py StackSummary.format), and the frame's source line under it
+_FRAME = re.compile(rb'\s*File "[^"]+", line \d+, in [^\s"]+\s*')
+
+
 def _continues(line: bytes | bytearray, after: bytes | bytearray) -> bool:
     """`after` goes on with `line` cut at the wrap: not the next line of its template (alike
     but for its numbers, or beginning as it begins, or indented as it is), not the start of a
-    record of its own. A rule (one character repeated: torchrun's `====` of 60) is a whole line,
-    whatever its length."""
+    record of its own. A rule (one character repeated: torchrun's `====` of 60) and a whole
+    traceback frame line are whole lines, whatever their length."""
     return (
         len(set(bytes(line).strip())) > 1
+        and not _FRAME.fullmatch(line)
         and _shape(after) != _shape(line)
         and not _same_start(line, after)
         and not _sibling(line, after)
