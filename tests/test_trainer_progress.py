@@ -37,6 +37,30 @@ def test_an_openmmlab_run_by_iterations_that_reached_max_iters_completed(run: Ru
     assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
+def _mmcv_epoch(epoch: int, i: int, t: str) -> str:
+    return f"2020-10-18 {t},181 - mmdet - INFO - Epoch [{epoch}][{i}/1875]\tlr: 1.000e-04, eta: 0:40:00, time: 1.379, data_time: 0.646, memory: 6043, loss_cls: 0.6677, loss_bbox: 0.3473, loss: 1.0150"
+
+
+def test_an_evaluation_after_the_last_step_is_a_sign_of_life(run: Run) -> None:
+    """After an epoch's last logged step, mmcv's hooks save the checkpoint and run the whole
+    validation set, which logs nothing until its result (`Epoch(val) [e][n]`): minutes of
+    silence that end in a result are the run at work, not a hang."""
+    epoch = [_mmcv_epoch(3, i, f"16:{i // 50:02d}:00") for i in range(50, 1851, 50)]
+    tail = [
+        "2020-10-18 16:37:32,021 - mmdet - INFO - Saving checkpoint at 3 epochs",
+        "2020-10-18 16:48:07,777 - mmdet - INFO - Evaluating bbox...",
+        # the evaluation's own complaint (mmdet's coco.py), stamped: the log's last moment
+        "2020-10-18 16:48:07,779 - mmdet - ERROR - The testing results of the whole dataset is empty.",
+        "2020-10-18 16:48:07,795 - mmdet - INFO - Epoch(val) [3][1875]\tbbox_mAP: 0.2140, bbox_mAP_50: 0.3790",
+    ]
+    code, doc, _path = run([*epoch, *tail])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # no result at the end: eleven minutes without a step, a save's floor passed, is a hang
+    code, doc, _path = run([*epoch, *tail[:3]])
+    assert doc["job"]["outcome"] == "hung", doc["job"]
+
+
 def test_an_openmmlab_save_notice_is_the_last_checkpoint_before_a_crash(run: Run) -> None:
     lines = [
         *(_mmcv_iter(i, 9000, f"16:{i // 50:02d}:00") for i in range(50, 201, 50)),

@@ -42,7 +42,8 @@ def attempt_endings(
     ending = Ending(Outcome.unknown, "")
     for a in attempts:
         incs = _fold_ends(by_attempt.get(a.index, []), a.companions)
-        # silence counts from the last sign of life (progress, or a save completed after it)
+        # silence counts from the last sign of life (progress, a save completed or a validation
+        # result after it)
         # and the phase the attempt ended in allows more of it when a save was under way; a
         # run whose step time is not known yet (one progress line) is still starting up
         alive = _last_alive(a, progress)
@@ -90,7 +91,8 @@ def attempt_endings(
 
 
 def _last_alive(a: Attempt, progress: Progress) -> datetime | None:
-    """The attempt's last sign of life: its last progress line, or a save completed after it;
+    """The attempt's last sign of life: its last progress line, a save completed or a validation
+    result logged after it;
     None when the last progress line has no time of its own (Progress.time_is_floor; a line
     that states its time has one, whatever the line before it says): how long the attempt was
     silent after it is not known."""
@@ -98,7 +100,7 @@ def _last_alive(a: Attempt, progress: Progress) -> datetime | None:
     if not stated and progress.time_is_floor(*a.progress):
         return None
     ends = [s.end for s in a.saves if s.end is not None and (a.end is None or s.end <= a.end)]
-    times = [t for t in (a.last_progress, *ends) if t is not None]
+    times = [t for t in (a.last_progress, a.last_validated, *ends) if t is not None]
     return max(times) if times else None
 
 

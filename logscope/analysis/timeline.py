@@ -45,6 +45,8 @@ class _Open:
     unknown_s: array[float] = field(default_factory=lambda: array("d"))
     """The seconds each of them covers (arrays: a log without times has millions)."""
     loop_start: float | None = None
+    last_validated: float | None = None
+    """The stamp of the attempt's last validation result."""
     open_save: tuple[int | None, float | None] | None = None
     open_save_sync: bool = False
     """The open save is written before the loop's next step (Signature.saved_before_next_step)."""
@@ -377,6 +379,13 @@ class Timeline:
             cur.saves[-1][2] = duration  # the timer line that follows "successfully saved"
             cur.pending_save_s += duration
 
+    def validated(self, e: Event) -> None:
+        """A validation result of the open attempt, at its own stamp: the run was alive then."""
+        cur = self._cur
+        if cur is None or cur.input != input_of(e.seq) or e.time is None or not e.time_exact:
+            return
+        cur.last_validated = e.time.timestamp()
+
     def finish(self) -> list[Attempt]:
         if self._cur is not None:
             self._close(self._cur)
@@ -451,4 +460,5 @@ class Timeline:
             if last_event is None or math.isnan(last_t)
             else replace(last_event, time=from_timestamp(last_t)),
             ended_saving=ended_saving,
+            last_validated=from_timestamp(cur.last_validated),
         )

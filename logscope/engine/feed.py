@@ -367,6 +367,8 @@ class Engine:
                 self.timeline.save_start(e, sig is not None and sig.saved_before_next_step)
             elif e.kind == "checkpoint_saved":
                 self.timeline.save_done(e)
+            elif e.kind == "validation":
+                self.timeline.validated(e)
             return
         if "comm_rank" in e.fields and e.kind in ("config", "launch"):
             self.notes.nccl_rank(e)

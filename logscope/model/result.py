@@ -105,6 +105,8 @@ class Attempt:
     last_event: Event | None
     ended_saving: bool = False
     """A checkpoint save had started and not completed when the attempt ended."""
+    last_validated: datetime | None = None
+    """When its last validation result (an evaluation every rank ran) was logged."""
     job_id: str | None = None
     """The SLURM job it ran in, when a file name or a banner says (slurm_jobs.name_jobs)."""
     companions: tuple[int, ...] = ()
