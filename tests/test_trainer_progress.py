@@ -61,6 +61,46 @@ def test_an_evaluation_after_the_last_step_is_a_sign_of_life(run: Run) -> None:
     assert doc["job"]["outcome"] == "hung", doc["job"]
 
 
+def test_an_openmmlab_run_that_saved_after_the_last_epoch_its_config_set_completed(
+    run: Run,
+) -> None:
+    """OpenMMLab runners print no line when training ends; the config dump states the epochs
+    (mmcv's runner dict, mmengine's train_cfg with sorted keys), and the checkpoint hook saves
+    after the last one."""
+    config = [
+        "2020-10-18 15:00:00,001 - mmdet - INFO - Config:",
+        "optimizer = dict(type='SGD', lr=0.02, momentum=0.9, weight_decay=0.0001)",
+        "runner = dict(type='EpochBasedRunner', max_epochs=2)",
+        "checkpoint_config = dict(interval=1)",
+    ]
+    epochs = [
+        *(_mmcv_epoch(1, i, f"15:{i // 50:02d}:00") for i in range(50, 1851, 50)),
+        "2020-10-18 15:37:32,021 - mmdet - INFO - Saving checkpoint at 1 epochs",
+        "2020-10-18 15:48:07,795 - mmdet - INFO - Epoch(val) [1][1875]\tbbox_mAP: 0.2140",
+        *(_mmcv_epoch(2, i, f"16:{i // 50:02d}:00") for i in range(50, 1851, 50)),
+        "2020-10-18 16:37:32,021 - mmdet - INFO - Saving checkpoint at 2 epochs",
+    ]
+    code, doc, _path = run([*config, *epochs])
+    assert code == 0, doc["job"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert "after the last epoch" in doc["job"]["outcome_reason"], doc["job"]
+    # a result after it is still the same finished run; mmengine states the epochs in train_cfg
+    mmengine = "train_cfg = dict(max_epochs=2, type='EpochBasedTrainLoop', val_interval=1)"
+    val = "2020-10-18 16:48:07,795 - mmdet - INFO - Epoch(val) [2][1875]\tbbox_mAP: 0.2540"
+    code, doc, _path = run([config[0], mmengine, *epochs, val])
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # set to train three: the save after the second is one more epoch's, the log stops there
+    code, doc, _path = run([config[0], config[2].replace("=2", "=3"), *epochs])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # no config dump in the log: nothing says which epoch was the last
+    code, doc, _path = run(epochs)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # steps of a further epoch after the save: training went on past the planned end (a
+    # second run in one log), not a finished one
+    code, doc, _path = run([*config, *epochs, _mmcv_epoch(3, 50, "16:50:00")])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
 def test_an_openmmlab_save_notice_is_the_last_checkpoint_before_a_crash(run: Run) -> None:
     lines = [
         *(_mmcv_iter(i, 9000, f"16:{i // 50:02d}:00") for i in range(50, 201, 50)),

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..analysis.clock import from_timestamp
+from ..analysis.epoch_plan import EpochPlan
 from ..analysis.timeline import Timeline
 from ..lines.decode import learn_layers
 from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
@@ -64,6 +65,8 @@ class Engine:
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
     notes: WorldNotes = field(default_factory=WorldNotes)
     """What the lines say of the job's ranks, tasks and hosts (`world()`)."""
+    epochs: EpochPlan = field(default_factory=EpochPlan)
+    """The epochs a run by epochs was set to train, and the save after its last one."""
     first_time: datetime | None = None
     last_time: datetime | None = None
     derived_until: float = -math.inf
@@ -363,6 +366,7 @@ class Engine:
                 changes.append(e)
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
+                self.epochs.saved(e)
                 sig = self.library.by_id(e.signature)
                 self.timeline.save_start(e, sig is not None and sig.saved_before_next_step)
             elif e.kind == "checkpoint_saved":
@@ -375,6 +379,8 @@ class Engine:
             if e.kind == "launch":
                 return  # one a communicator a process: the map keeps what they say
         if e.kind == "config":
+            if "max_epochs" in e.fields:
+                self.epochs.plan(e)
             # how the job was set up: a few lines of each kind are enough
             n = self._per_sig.get(e.signature, 0)
             self._per_sig[e.signature] = n + 1
