@@ -682,7 +682,7 @@ def test_a_run_whose_step_lines_reach_their_last_iteration_outlived_what_came_be
 ) -> None:
     # fewer steps after the error than training-went-on needs, but the last of the run's
     # own `N/N`: it completed
-    noise = "fatal: not a git repository (or any of the parent directories): .git"
+    noise = "fatal: unable to access 'https://github.com/org/repo.git/': Could not resolve host: github.com"
     code, doc = _analyze(tmp_path, [noise, _iteration(1, 2), _iteration(2, 2)])
     assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
     (note,) = doc["survived"]

@@ -1,0 +1,54 @@
+# ruff: noqa: E501  (log lines are kept whole)
+"""Whole-log behaviour of messages that tools around the training program print (patterns/git.toml,
+graphlearn.toml): a probe or an epoch's end that reads like an error is no failure. Lines are
+constructed from the emitters' format strings (see each pattern file's header)."""
+
+from __future__ import annotations
+
+from .helpers import Run
+
+
+def _step(i: int) -> str:
+    return f"2024-05-01 10:{i:02d}:00 INFO step {i} loss 1.{i:02d}"
+
+
+def test_gits_answer_to_a_commit_hash_probe_is_no_failure(run: Run) -> None:
+    """A program asks git for its commit hash where the code is no checkout; git dies with
+    `fatal: ` and the program goes on."""
+    for probe in (
+        ["fatal: not a git repository (or any of the parent directories): .git"],
+        [
+            "fatal: not a git repository (or any parent up to mount point /workspace)",
+            "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set).",
+        ],
+    ):
+        code, doc, _path = run([_step(1), _step(2), *probe])
+        assert code == 0 and doc["incidents"] == [], doc["incidents"]
+        assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # git failing at something a job needs is still read as an error line
+    code, doc, _path = run(
+        [
+            _step(1),
+            "fatal: unable to access 'https://github.com/org/repo.git/': Could not resolve host: github.com",
+        ]
+    )
+    assert code == 1 and doc["incidents"], doc["job"]
+
+
+def _graphsage(epoch: int, it: int) -> str:
+    return f"Epoch {epoch}, Iteration {it}, Time(s) 0.0830, Loss 0.8{it}"
+
+
+def test_graphlearns_end_of_traversal_is_an_epochs_end(run: Run) -> None:
+    """GraphLearn before April 2021 logs the OutOfRange that ends each traversal at ERROR."""
+    end = [
+        "E0717 17:30:22.467953   589 notification.cc:194] RpcNotification:Failed\treq_type:GetNodes\tstatus:Out of range:No more nodes exist.",
+        "E0717 17:30:22.468039   589 distribute_runner.h:125] Rpc failed:Out of range:No more nodes exist.name:GetNodes",
+    ]
+    lines = [*(_graphsage(1, i) for i in range(3)), *end]
+    code, doc, _path = run(lines)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    # another status from the same notification is a failure
+    lost = end[0].replace("Out of range:No more nodes exist.", "Unavailable:Connect failed")
+    code, doc, _path = run([*lines[:3], lost])
+    assert code == 1, doc["job"]
