@@ -1,11 +1,12 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of messages that tools around the training program print (patterns/git.toml,
-graphlearn.toml): a probe or an epoch's end that reads like an error is no failure. Lines are
-constructed from the emitters' format strings (see each pattern file's header)."""
+graphlearn.toml, the backtrace frames of openmpi.toml): a probe or an epoch's end that reads like
+an error is no failure, and a crash's frames alone are the crash. Lines are constructed from the
+emitters' format strings (see each pattern file's header)."""
 
 from __future__ import annotations
 
-from .helpers import Run
+from .helpers import Run, told
 
 
 def _step(i: int) -> str:
@@ -52,3 +53,32 @@ def test_graphlearns_end_of_traversal_is_an_epochs_end(run: Run) -> None:
     lost = end[0].replace("Out of range:No more nodes exist.", "Unavailable:Connect failed")
     code, doc, _path = run([*lines[:3], lost])
     assert code == 1, doc["job"]
+
+
+def test_graphlearns_tracker_path_no_file_system_serves_is_the_launch_failing(run: Run) -> None:
+    lines = [
+        "world_size: 2, rank: 0",
+        "E0801 07:29:34.700927  2256 env.cc:112] File system not implemented: hdfs://cluster/tracker",
+        "F0801 07:29:34.701110  2256 fs_coordinator.cc:42] Invalid tracker path: hdfs://cluster/tracker/",
+        "*** Check failure stack trace: ***",
+        "    @     0x7f50dfba322e  google::LogMessage::Fail()",
+    ]
+    category, _rank = told(run, lines, 2)
+    assert category == "launcher_error"
+
+
+def test_openmpi_backtrace_frames_alone_are_the_crash_of_their_rank(run: Run) -> None:
+    """A window that starts inside OpenMPI's signal handler's backtrace: the first frame is the
+    crash, the rank is --tag-output's."""
+    frames = [
+        "[1,2]<stderr>:[gpu-n7:14623] [ 1] /lib/x86_64-linux-gnu/libc.so.6(+0x43090)[0x7fb789fe2090]",
+        "[1,2]<stderr>:[gpu-n7:14623] [ 2] /opt/lib/libcore.so(_ZN4core10BufferImpl7reserveEv+0x313)[0x7fb5a5025143]",
+        "[1,2]<stderr>:[gpu-n7:14623] [ 3] python(_PyEval_EvalFrameDefault+0x6b2)[0x55d1c2e8f0b2]",
+    ]
+    assert told(run, ["[1,0]<stdout>:step 10 loss 2.01", *frames], 1) == ("segfault", 2)
+    # the reason the same process printed before its frames stays the cause
+    reason = (
+        "[1,2]<stderr>:  what():  cudaEventQuery failed: an illegal memory access was encountered"
+    )
+    category, rank = told(run, [reason, *frames], 0)
+    assert (category, rank) == ("cuda_error", 2)

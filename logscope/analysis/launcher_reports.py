@@ -115,3 +115,20 @@ def reported_task(summary: Event, world: World) -> Culprit | None:
         confidence=0.6,
         reason=f"srun reports task {task} as the first that failed; {how}",
     )
+
+
+def own_report(summary: Event, world: World) -> Culprit | None:
+    """A report the failed process printed itself, as its last act (OpenMPI's signal handler,
+    running in the process that caught the signal, prints its backtrace frames there): its line
+    carries that process's rank, and no launcher's report names another."""
+    rank = world.rank_of(summary.line)
+    if summary.role != "summary" or rank is None:
+        return None
+    return Culprit(
+        rank=rank,
+        local_rank=summary.line.local_rank,
+        host=summary.fields.get("host") or summary.line.host,
+        task=summary.line.task,
+        confidence=0.7,
+        reason=f"the report is the failed process's own: its line carries rank {rank}'s prefix",
+    )

@@ -60,6 +60,7 @@ from .launcher_clues import (
 )
 from .launcher_reports import (
     first_observed,
+    own_report,
     past_kill_list,
     past_wrappers,
     reported_task,
@@ -399,6 +400,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         or sole_worker(events, world)
         or primary_rank(root, library)
         or dead_worker(events)
+        or own_report(root, world)
     )
     return RootPick(root, named, root.category or "launcher_error")
 
