@@ -242,6 +242,34 @@ def test_the_one_rank_that_raised_ncclsystemerror_printed_the_verbs_warn() -> No
     assert raised_nccl_culprit(FIRST_ERROR, root, events, build_world([])) == FIRST_ERROR
 
 
+def test_the_one_rank_whose_traceback_follows_an_nccl_warn_of_its_own_call_printed_it() -> None:
+    """The window is cut inside the traceback, before the exception line: the one rank that
+    says anything after the WARN, opening a traceback, is the caller NCCL returned to."""
+    oom = "host-a:2375:2649 [1] include/alloc.h:65 NCCL WARN Cuda failure 2 'out of memory'"
+    chain = ["host-a:2375:2375 [1] NCCL INFO enqueue.cc:2299 -> 1"]
+    opens = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "train.py", line 28, in <module>',
+    ]
+    events = events_of(
+        [
+            oom,
+            *chain,
+            "host-a:2374:2653 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+            *opens,
+        ]
+    )
+    root = events[0]
+    culprit = raised_nccl_culprit(FIRST_ERROR, root, events, build_world([]))
+    assert culprit.rank == 1, culprit
+    # another rank reports too: no one; no traceback after it: no one
+    timeout = "[rank0]:[E ProcessGroupNCCL.cpp:1316] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out."
+    events = events_of([oom, timeout, *opens])
+    assert raised_nccl_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
+    events = events_of([oom, "[rank1]: step 7 done"])
+    assert raised_nccl_culprit(FIRST_ERROR, events[0], events, build_world([])) == FIRST_ERROR
+
+
 def test_the_rank_that_raised_what_nccl_returned_is_no_peer_that_stopped_answering(
     tmp_path: Path,
 ) -> None:

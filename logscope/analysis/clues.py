@@ -422,21 +422,34 @@ the caller of an NCCL call that failed in a system or verbs call raises."""
 def raised_nccl_culprit(
     culprit: Culprit, root: Event, events: Sequence[Event], world: World
 ) -> Culprit:
-    """An NCCL WARN of a process whose rank no line gives (`host:pid:tid [dev]` names a device),
-    and NCCL's system error raised by one rank only: NCCL returns the failed call's error to
-    its caller, whose collective raises it, so that rank's process printed the WARN."""
-    if not root.signature.startswith("nccl.") or root.category != "comm_error":
+    """An NCCL WARN of a process whose rank no line gives (`host:pid:tid [dev]` names a device)
+    of its own failed call, and NCCL's system error raised by one rank only: NCCL returns the
+    failed call's error to its caller, whose collective raises it, so that rank's process printed
+    the WARN. Where no line shows the raise (a window cut inside the traceback), the one rank
+    that says anything after the WARN, opening a traceback, is that caller."""
+    if not root.signature.startswith("nccl.") or root.category not in _OWN_NCCL_FAILURES:
         return culprit
     if nccl_process(root) is None:
         return culprit
     ranks = {
         r for e in events if e.signature == NCCL_RAISED if (r := world.rank_of(e.line)) is not None
     }
+    why = "alone raised the system error NCCL returned to its caller"
+    if not ranks:
+        after = [e for e in events if e.seq > root.seq and world.rank_of(e.line) is not None]
+        ranks = {r for e in after if (r := world.rank_of(e.line)) is not None}
+        if not any(e.signature == TRACEBACK_START for e in after):
+            return culprit
+        why = "alone failed after it (a traceback: the caller NCCL returned the error to)"
     if len(ranks) != 1:
         return culprit
     r = ranks.pop()
-    why = f"rank {r} alone raised the system error NCCL returned to its caller"
-    return with_rank(culprit, r, None, why, 0.6)
+    return with_rank(culprit, r, None, f"rank {r} {why}", 0.6)
+
+
+_OWN_NCCL_FAILURES = frozenset({"comm_error", "oom_gpu", "cuda_error"})
+"""Categories of an NCCL WARN of the process's own failed call (a socket, an allocation, a
+CUDA call), whose error NCCL returns to that process's caller."""
 
 
 def nccl_process_culprit(
