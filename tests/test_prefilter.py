@@ -241,3 +241,34 @@ def test_a_line_of_many_progress_states_is_scanned_for_triggers_once(
     result = analyze([str(log)])
     assert result.verdict is not None and result.verdict.category == "oom_gpu"
     assert sum(1 for n in scans if n > 10_000) <= 2, len(scans)
+
+
+_MARK = b"*** Check failure stack trace: ***"
+_RECORD = b"F0801 07:29:34.701110  2256 fs.cc:42] no trigger here"
+
+
+@pytest.mark.parametrize(
+    ("block", "want"),
+    [
+        # glog's FATAL record, then the marker its destructor writes: the record is a candidate
+        (
+            b"plain\n" + _RECORD + b"\n" + _MARK + b"\n    @  0x7f google::LogMessage::Fail()\n",
+            [_RECORD],
+        ),
+        # two records in one block, the second with a prefix on the marker's line
+        (
+            b"F1 first\n" + _MARK + b"\nx\nF2 second\n[1,0]<stderr>:" + _MARK + b"\n",
+            [b"F1 first", b"F2 second"],
+        ),
+        # a blank line before it, or none at all: nothing
+        (b"\n" + _MARK + b"\n", []),
+        (_MARK + b"\n", []),
+    ],
+)
+def test_the_line_before_a_record_marker_is_a_candidate_in_both_scans(
+    block: bytes, want: list[bytes]
+) -> None:
+    for scan in (REAL, Prefilter(REAL.pattern)):
+        lines = [block[s:e] for s, e in scan.candidates(block)]
+        naive_lines = [block[s:e] for s, e in naive(block, REAL_TRIGGERS)]
+        assert sorted({*lines} - {*naive_lines}) == sorted(want), (scan.engine, lines)

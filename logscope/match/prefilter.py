@@ -74,19 +74,22 @@ def escape_literal(literal: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _hyperscan(literals: tuple[str, ...]) -> Any:
-    """A Hyperscan database of the literals (compiled once per process), or None when the
-    `hyperscan` package is not installed or cannot compile them: the RE2 scan is the fallback."""
+    """A Hyperscan database of the literals and the RECORD_BEFORE markers after them (compiled
+    once per process), or None when the `hyperscan` package is not installed or cannot compile
+    them: the RE2 scan is the fallback."""
     try:
         import hyperscan  # type: ignore[import-untyped,unused-ignore]
     except ImportError:
         return None
+    # the RECORD_BEFORE markers last, their ids past the literals': one scan finds both
+    expressions = [*(t.encode() for t in literals), *RECORD_BEFORE]
     try:
         db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         db.compile(
-            expressions=[t.encode() for t in literals],
-            ids=list(range(len(literals))),
-            elements=len(literals),
-            flags=[0] * len(literals),
+            expressions=expressions,
+            ids=list(range(len(expressions))),
+            elements=len(expressions),
+            flags=[0] * len(expressions),
             literal=True,
         )
     except Exception:
@@ -144,8 +147,8 @@ class Prefilter:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The candidate lines of `block[:size]`, whose newlines are given, as arrays: their
         indexes (the newlines before them), starts and ends (excluding the newline), in order."""
-        found = self.positions(block, size)
-        before = _records_before(block, size)
+        found, markers = self._found(block, size)
+        before = _records_before(block, size, markers)
         if before:
             found = np.concatenate((found, np.asarray(before, np.int64)))
         if len(found) > 1 and bool((np.diff(found) < 0).any()):
@@ -164,16 +167,26 @@ class Prefilter:
     def positions(self, block: bytes | bytearray, size: int) -> npt.NDArray[np.int64]:
         """A byte of each match in `block[:size]`, ascending: the last byte of each Hyperscan
         match (one line may hold several), else the start of each candidate line."""
+        return self._found(block, size)[0]
+
+    def _found(
+        self, block: bytes | bytearray, size: int
+    ) -> tuple[npt.NDArray[np.int64], list[int] | None]:
+        """`positions`, and the end of each RECORD_BEFORE marker when Hyperscan found them in
+        the same scan (None: the caller searches for them)."""
         db = _hyperscan(self.literals) if self.literals else None
         if db is None:
-            return np.fromiter(self._re2_line_starts(block, size), np.int64)
+            return np.fromiter(self._re2_line_starts(block, size), np.int64), None
         ends: list[int] = []
-        db.scan(
-            memoryview(block)[:size],
-            match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to),
-        )
+        markers: list[int] = []
+        n = len(self.literals)
+
+        def on_match(i: int, _f: int, to: int, _fl: int, _c: object) -> None:
+            (ends if i < n else markers).append(to)
+
+        db.scan(memoryview(block)[:size], match_event_handler=on_match)
         # Hyperscan reports matches in the order of their ends; a match ends at `to` (exclusive)
-        return np.asarray(ends, np.int64) - 1
+        return np.asarray(ends, np.int64) - 1, markers
 
     def _re2_line_starts(self, block: bytes | bytearray, size: int) -> Iterator[int]:
         """The start of each candidate line of `block[:size]`, found by one RE2 scan."""
@@ -193,18 +206,29 @@ class Prefilter:
             yield start
 
 
-def _records_before(block: bytes | bytearray, size: int) -> list[int]:
+def _records_before(
+    block: bytes | bytearray, size: int, ends: list[int] | None = None
+) -> list[int]:
     """A byte (its newline) of the line before each RECORD_BEFORE line of `block[:size]` that
-    has one in the block and is not blank."""
+    has one in the block and is not blank; `ends`: where the markers end, when a scan found
+    them (else they are searched for)."""
+    if ends is None:
+        ends = [
+            at + len(marker) for marker in RECORD_BEFORE for at in _occurrences(block, marker, size)
+        ]
     out: list[int] = []
-    for marker in RECORD_BEFORE:
-        at = block.find(marker, 0, size)
-        while at >= 0:
-            start = block.rfind(b"\n", 0, at) + 1
-            if start >= 2 and block[start - 2] != 0x0A:
-                out.append(start - 1)
-            at = block.find(marker, at + len(marker), size)
+    for end in ends:
+        start = block.rfind(b"\n", 0, end) + 1
+        if start >= 2 and block[start - 2] != 0x0A:
+            out.append(start - 1)
     return out
+
+
+def _occurrences(block: bytes | bytearray, marker: bytes, size: int) -> Iterator[int]:
+    at = block.find(marker, 0, size)
+    while at >= 0:
+        yield at
+        at = block.find(marker, at + len(marker), size)
 
 
 def _line_around(block: bytes | bytearray, pos: int, size: int) -> tuple[int, int]:
