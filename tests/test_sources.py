@@ -334,6 +334,32 @@ def test_binary_file_in_directory_is_skipped_with_warning(tmp_path: Path) -> Non
     assert "binary" in warning[0], err
 
 
+def test_a_log_full_of_terminal_colours_is_text(tmp_path: Path) -> None:
+    """An IPython traceback as a notebook stores it: ECMA-48 colour sequences around every
+    token, more than a tenth of the bytes ESC."""
+    red, green, blue, off = b"\x1b[0;31m", b"\x1b[0;32m", b"\x1b[0;34m", b"\x1b[0m"
+    # a source line of the frame, each token coloured (IPython's syntax highlighting)
+    code = b" ".join(
+        [green + b"----> 3" + red, off + b"dtrain" + off, blue + b"=" + off, off + b"xgb" + off]
+        + [blue + b"." + off + off + b"dask" + off] * 4
+    )
+    lines = [
+        red + b"-" * 75 + off,
+        red
+        + b"AssertionError"
+        + off
+        + b"                            Traceback (most recent call last)",
+        *[code] * 20,
+        red + b"AssertionError" + off + b": partitions are not aligned",
+    ]
+    f = tmp_path / "cell.log"
+    f.write_bytes(b"\n".join(lines) + b"\n")
+    assert f.read_bytes().count(b"\x1b") * 10 > len(f.read_bytes())
+    code, doc, err = analyze_doc(str(f))
+    assert code == 1 and "binary" not in err, err
+    assert doc["verdict"]["category"] == "python_exception", doc["verdict"]
+
+
 def _empty_doc(*args: str, input: bytes | None = None) -> tuple[dict[str, Any], str]:
     """An analysis of empty inputs: never exit 0 (healthy), a warning naming each input."""
     code, out, err = cli("analyze", *args, "--format", "json", input=input)

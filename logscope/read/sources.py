@@ -138,14 +138,19 @@ def glob_files(pattern: str) -> list[str]:
 
 
 def looks_binary(head: bytes) -> bool:
-    """True for data no log writer produces: NUL bytes or mostly non-text in the first 8 KiB."""
+    """True for data no log writer produces: NUL bytes or mostly non-text in the first 8 KiB.
+    ESC is text: terminal colours and styles (ECMA-48 `ESC [ ... m`, which rich, IPython's
+    tracebacks, loguru and tqdm write) fill a captured colour log with it."""
     probe = head[:_BINARY_PROBE]
     if not probe:
         return False
     if probe.count(b"\x00") > len(probe) // 100 + 1:
         return True
-    control = sum(1 for b in probe if b < 9 or 13 < b < 32)
+    control = sum(1 for b in probe if b < 9 or (13 < b < 32 and b != _ESC))
     return control > len(probe) // 10
+
+
+_ESC = 0x1B
 
 
 def open_source(src: Source, stats: ReadStats) -> BinaryIO:
