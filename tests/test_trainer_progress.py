@@ -101,6 +101,17 @@ def test_an_openmmlab_run_that_saved_after_the_last_epoch_its_config_set_complet
     assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
+def test_openmims_word_after_the_training_script_returned_ends_the_run(run: Run) -> None:
+    """`mim train` runs the script with check_call and, when it returned 0, prints its success
+    in green (click.secho): the run completed; the steps alone say nothing of the end."""
+    steps = [_mmcv_epoch(2, i, f"16:{i // 50:02d}:00") for i in range(50, 301, 50)]
+    done = "\x1b[32mTraining finished successfully. \x1b[0m"
+    code, doc, _path = run([*steps, done])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    code, doc, _path = run(steps)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
 def test_an_openmmlab_save_notice_is_the_last_checkpoint_before_a_crash(run: Run) -> None:
     lines = [
         *(_mmcv_iter(i, 9000, f"16:{i // 50:02d}:00") for i in range(50, 201, 50)),
