@@ -556,3 +556,21 @@ def test_a_tensorflow_estimator_run_ends_when_train_returns(run: Run) -> None:
     ]
     code, doc, _path = run([*steps, absl, *more])
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def _dinov2_step(i: int, total: int) -> str:
+    return f"I20240509 15:{44 + i // 60:02d}:{i % 60:02d} 746011 dinov2 helpers.py:102] Training  [{i:3d}/{total}]  eta: 0:00:37  lr: 0.0004 (0.0005)  total_loss: 11.{i:04d} (11.5120)  time: 0.600001  data: 0.010120  max mem: 28188"
+
+
+def test_dinov2s_whole_run_loop_says_it_ran_through_its_iterations(run: Run) -> None:
+    """DINOv2 logs its glog-shaped header from Python (no fraction, the logger's name), its
+    steps 0-based to n-1, and `Training Total time` once the loop ran through all of them."""
+    steps = [_dinov2_step(i, 100) for i in (0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 99)]
+    done = "I20240509 15:45:42 746011 dinov2 helpers.py:130] Training Total time: 0:01:42 (1.020709 s / it)"
+    code, doc, _path = run([*steps, done])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    assert doc["job"]["start"] == "2024-05-09T15:44:00", doc["job"]
+    assert (doc["job"]["last_iteration"], doc["job"]["train_iters"]) == (99, 100), doc["job"]
+    assert doc["training"]["loss"][-1] == 11.0099, doc["training"]
+    code, doc, _path = run(steps)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]

@@ -38,11 +38,14 @@ GLOG_HEADER = re.compile(
     # 2256 file.cc:42] `). Abseil, before absl::InitializeLog, writes `0000 00:00:`
     # and the raw Unix seconds (`W0000 00:00:1755712869.739954 1154753 file.cc:699] `,
     # absl/log/internal/log_format.cc): its level is read, not its time (UTC, where the log's
-    # other stamps are local time)
+    # other stamps are local time). DINOv2's logger (facebookresearch/dinov2
+    # dinov2/logging/__init__.py) copies the shape with Python's logging:
+    # `%(levelname).1s%(asctime)s %(process)s %(name)s %(filename)s:%(lineno)s] `, datefmt
+    # `%Y%m%d %H:%M:%S` (no fraction, the logger's name before the file)
     r"(?P<lvl>[VIWEFC])"
     r"(?:(?P<y>\d{4})?(?P<md>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)|0000 00:00:\d{9,11})"
-    r"\.(?P<frac>\d+) +"
-    r"(?P<pid>\d+) (?P<src>[^\s\]]+:\d+)\] ?"
+    r"(?:\.(?P<frac>\d+) +| )"
+    r"(?P<pid>\d+) (?:[\w.]+ )?(?P<src>[^\s\]]+:\d+)\] ?"
 )
 _ASCTIME = r"(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d),(?P<frac>\d{3})"
 _PYLOG_NAMED = re.compile(r"\[" + _ASCTIME + r"\] [\w.]+: \[(?P<lvl>[A-Z]+)\] ?")
