@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from ..model import Event, field_int
 
 FINAL_EPOCH_FIELD = "final_epoch"
-"""The field of the event `EpochPlan.final` returns: the last planned epoch, which it saved."""
+"""The field `EpochPlan.saved` adds to the save after the last planned epoch."""
 
 
 @dataclass(slots=True)
@@ -20,8 +20,6 @@ class EpochPlan:
 
     planned: int | None = None
     """The epochs the last configuration dump set."""
-    final: Event | None = None
-    """The save after the last planned epoch, its `final_epoch` field added."""
 
     def plan(self, e: Event) -> None:
         """A configuration line stating the epochs to train (a new dump: a restart re-reads it)."""
@@ -29,9 +27,10 @@ class EpochPlan:
         if planned is not None and planned > 0:
             self.planned = planned
 
-    def saved(self, e: Event) -> None:
-        """A checkpoint notice; the one at (or past) the planned last epoch is kept."""
+    def saved(self, e: Event) -> Event | None:
+        """A checkpoint notice; the one at (or past) the planned last epoch comes back with its
+        `final_epoch` field added: a line that says the run wound down (WOUND_DOWN_FIELDS)."""
         epoch = field_int(e, "epoch")
         if epoch is None or self.planned is None or epoch < self.planned:
-            return
-        self.final = replace(e, fields={**e.fields, FINAL_EPOCH_FIELD: str(epoch)})
+            return None
+        return replace(e, fields={**e.fields, FINAL_EPOCH_FIELD: str(epoch)})

@@ -68,9 +68,6 @@ def conclude(
         (m for m in reversed(engine.markers) if m.fields.keys() & WOUND_DOWN_FIELDS),
         None,
     )
-    final_epoch = engine.epochs.final
-    if final_epoch is not None and (wound_down is None or final_epoch.seq > wound_down.seq):
-        wound_down = final_epoch
     incidents, survived = outlived(
         _incidents(engine, failures, attempts, world),
         failures,

@@ -59,14 +59,15 @@ class Engine:
     failures: list[Event] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     markers: list[Event] = field(default_factory=list)
-    """Exit, launch and status lines (a checkpoint's or a validation's go to the timeline: a run
-    saving every 100 steps has tens of thousands, ~800 bytes each as Events)."""
+    """Exit, launch and status lines, and the save after a run's last planned epoch (the other
+    checkpoints and validations go to the timeline: a run saving every 100 steps has tens of
+    thousands, ~800 bytes each as Events)."""
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
     notes: WorldNotes = field(default_factory=WorldNotes)
     """What the lines say of the job's ranks, tasks and hosts (`world()`)."""
     epochs: EpochPlan = field(default_factory=EpochPlan)
-    """The epochs a run by epochs was set to train, and the save after its last one."""
+    """The epochs a run by epochs was set to train (the save after its last one is a marker)."""
     first_time: datetime | None = None
     last_time: datetime | None = None
     derived_until: float = -math.inf
@@ -366,7 +367,9 @@ class Engine:
                 changes.append(e)
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
-                self.epochs.saved(e)
+                final = self.epochs.saved(e)
+                if final is not None:
+                    self.markers.append(final)  # the run wound down there (job_outcome)
                 sig = self.library.by_id(e.signature)
                 self.timeline.save_start(e, sig is not None and sig.saved_before_next_step)
             elif e.kind == "checkpoint_saved":
