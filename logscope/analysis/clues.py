@@ -436,10 +436,14 @@ def raised_nccl_culprit(
     }
     why = "alone raised the system error NCCL returned to its caller"
     if not ranks:
-        after = [e for e in events if e.seq > root.seq and world.rank_of(e.line) is not None]
-        ranks = {r for e in after if (r := world.rank_of(e.line)) is not None}
-        if not any(e.signature == TRACEBACK_START for e in after):
+        after = [
+            (r, e.signature)
+            for e in events
+            if e.seq > root.seq and (r := world.rank_of(e.line)) is not None
+        ]
+        if all(sig != TRACEBACK_START for _, sig in after):
             return culprit
+        ranks = {r for r, _ in after}
         why = "alone failed after it (a traceback: the caller NCCL returned the error to)"
     if len(ranks) != 1:
         return culprit
