@@ -82,3 +82,91 @@ def test_openmpi_backtrace_frames_alone_are_the_crash_of_their_rank(run: Run) ->
     )
     category, rank = told(run, [reason, *frames], 0)
     assert (category, rank) == ("cuda_error", 2)
+
+
+def _espnet_launch(quoted: list[str]) -> list[str]:
+    """ESPnet2's launch.py after its run.pl job failed: run.pl's report, the CalledProcessError it
+    prints, its own traceback ending in a bare `RuntimeError: ` whose message is the log's end."""
+    return [
+        "2024-02-11 08:00:01,120 (launch:349) INFO: log file: exp/asr_conformer/train.log",
+        "run.pl: job failed, log is in exp/asr_conformer/train.log",
+        "Command '['run.pl', '--gpu', '4', 'exp/asr_conformer/train.log', 'python3', '-m', 'espnet2.bin.asr_train']' returned non-zero exit status 1.",
+        "Traceback (most recent call last):",
+        '  File "/opt/espnet/espnet2/bin/launch.py", line 385, in <module>',
+        "    main()",
+        '  File "/opt/espnet/espnet2/bin/launch.py", line 376, in main',
+        "    raise RuntimeError(",
+        "RuntimeError: ",
+        "################### The last 1000 lines of exp/asr_conformer/train.log ###################",
+        "# python3 -m espnet2.bin.asr_train --ngpu 4 --multiprocessing_distributed true",
+        "# Started at Sun Feb 11 08:00:01 UTC 2024",
+        "#",
+        *quoted,
+        "# Accounting: time=37 threads=1",
+        "# Ended (code 1) at Sun Feb 11 08:00:38 UTC 2024, elapsed time 37 seconds",
+    ]
+
+
+def test_a_launchers_exception_that_quotes_the_workers_log_carries_the_workers_failure(
+    run: Run,
+) -> None:
+    """The worker's own exception inside the quote is the root cause, not the launcher's bare
+    RuntimeError that carries it."""
+    worker = [
+        "[node3] 2024-02-11 08:00:30,101 (abs_task:1190) INFO: Loading pretrained params from /models/base.pth",
+        "Traceback (most recent call last):",
+        '  File "/opt/espnet/espnet2/bin/asr_train.py", line 23, in <module>',
+        "    main()",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/data/dump/raw/train/wav.scp'",
+    ]
+    lines = _espnet_launch(worker)
+    category, _rank = told(run, lines, lines.index(worker[-1]))
+    assert category == "io_error"
+    # a quote with no failure of its own leaves the launcher's exception the root
+    lines = _espnet_launch(worker[:1])
+    told(run, lines, lines.index("RuntimeError: "))
+    # a bare exception with no quote under it stays the root, the later failure its aftermath
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 9, in <module>',
+        "RuntimeError: ",
+        "step 1 loss 2.0",
+        "Traceback (most recent call last):",
+        '  File "eval.py", line 3, in <module>',
+        "ValueError: no checkpoint",
+    ]
+    told(run, lines, 2)
+
+
+def test_kaldis_job_runner_closes_its_log_with_the_commands_code(run: Run) -> None:
+    """run.pl's trailer: code 0 ends the run; a non-zero code or a signal is its failure."""
+    head = [
+        "# python3 -m espnet2.bin.asr_train --ngpu 2",
+        "# Started at Sun Feb 11 08:00:01 UTC 2024",
+        "#",
+        *(_step(i) for i in range(1, 4)),
+        "# Accounting: time=86413 threads=1",
+    ]
+    code, doc, _path = run(
+        [*head, "# Ended (code 0) at Mon Feb 12 08:00:14 UTC 2024, elapsed time 86413 seconds"]
+    )
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    code, doc, _path = run(
+        [
+            *head,
+            "# Ended (code 0; signal 9) at Mon Feb 12 08:00:14 UTC 2024, elapsed time 86413 seconds",
+        ]
+    )
+    assert code == 1 and doc["job"]["outcome"] == "crashed", doc["job"]
+
+
+def test_a_blocking_write_is_an_io_error(run: Run) -> None:
+    """BlockingIOError is an OSError (EAGAIN on a non-blocking file or stream): I/O."""
+    lines = [
+        _step(1),
+        "Traceback (most recent call last):",
+        '  File "/opt/lib/tensorboard/summary/writer/event_file_writer.py", line 244, in run',
+        "    self._record_writer.write(data)",
+        "BlockingIOError: [Errno 11] Resource temporarily unavailable",
+    ]
+    assert told(run, lines, 4)[0] == "io_error"

@@ -66,6 +66,7 @@ from .launcher_reports import (
     reported_task,
     reported_worker,
 )
+from .quoted_logs import past_carrier
 from .reasons import stated_reason
 from .worker_names import dead_worker, dead_worker_culprit
 
@@ -219,6 +220,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
     # a connect attempt its client says it retries (`retrying`) is a wait still under way: a
     # failure that came after it is what went wrong (the wait's own timeout among them)
     causes = [e for e in causes if not e.fields.get("retrying")] or causes
+    causes = past_carrier(causes, events)
     if causes:
         root = _refine(causes[0], causes, world, library)
         said = root  # the line whose kind of failure is the incident's category
