@@ -574,3 +574,18 @@ def test_dinov2s_whole_run_loop_says_it_ran_through_its_iterations(run: Run) -> 
     assert doc["training"]["loss"][-1] == 11.0099, doc["training"]
     code, doc, _path = run(steps)
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def _nxd_step(i: int) -> str:
+    return f"step {i} step_time 285.{i}1s throughput 2.{i}9 seq/s loss 1.6{i}2 grad norm 10.{i}"
+
+
+def test_neuronx_distributed_steps_are_progress_and_its_last_word_ends_the_run(run: Run) -> None:
+    """NxD's Llama example: its step lines are what a run outlives an error line by, and its
+    `Training finished successfully` ends it."""
+    noise = "cluster agent: node ip-10-1-16-50 failed its health check, replaced"
+    code, doc, _path = run([_nxd_step(1), noise, *(_nxd_step(i) for i in range(2, 6))])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["last_iteration"] == 5, doc["job"]
+    code, doc, _path = run([*(_nxd_step(i) for i in range(1, 4)), "Training finished successfully"])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
