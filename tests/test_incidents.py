@@ -107,6 +107,18 @@ def test_a_level_field_after_an_undecoded_time_says_warning(run: Run) -> None:
     failed(run, ["2025-03-01,10:00:04 | ERROR | shard 17 failed to open"], None, 1)
 
 
+def test_a_components_tag_then_its_level_in_words_says_info(run: Run) -> None:
+    # `[component] Info: ` (a cluster agent's, a plugin's own logger): the level is the line's own
+    lines = [
+        "[Auto Restart] Info: job 12 step 0 failed - restarting the step on healthy nodes",
+        "[dataloader]: WARNING: worker 3 failed to decode shard 17, skipped",
+    ]
+    healthy(run, lines)
+    # counter-case: the same tag at error level, and an info word inside an exception's message
+    failed(run, ["[Auto Restart] Error: job 12 failed, no healthy nodes left"], None, 1)
+    failed(run, ["RuntimeError: [worker] Info: collective failed"], None, 1)
+
+
 def test_counts_of_no_failures_and_go_loggers_info_lines_are_not_failures(run: Run) -> None:
     lines = [
         # an operator's reconcile status: no replica failed
