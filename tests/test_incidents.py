@@ -285,6 +285,24 @@ def test_lsf_job_report_says_how_the_job_ended(run: Run) -> None:
         assert doc["job"]["outcome"] == outcome, doc["job"]
 
 
+def test_lsf_job_reports_state_says_whether_the_job_is_done(run: Run) -> None:
+    # DONE: the job finished, whether the report stands above its output or below it
+    steps = [f" iteration {i}/100 | lm loss: 2.{i}E+00 |" for i in (10, 20)]
+    noise = "[W] rank 0: failed to load optional kernel, using the fallback"
+    done = ["Subject: Job 4711: <pretrain> in cluster <c1> Done", "", "Successfully completed."]
+    for lines in ([*steps[:1], noise, *steps[1:], *done], [*done, *steps[:1], noise, *steps[1:]]):
+        code, doc, _ = run(lines)
+        assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    # EXIT with a code of the job's own: it failed, the error above is the cause
+    exited = ["Subject: Job 4712: <pretrain> in cluster <c1> Exited", "Exited with exit code 1."]
+    failed(run, [*steps, "ValueError: bad shard", *exited], "python_exception", 3)
+    _code, doc, _ = run([*steps, *exited])
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+    # an administrator's kill in newer LSF's words
+    _code, doc, _ = run([*steps, exited[0], "TERM_ADMIN: job killed by root or an administrator."])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+
+
 def test_specific_error_beats_a_catch_all_in_one_burst(run: Run) -> None:
     lines = [
         "terminate called after throwing an instance of 'std::system_error'",
