@@ -170,3 +170,26 @@ def test_a_blocking_write_is_an_io_error(run: Run) -> None:
         "BlockingIOError: [Errno 11] Resource temporarily unavailable",
     ]
     assert told(run, lines, 4)[0] == "io_error"
+
+
+def test_the_shells_prompt_after_the_output_says_the_command_returned(run: Run) -> None:
+    """A bare prompt after the training's output: the program exited; a failure it printed is
+    still how it ended."""
+    prompt = "(venv) ml@gpu-07:~/runs/bert$ "
+    steps = [
+        f"step {i} step_time 3.{i}1s throughput 14.{i} seq/s loss 2.{i} grad norm 0.{i}"
+        for i in range(1, 9)
+    ]
+    code, doc, _path = run([f"{prompt}torchrun --nproc-per-node 2 train.py", *steps, prompt])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    # a prompt with the next command typed, and a prompt before more training: no end
+    code, doc, _path = run([*steps[:4], f"{prompt}tail -f train.log", *steps[4:]])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    code, doc, _path = run([*steps[:4], prompt, *steps[4:]])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # a crash, then the prompt: it crashed
+    crash = [*steps, "Traceback (most recent call last):", '  File "train.py", line 9, in <module>']
+    lines = [*crash, "ValueError: shard 17 is empty", "root@4f2c9a1e7b20:/workspace# "]
+    assert told(run, lines, len(crash))[0] == "python_exception"
+    code, doc, _path = run(lines)
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
