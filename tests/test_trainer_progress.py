@@ -37,6 +37,21 @@ def test_an_openmmlab_run_by_iterations_that_reached_max_iters_completed(run: Ru
     assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
+def test_an_openmmlab_run_by_iterations_that_saved_at_its_last_iteration_completed(
+    run: Run,
+) -> None:
+    """The save at iteration N, which the step lines count to, before the last step's own line
+    and the evaluation after it."""
+    steps = [_mmcv_iter(i, 400, f"16:{i // 50:02d}:00") for i in range(50, 351, 50)]
+    save = "2021-08-02 16:08:01,999 - mmseg - INFO - Saving checkpoint at {} iterations"
+    val = "2021-08-02 16:09:11,310 - mmseg - INFO - Iter(val) [500]\tmIoU: 0.5247, mAcc: 0.6377"
+    code, doc, _path = run([*steps, save.format(400), val])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+    # a save before the last iteration says the run went on
+    code, doc, _path = run([*steps, save.format(350), val])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
 def _mmcv_epoch(epoch: int, i: int, t: str) -> str:
     return f"2020-10-18 {t},181 - mmdet - INFO - Epoch [{epoch}][{i}/1875]\tlr: 1.000e-04, eta: 0:40:00, time: 1.379, data_time: 0.646, memory: 6043, loss_cls: 0.6677, loss_bbox: 0.3473, loss: 1.0150"
 

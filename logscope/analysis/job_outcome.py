@@ -23,9 +23,9 @@ from ..model import (
     field_int,
     input_of,
 )
-from .epoch_plan import FINAL_EPOCH_FIELD
 from .incidents import SPLIT_AFTER_PROGRESS
 from .root_cause import last_reason
+from .run_plan import FINAL_EPOCH_FIELD, FINAL_ITERATION_FIELD
 
 _END_OUTCOME = MappingProxyType(
     {
@@ -42,12 +42,13 @@ _WOUND = MappingProxyType(
         "loop_done": "its training loop returned",
         "last_epoch": "its last epoch ran to its last step",
         FINAL_EPOCH_FIELD: "it saved after the last epoch its configuration set",
+        FINAL_ITERATION_FIELD: "it saved at the last iteration its steps count to",
     }
 )
 """Fields of a status line that says the run wound down without an exit line of its own, and
 how the outcome says it: processes tearing their communicators down, the training loop's final
 checkpoint, the training loop's return (Megatron's `[after training is done]`), Keras's last
-epoch, the save after the last planned epoch (EpochPlan)."""
+epoch, the save at the end of its plan (RunPlan)."""
 WOUND_DOWN_FIELDS = frozenset(_WOUND)
 HANG_FLOOR_S = 30.0
 """Silence before a time limit or cancel shorter than this is not called a hang."""

@@ -1,7 +1,9 @@
-"""A run by epochs that ran its last planned epoch: the number of epochs its configuration sets
-(a config dump's `max_epochs`), and the checkpoint notice at that epoch. Such runners print no
-line when training ends (OpenMMLab's after_run hooks log nothing of their own), and their
-progress lines count steps within an epoch, so no step line says it was the last."""
+"""A run that ran to the end of its plan: the last epoch its configuration sets (a config dump's
+`max_epochs`), or the last iteration its step lines count to (`Iter [n/N]`), and the checkpoint
+notice at that point. Such runners print no line when training ends (OpenMMLab's after_run hooks
+log nothing of their own), their progress lines by epochs count steps within an epoch, and by
+iterations the last step's line may not be logged before the final save: no step line says it
+was the last."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ from dataclasses import dataclass, replace
 from ..model import Event, field_int
 
 FINAL_EPOCH_FIELD = "final_epoch"
-"""The field `EpochPlan.saved` adds to the save after the last planned epoch."""
+"""The field `RunPlan.saved` adds to the save after the last planned epoch."""
+FINAL_ITERATION_FIELD = "final_iteration"
+"""The field `RunPlan.saved` adds to the save at the last iteration."""
 
 
 @dataclass(slots=True)
-class EpochPlan:
+class RunPlan:
     """Fed the configuration lines that state `max_epochs` and the checkpoint saves that state
-    the epoch they follow, in log order."""
+    the epoch or iteration they follow, in log order."""
 
     planned: int | None = None
     """The epochs the last configuration dump set."""
@@ -27,10 +31,14 @@ class EpochPlan:
         if planned is not None and planned > 0:
             self.planned = planned
 
-    def saved(self, e: Event) -> Event | None:
-        """A checkpoint notice; the one at (or past) the planned last epoch comes back with its
-        `final_epoch` field added: a line that says the run wound down (WOUND_DOWN_FIELDS)."""
+    def saved(self, e: Event, train_iters: int | None) -> Event | None:
+        """A checkpoint notice; the one at (or past) the planned last epoch, or at (or past) the
+        iterations the step lines count to (`train_iters`), comes back with its `final_epoch` or
+        `final_iteration` field added: a line that says the run wound down (WOUND_DOWN_FIELDS)."""
         epoch = field_int(e, "epoch")
-        if epoch is None or self.planned is None or epoch < self.planned:
-            return None
-        return replace(e, fields={**e.fields, FINAL_EPOCH_FIELD: str(epoch)})
+        if epoch is not None and self.planned is not None and epoch >= self.planned:
+            return replace(e, fields={**e.fields, FINAL_EPOCH_FIELD: str(epoch)})
+        iteration = field_int(e, "iteration")
+        if iteration is not None and train_iters and iteration >= train_iters:
+            return replace(e, fields={**e.fields, FINAL_ITERATION_FIELD: str(iteration)})
+        return None

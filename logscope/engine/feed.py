@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..analysis.clock import from_timestamp
-from ..analysis.epoch_plan import EpochPlan
+from ..analysis.run_plan import RunPlan
 from ..analysis.timeline import Timeline
 from ..lines.decode import learn_layers
 from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
@@ -59,15 +59,15 @@ class Engine:
     failures: list[Event] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     markers: list[Event] = field(default_factory=list)
-    """Exit, launch and status lines, and the save after a run's last planned epoch (the other
+    """Exit, launch and status lines, and the save at the end of a run's plan (the other
     checkpoints and validations go to the timeline: a run saving every 100 steps has tens of
     thousands, ~800 bytes each as Events)."""
     configs: list[Event] = field(default_factory=list)
     """Configuration evidence (`config` signatures), at most MAX_CONFIG_LINES of each."""
     notes: WorldNotes = field(default_factory=WorldNotes)
     """What the lines say of the job's ranks, tasks and hosts (`world()`)."""
-    epochs: EpochPlan = field(default_factory=EpochPlan)
-    """The epochs a run by epochs was set to train (the save after its last one is a marker)."""
+    plan: RunPlan = field(default_factory=RunPlan)
+    """The end of a run's plan, its last epoch or iteration (the save there is a marker)."""
     first_time: datetime | None = None
     last_time: datetime | None = None
     derived_until: float = -math.inf
@@ -367,7 +367,7 @@ class Engine:
                 changes.append(e)
         if e.kind in ("checkpoint_save", "checkpoint_saved", "checkpoint_load", "validation"):
             if e.kind == "checkpoint_save":
-                final = self.epochs.saved(e)
+                final = self.plan.saved(e, self.progress.train_iters)
                 if final is not None:
                     self.markers.append(final)  # the run wound down there (job_outcome)
                 sig = self.library.by_id(e.signature)
@@ -383,7 +383,7 @@ class Engine:
                 return  # one a communicator a process: the map keeps what they say
         if e.kind == "config":
             if "max_epochs" in e.fields:
-                self.epochs.plan(e)
+                self.plan.plan(e)
             # how the job was set up: a few lines of each kind are enough
             n = self._per_sig.get(e.signature, 0)
             self._per_sig[e.signature] = n + 1
