@@ -604,3 +604,70 @@ def test_neuronx_distributed_steps_are_progress_and_its_last_word_ends_the_run(r
     assert doc["job"]["last_iteration"] == 5, doc["job"]
     code, doc, _path = run([*(_nxd_step(i) for i in range(1, 4)), "Training finished successfully"])
     assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+
+
+def _paddleocr_step(epoch: int, step: int) -> str:
+    return (
+        f"[2023/03/14 09:{step // 10:02d}:00] ppocr INFO: epoch: [{epoch}/500], global_step: {step},"
+        f" lr: 0.001000, loss: {12 - step / 100:.6f}, avg_reader_cost: 0.35422 s,"
+        " avg_batch_cost: 0.82110 s, avg_samples: 8.0, ips: 9.74304 samples/s, eta: 9:21:07"
+    )
+
+
+def test_paddleocr_steps_are_progress_a_run_outlives_an_error_line_by(run: Run) -> None:
+    noise = "[gpu-3] read file error: /data/rec/img_0042.jpg is empty, skipped"
+    lines = [_paddleocr_step(1, 10), noise, *(_paddleocr_step(1, s) for s in range(20, 70, 10))]
+    code, doc, _path = run(lines)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["last_iteration"] == 60, doc["job"]
+
+
+def _dll_step(epoch: int, it: int) -> str:
+    return (
+        f"DLL 2021-06-26 19:{epoch:02d}:{it:02d}.118233 - Epoch: {epoch} Iteration: {it}"
+        f"  train.loss : 6.{it:02d}  train.total_ips : 5989.05 img/s"
+    )
+
+
+def test_dllogger_steps_and_summary_of_an_nvidia_example(run: Run) -> None:
+    """DLLogger's per-epoch iterations are progress a run outlives an error line by (the count
+    starting again at each epoch is no restart), and its Summary ends the run."""
+    feeder = [
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.8/multiprocessing/queues.py", line 245, in _feed',
+        "BrokenPipeError: [Errno 32] Broken pipe",
+    ]
+    epochs = [[_dll_step(e, i) for i in range(1, 6)] for e in (0, 1)]
+    summary = (
+        "DLL 2021-06-26 19:09:00.000001 - Summary: train.loss : 6.01  train.total_ips : 5600 img/s"
+    )
+    code, doc, _path = run([*epochs[0], *feeder, *epochs[1], summary])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # without the summary the log stops mid-run
+    code, doc, _path = run([*epochs[0], *feeder, *epochs[1]])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_paddleocrs_stop_handler_says_the_run_was_stopped(run: Run) -> None:
+    steps = [_paddleocr_step(1, s) for s in range(10, 50, 10)]
+    stop = "main proc 40112 exit, kill process group 40098"
+    _code, doc, _path = run([*steps, stop])
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    # after another failure it is that failure's consequence
+    crash = "ValueError: invalid character in label of sample 17"
+    assert failed_verdict(run, [*steps, crash, stop])[1]["category"] == "python_exception"
+
+
+def test_paddlenlps_trainer_says_training_completed(run: Run) -> None:
+    head = "[2023-11-10 10:23:37,582] [    INFO] - "
+    lines = [
+        f"{head}***** Running training *****",
+        f"{head}  Num examples = 852",
+        "",
+        "Training completed. ",
+        "",
+        f"{head}***** Running Evaluation *****",
+    ]
+    code, doc, _path = run(lines)
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
