@@ -117,6 +117,8 @@ def test_a_components_tag_then_its_level_in_words_says_info(run: Run) -> None:
     # counter-case: the same tag at error level, and an info word inside an exception's message
     failed(run, ["[Auto Restart] Error: job 12 failed, no healthy nodes left"], None, 1)
     failed(run, ["RuntimeError: [worker] Info: collective failed"], None, 1)
+    # a time in brackets is no component's tag
+    failed(run, ["[12/06/23 19:32:10] INFO: worker 3 failed: killed"], None, 1)
 
 
 def test_counts_of_no_failures_and_go_loggers_info_lines_are_not_failures(run: Run) -> None:

@@ -65,9 +65,9 @@ _NOT_A_FAILURE = re.compile(
     # a logger's level field after a time it was not decoded with (`%(asctime)s | %(levelname)s |`,
     # loguru's `| WARNING  |`, `|date|time| [WARNING]`): within the line's first 40 characters
     r"|^.{0,40}?(?:\|\s*(?:INFO|DEBUG|WARNING|WARN)\s*\||\[(?:INFO|DEBUG|WARNING|WARN)\])"
-    # a component's tag, then the level its logger states in words (`[Auto Resume] Info: `,
-    # `[dataloader] WARNING: `)
-    r"|^\s*\[[^\]]{1,40}\]:? +(?:INFO|Info|DEBUG|Debug|WARNING|Warning|WARN|Warn):? "
+    # a component's tag (a name, not a time), then the level its logger states in words and a
+    # colon (`[Auto Resume] Info: `, `[dataloader] WARNING: `)
+    r"|^\s*\[[A-Za-z][^\]]{0,39}\]:? +(?:INFO|Info|DEBUG|Debug|WARNING|Warning|WARN|Warn): "
     # Python's warnings module: `file.py:12: UserWarning: message` (Lib/warnings.py,
     # _formatwarnmsg_impl: `f"{filename}:{lineno}: {category}: {message}"`); a warning raised as
     # an error under `-W error` is a traceback's exception line, without the `file:line: ` part
