@@ -289,15 +289,24 @@ def test_lsf_job_report_says_how_the_job_ended(run: Run) -> None:
 
 def test_lsf_job_reports_state_says_whether_the_job_is_done(run: Run) -> None:
     # DONE: the job finished, whether the report stands above its output or below it
-    steps = [f" iteration {i}/100 | lm loss: 2.{i}E+00 |" for i in (10, 20)]
-    noise = "[W] rank 0: failed to load optional kernel, using the fallback"
+    # Megatron's step lines; an error line the run trained on after (no incident either way)
+    steps = [
+        f" iteration {i}/100 | consumed samples: {i * 64} | elapsed time per iteration (ms):"
+        f" 812.4 | lm loss: 2.{i}E+00 |"
+        for i in (10, 20, 30, 40, 50)
+    ]
+    noise = "rank 0: failed to load the optional fused kernel, using the fallback"
     done = ["Subject: Job 4711: <pretrain> in cluster <c1> Done", "", "Successfully completed."]
     for lines in ([*steps[:1], noise, *steps[1:], *done], [*done, *steps[:1], noise, *steps[1:]]):
         code, doc, _ = run(lines)
         assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+        assert doc["incidents"] == [], doc["incidents"]
+    # without the report the same log is a run still going
+    _code, doc, _ = run([*steps[:1], noise, *steps[1:]])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
     # EXIT with a code of the job's own: it failed, the error above is the cause
     exited = ["Subject: Job 4712: <pretrain> in cluster <c1> Exited", "Exited with exit code 1."]
-    failed(run, [*steps, "ValueError: bad shard", *exited], "python_exception", 3)
+    failed(run, [*steps, "ValueError: bad shard", *exited], "python_exception", len(steps) + 1)
     _code, doc, _ = run([*steps, *exited])
     assert doc["job"]["outcome"] == "crashed", doc["job"]
     # an administrator's kill in newer LSF's words

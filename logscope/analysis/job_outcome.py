@@ -50,6 +50,8 @@ how the outcome says it: processes tearing their communicators down, the trainin
 checkpoint, the training loop's return (Megatron's `[after training is done]`), Keras's last
 epoch, the save at the end of its plan (RunPlan)."""
 WOUND_DOWN_FIELDS = frozenset(_WOUND)
+JOB_STATE = "job_state"
+"""The field of an exit line that states the whole job's end wherever it stands in the log."""
 HANG_FLOOR_S = 30.0
 """Silence before a time limit or cancel shorter than this is not called a hang."""
 HANG_CADENCE_FACTOR = 5.0
@@ -218,6 +220,11 @@ def decide_outcome(
         )
     if exits and not _trained_after(exits[-1], progress):
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
+    stated = next((e for e in exits if JOB_STATE in e.fields), None)
+    if stated is not None:
+        # a scheduler's report of the whole job's state (LSF's `Done`), which its site may put
+        # above the job's output: where it stands says nothing, the state says how it ended
+        return Ending(Outcome.completed, f"the scheduler says the job is done: {_quote(stated)}")
     if wound_down is not None and _ended_there(wound_down, progress):
         wound = next(_WOUND[k] for k in _WOUND if k in wound_down.fields)
         return Ending(Outcome.completed, f"no failure, and {wound}: {_quote(wound_down)}")
