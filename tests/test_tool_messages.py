@@ -158,6 +158,8 @@ def test_kaldis_job_runner_closes_its_log_with_the_commands_code(run: Run) -> No
         ]
     )
     assert code == 1 and doc["job"]["outcome"] == "crashed", doc["job"]
+    # a signal ended the command: the signal's category, as a launcher's report of it reads
+    assert doc["incidents"][0]["category"] == "process_killed", doc["incidents"]
 
 
 def test_a_blocking_write_is_an_io_error(run: Run) -> None:
