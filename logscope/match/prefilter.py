@@ -164,16 +164,13 @@ class Prefilter:
         _, starts, ends = self.spans(block, size, Newlines.of(block, size))
         yield from zip(starts.tolist(), ends.tolist(), strict=True)
 
-    def positions(self, block: bytes | bytearray, size: int) -> npt.NDArray[np.int64]:
-        """A byte of each match in `block[:size]`, ascending: the last byte of each Hyperscan
-        match (one line may hold several), else the start of each candidate line."""
-        return self._found(block, size)[0]
-
     def _found(
         self, block: bytes | bytearray, size: int
     ) -> tuple[npt.NDArray[np.int64], list[int] | None]:
-        """`positions`, and the end of each RECORD_BEFORE marker when Hyperscan found them in
-        the same scan (None: the caller searches for them)."""
+        """A byte of each match in `block[:size]`, ascending (the last byte of each Hyperscan
+        match, one line may hold several, else the start of each candidate line), and the end
+        of each RECORD_BEFORE marker when Hyperscan found them in the same scan (None: the
+        caller searches for them)."""
         db = _hyperscan(self.literals) if self.literals else None
         if db is None:
             return np.fromiter(self._re2_line_starts(block, size), np.int64), None
