@@ -253,6 +253,26 @@ def test_a_logger_header_keeps_its_level_under_layers() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        # OLMo's stdout handler: `%(asctime)s\t%(hostname)s:%(local_rank)s\t%(name)s:...`
+        "2025-03-04 10:00:0{r}.123\tnode-7:{r}\tolmo.train:1240\tINFO\t",
+        # OLMo's rich handler: `[%Y-%m-%d %X] LEVEL    [logger:line, rank=N] `
+        "[2025-03-04 10:00:0{r}] INFO     [olmo.train:1240, rank={r}] ",
+    ],
+    ids=["olmo", "olmo-rich"],
+)
+def test_a_header_that_starts_with_a_time_keeps_its_rank_under_layers(header: str) -> None:
+    # a log of one logger only: its time on every line must not be peeled as a bare time layer
+    lines = [header.format(r=r) + f"Building model (part {n})" for n in range(3) for r in range(8)]
+    got = _decoded(lines)
+    assert [(g.local_rank, g.level, g.text) for g in got[:2]] == [
+        (0, "I", "Building model (part 0)"),
+        (1, "I", "Building model (part 0)"),
+    ]
+
+
 def test_too_few_lines_teach_nothing() -> None:
     assert learn_layers("0: a\n1: b\n") is None
 
