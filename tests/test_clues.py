@@ -852,3 +852,42 @@ def test_an_error_logged_without_a_rank_right_before_one_ranks_traceback_is_that
         fed([*lines[:3], *[f"[INFO:swift] step {n}" for n in range(1, 5)], *lines[3:]])
     )
     assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+
+
+# OLMo (allenai/OLMo olmo/util.py): its sys.excepthook logs `Uncaught %s: %s` (exception name,
+# value) at CRITICAL under its `<time>\t<host>:<local rank>\t<logger>:<line>\t<LEVEL>\t` header,
+# next to the bare traceback Python prints
+def _olmo_oom(local: int, at: str) -> list[str]:
+    message = (
+        f"CUDA out of memory. Tried to allocate 3.50 GiB. GPU {local} has a total capacity of"
+        " 79.10 GiB of which 1.02 GiB is free."
+    )
+    return [
+        "Traceback (most recent call last):",
+        '  File "/opt/olmo/scripts/train.py", line 341, in <module>',
+        "    main(cfg)",
+        f"torch.OutOfMemoryError: {message}",
+        f"2025-03-04 {at}\tnode-7:{local}\tolmo.util:168\tCRITICAL\tUncaught OutOfMemoryError: {message}",
+    ]
+
+
+def test_the_rank_that_echoes_the_bare_error_next_to_it_owns_it(tmp_path: Path) -> None:
+    start = [
+        f"2025-03-04 10:00:0{r}.{n}00\tnode-7:{r}\tolmo.train:{n}\tINFO\t{what}"
+        for n, what in enumerate(("Configuration:", "Building model...", "Starting training..."))
+        for r in range(4)
+    ]
+    log = write(
+        tmp_path,
+        "olmo.log",
+        [*start, *_olmo_oom(2, "10:00:31.500"), *_olmo_oom(0, "10:00:36.900")],
+    )
+    _, doc, _ = analyze_doc(str(log))
+    (inc,) = doc["incidents"]
+    assert inc["root_cause"]["line"] == 16, inc["root_cause"]
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+    assert "repeats its message under rank 2's prefix" in inc["culprit"]["reason"]
+    # an echo of another message says nothing
+    other = [*_olmo_oom(2, "10:00:31.500")[:4], start[1]]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "other.log", [*start, *other])))
+    assert doc["incidents"][0]["culprit"]["rank"] is None, doc["incidents"][0]["culprit"]

@@ -5,7 +5,9 @@ lists, Slurm tasks, the first exit) is read in `launcher_clues`; here:
 
 - the root cause's error printed by one rank only (`[rank5]: torch.OutOfMemoryError` while the
   root's copy carries no prefix); an error logged with no prefix right before one rank's
-  traceback opens (a logger line, then torch's excepthook's `[rankN]: Traceback`);
+  traceback opens (a logger line, then torch's excepthook's `[rankN]: Traceback`); an error
+  printed with no prefix whose message the next lines repeat under one rank's prefix (a
+  program's excepthook logging `Uncaught <Error>: <message>`);
 - a barrier's report names the rank absent from it (Gloo's monitored barrier: `[Rank 0]: Rank 3
   failed to pass monitoredBarrier`), or a store-based barrier counted all ranks but one and one
   rank of the world never showed itself;
@@ -260,6 +262,44 @@ def raised_after_culprit(culprit: Culprit, root: Event, events: Sequence[Event])
         f" {first.line.rank}'s: the error logged, then raised"
     )
     return with_rank(culprit, first.line.rank, first.line.local_rank, why, 0.6)
+
+
+ECHO_MIN = 20
+"""Characters of a root cause's message an echo must repeat: enough that only the same report
+repeats them."""
+
+
+def echoed_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world: World) -> Culprit:
+    """The root cause printed with no rank, and its message repeated right after it by a line
+    that one rank's prefix names: the process's own logger reporting the exception it is dying
+    of (OLMo's excepthook logs `Uncaught OutOfMemoryError: <message>` under its `host:rank`
+    prefix as Python's handler prints the traceback bare). Where every rank dies of the same
+    error, the echo next to the line tells whose it is."""
+    if _prefixed(root.line):
+        return culprit
+    _type, colon, message = root.line.text.partition(": ")
+    message = message.strip()
+    if not colon or len(message) < ECHO_MIN:
+        return culprit
+    echo = next(
+        (
+            e
+            for e in events
+            if e.line.path == root.line.path
+            and 0 < e.line.lineno - root.line.lineno <= RAISED_WITHIN
+            and message[:120] in e.line.text
+            and world.rank_of(e.line) is not None
+        ),
+        None,
+    )
+    if echo is None:
+        return culprit
+    rank = world.rank_of(echo.line)
+    why = (
+        f"line {echo.line.lineno}, right after it, repeats its message under rank {rank}'s"
+        " prefix: that process's logger reporting the error it died of"
+    )
+    return with_rank(culprit, rank, echo.line.local_rank, why, 0.6)
 
 
 def barrier_culprit(events: Sequence[Event]) -> Culprit | None:

@@ -20,6 +20,7 @@ from ..model import (
 from .aborts import aborted_together, consequent_death, symptom_terminates
 from .clues import (
     barrier_culprit,
+    echoed_culprit,
     nccl_pid_culprit,
     nccl_process,
     nccl_process_culprit,
@@ -273,6 +274,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             lambda c: pid_culprit(c, root, events, world),
             lambda c: same_error_culprit(c, root, events, world),
             lambda c: raised_after_culprit(c, root, events),
+            lambda c: echoed_culprit(c, root, events, world),
             lambda c: quoted_culprit(c, root, events, world),
             lambda c: dead_worker_culprit(c, events),
             lambda c: launcher_culprit(c, events, world),
