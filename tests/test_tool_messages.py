@@ -195,3 +195,29 @@ def test_the_shells_prompt_after_the_output_says_the_command_returned(run: Run) 
     assert told(run, lines, len(crash))[0] == "python_exception"
     code, doc, _path = run(lines)
     assert doc["job"]["outcome"] == "crashed", doc["job"]
+
+
+def test_open_mpis_ofi_transport_failing_is_the_cause_of_the_abort_after_it(run: Run) -> None:
+    """Open MPI's OFI MTL exits the process when libfabric fails under it (mtl_ofi_endpoint.h);
+    libfabric's cleanup then asserts in the exit handlers, and the signal handler prints the
+    abort: the transport is the cause, the abort its consequence, the dead rank the culprit."""
+    proc = "[node-b:51377]"
+    lines = [
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 128M step: 2(factor) warmup iters: 5 iters: 20",
+        f"{proc} mtl_ofi_endpoint.h:49: *** The Open MPI OFI MTL is aborting the MPI job (via exit(3)).",
+        "all_reduce_perf: prov/util/src/util_mem_monitor.c:177: ofi_monitor_cleanup: Assertion `dlist_empty(&monitor->list)' failed.",
+        f"{proc} *** Process received signal ***",
+        f"{proc} Signal: Aborted (6)",
+        f"{proc} [ 0] /lib/x86_64-linux-gnu/libc.so.6(+0x42520)[0x7f3e1c642520]",
+        f"{proc} [ 1] /lib/x86_64-linux-gnu/libc.so.6(abort+0xd3)[0x7f3e1c6287f3]",
+        f"{proc} *** End of error message ***",
+        "--------------------------------------------------------------------------",
+        "prterun noticed that process rank 3 with PID 51377 on node node-b exited on",
+        "signal 6 (Aborted).",
+    ]
+    code, doc, _path = run(lines)
+    (inc,) = doc["incidents"]
+    assert inc["category"] == "comm_error", inc["title"]
+    assert inc["root_cause"]["line"] == 2, inc["root_cause"]
+    assert inc["culprit"]["rank"] == 3, inc["culprit"]
+    assert doc["job"]["outcome"] == "crashed"
