@@ -114,6 +114,39 @@ def test_torch_npus_acl_result_codes_are_read_by_class(run: Run) -> None:
     assert category == "collective_timeout"
 
 
+def test_the_runtimes_own_timeouts_are_waits_and_torch_npus_trailer_keeps_their_kind(
+    run: Run,
+) -> None:
+    # acl_base.h: 107019 ACL_ERROR_RT_WAIT_TIMEOUT, 107020 ACL_ERROR_RT_TASK_TIMEOUT; the
+    # `[ERROR] ... ERR00100 PTA call acl api failed` trailer formatErrorCode appends to the error
+    # says where (the ACL) and which rank, not what: the exception line before it says that
+    for code in (107019, 107020):
+        lines = [
+            STEP.format(s=1, n=1),
+            STEP.format(s=2, n=2),
+            "[rank9]:     work.wait()",
+            f"[rank9]: RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:402 NPU error, error code is {code}",
+            "[rank9]: [ERROR] 2025-02-11-08:02:17 (PID:4410, Device:1, RankID:9) ERR00100 PTA call acl api failed.",
+            "[rank9]: EI9999: Inner Error!",
+        ]
+        _doc, inc, path = failed_verdict(run, lines)
+        assert inc["category"] == "collective_timeout", (code, inc)
+        assert_root(inc, path, 4, lines[3])
+    # the trailer after a code of another class keeps that class
+    lines[3] = lines[3].replace("107020", "507013")
+    _doc, inc, _path = failed_verdict(run, lines)
+    assert inc["category"] == "gpu_hardware", inc
+
+
+def test_gaudis_device_memory_allocator_failing_is_the_cards_out_of_memory(run: Run) -> None:
+    steps = [STEP.format(s=n, n=n) for n in range(1, 4)]
+    error = "[rank2]: RuntimeError: [Rank:2] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::536870912 (512)MB"
+    assert told(run, [*steps, "[rank2]: Traceback (most recent call last):", error], 4) == (
+        "oom_gpu",
+        2,
+    )
+
+
 def test_hccls_own_error_code_after_a_generic_acl_result_says_what_failed(run: Run) -> None:
     # a code outside the classes torch_npu's table names, then the CANN message with HCCL's
     # error code (CANN's HCCL Errors: EI0002 a collective's wait timed out, EI0013 an error
