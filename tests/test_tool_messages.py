@@ -215,7 +215,7 @@ def test_open_mpis_ofi_transport_failing_is_the_cause_of_the_abort_after_it(run:
         "prterun noticed that process rank 3 with PID 51377 on node node-b exited on",
         "signal 6 (Aborted).",
     ]
-    code, doc, _path = run(lines)
+    _code, doc, _path = run(lines)
     (inc,) = doc["incidents"]
     assert inc["category"] == "comm_error", inc["title"]
     assert inc["root_cause"]["line"] == 2, inc["root_cause"]
