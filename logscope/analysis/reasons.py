@@ -29,7 +29,7 @@ def stated_reason(root: Event, events: Sequence[Event], library: Library) -> Cat
         gap = e.line.lineno - root.line.lineno
         if e.line.path != root.line.path or e.line.stream != root.line.stream:
             continue  # another file's or another process's line explains nothing of this one
-        if not 0 < gap <= REASON_WITHIN or e.category is None or not _states(e):
+        if not 0 < gap <= REASON_WITHIN or e.category is None or not states_a_reason(e):
             continue  # a traceback's start, a warning: not a reason
         other = library.by_id(e.signature)
         if other is None or other.reason_follows or other.classify:
@@ -38,7 +38,7 @@ def stated_reason(root: Event, events: Sequence[Event], library: Library) -> Cat
     return None
 
 
-def _states(e: Event) -> bool:
+def states_a_reason(e: Event) -> bool:
     """A line that can say why a result code was returned: a cause, or a failure the process
     met waiting for others (a collective that timed out: the runtime's code for a wait)."""
     return e.role == "cause" or (e.role == "symptom" and e.severity in ("fatal", "error"))

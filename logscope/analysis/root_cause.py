@@ -68,7 +68,7 @@ from .launcher_reports import (
     reported_worker,
 )
 from .quoted_logs import past_carrier
-from .reasons import stated_reason
+from .reasons import stated_reason, states_a_reason
 from .worker_names import dead_worker, dead_worker_culprit
 
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
@@ -237,7 +237,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             # So does a catch-all's: a Python exception whose message goes on to the next line
             # (`RuntimeError: work = pg.broadcast(...): ` then `NCCL error in: ...`) is the
             # same report, its head naming no kind
-            said = root if root.role == "cause" and not _catch_all(root, library) else said
+            said = root if states_a_reason(root) and not _catch_all(root, library) else said
         rank = world.rank_of(root.line)
         culprit = Culprit(
             rank=rank,
