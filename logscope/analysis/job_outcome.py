@@ -218,6 +218,12 @@ def decide_outcome(
         return Ending(
             Outcome.completed, f"reached the last iteration ({it}/{progress.train_iters})"
         )
+    last_epoch = _last_epoch_reported(progress)
+    if last_epoch is not None:
+        return Ending(
+            Outcome.completed,
+            f"no failure, and its last epoch reported its loss: {_quote(last_epoch)}",
+        )
     if exits and not _trained_after(exits[-1], progress):
         return Ending(Outcome.completed, f"the job says it exited: {_quote(exits[-1])}")
     stated = next((e for e in exits if JOB_STATE in e.fields), None)
@@ -246,6 +252,20 @@ def _ended_there(wound_down: Event, progress: Progress) -> bool:
         return _last_epoch_done(wound_down, progress)
     same_step = 1 if "training_done" in wound_down.fields else 0
     return progress.count_after(wound_down.seq) <= same_step
+
+
+def _last_epoch_reported(progress: Progress) -> Event | None:
+    """The last progress line, where it reports epoch N of N with the loss it reached (and,
+    where it states the epoch's step, its step N of N): the plan's last report."""
+    last = progress.last
+    if last is None or "loss" not in last.fields:
+        return None
+    epoch, epochs = field_int(last, "epoch"), field_int(last, "epochs")
+    if epoch is None or not epochs or epoch != epochs:
+        return None
+    if last.fields.get("step") != last.fields.get("steps"):
+        return None  # a step within the last epoch, not its end
+    return last
 
 
 def _last_epoch_done(begun: Event, progress: Progress) -> bool:
