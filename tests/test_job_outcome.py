@@ -6,6 +6,7 @@ allows, the hang incident, and make_job (formats: shared/FORMATS.md §5.1, §6.1
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from logscope.analysis.job_outcome import (
     HANG_FLOOR_S,
@@ -78,6 +79,24 @@ def test_a_node_failure_after_a_fault_is_the_ending_and_the_fault_stays_the_caus
     # a cancel after the fault (srun --kill-on-bad-exit) is the fault's consequence: crashed
     cancel = "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T02:10:00 ***"
     assert ending_of(fed([*iterations(1, 5), CUDA, cancel])).outcome is Outcome.crashed
+
+
+def test_an_error_line_no_signature_knows_is_no_cause_of_the_schedulers_cancel(
+    tmp_path: Path,
+) -> None:
+    # the failure of last resort: the cancel says how the job ended
+    unknown = " [*] Failed to find a checkpoint"
+    cancel = "slurmstepd: error: *** JOB 4711 ON gpu-a17 CANCELLED AT 2024-04-06T02:00:55 ***"
+    log = write(tmp_path, "slurm-4711.out", [*iterations(1, 5), unknown, cancel])
+    _code, doc, _err = analyze_doc(str(log))
+    (incident,) = doc["incidents"]
+    assert incident["root_cause"]["pattern"] == "slurm.cancelled", incident["root_cause"]
+    assert doc["job"]["outcome"] == "cancelled", doc["job"]
+    # a failure a signature knows is still the cause the cancel came after
+    log = write(tmp_path, "slurm-4712.out", [*iterations(1, 5), CUDA, cancel])
+    _code, doc, _err = analyze_doc(str(log))
+    (incident,) = doc["incidents"]
+    assert incident["root_cause"]["pattern"] == "cuda.illegal_memory_access"
 
 
 def test_training_that_goes_on_after_a_failure_did_not_crash_of_it() -> None:

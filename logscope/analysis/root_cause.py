@@ -199,8 +199,15 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         # Everything after the scheduler ended the job is its consequence (SIGTERMs, the
         # launcher's SignalException, srun's exit codes): only what came before can be a cause.
         before = [e for e in events if log_order(e) < log_order(ends[0])]
+        # an error-looking line no signature knows is the failure of last resort, for a log
+        # where nothing else says how the job ended: the scheduler's end says it
         if (
-            any(e.severity in SERIOUS and e.role in ("cause", "symptom") for e in before)
+            any(
+                e.severity in SERIOUS
+                and e.role in ("cause", "symptom")
+                and e.signature != UNRECOGNIZED
+                for e in before
+            )
             or any(signal_death(e) for e in before)
             or _launcher_took_down(before)
         ):
