@@ -221,3 +221,47 @@ def test_open_mpis_ofi_transport_failing_is_the_cause_of_the_abort_after_it(run:
     assert inc["root_cause"]["line"] == 2, inc["root_cause"]
     assert inc["culprit"]["rank"] == 3, inc["culprit"]
     assert doc["job"]["outcome"] == "crashed"
+
+
+def _extension_build(failed: str) -> list[str]:
+    """torch.utils.cpp_extension building a JIT op with ninja (ninja's status printer, then the
+    compiler's output, then torch's exception), one edge failing."""
+    return [
+        "Emitting ninja build file /root/.cache/torch_extensions/py311_cu121/fused_adam/build.ninja...",
+        "Building extension module fused_adam...",
+        "[1/3] /usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=fused_adam -c multi_tensor_adam.cu -o multi_tensor_adam.cuda.o",
+        failed,
+        "/usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=fused_adam -c multi_tensor_adam.cu -o multi_tensor_adam.cuda.o",
+        "/opt/ops/csrc/includes/type_shim.h:4:10: fatal error: cuda_bf16.h: No such file or directory",
+        "compilation terminated.",
+        "ninja: build stopped: subcommand failed.",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/utils/cpp_extension.py", line 2107, in _run_ninja_build',
+        "    subprocess.run(",
+        "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "    optimizer = FusedAdam(model.parameters())",
+        "RuntimeError: Error building extension 'fused_adam'",
+    ]
+
+
+def test_ninjas_failed_edge_is_the_cause_of_a_jit_extension_that_was_not_built(run: Run) -> None:
+    """ninja's `FAILED: <outputs>` (with `[code=N]` since ninja 1.13) is the first word of the
+    build failing; torch's CalledProcessError and `Error building extension` follow from it."""
+    for failed in (
+        "FAILED: multi_tensor_adam.cuda.o ",
+        "FAILED: [code=1] multi_tensor_adam.cuda.o ",
+    ):
+        lines = _extension_build(failed)
+        _code, doc, _path = run(lines)
+        (inc,) = doc["incidents"]
+        assert inc["root_cause"]["line"] == 4, (failed, inc["root_cause"])
+        assert inc["category"] == "python_exception"
+    # a build the program went on from (an optional op it replaced): training went on
+    steps = [f"step={n} loss=2.{n:02d}" for n in range(1, 6)]
+    _code, doc, _path = run([*_extension_build("FAILED: multi_tensor_adam.cuda.o ")[:8], *steps])
+    assert doc["incidents"] == [], doc["incidents"]
