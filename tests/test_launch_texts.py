@@ -198,3 +198,26 @@ def test_a_worker_that_waited_for_the_master_and_then_trained_is_no_incident(run
     steps = [f"Train Epoch: 1 [{n * 640}/60000 ({n}%)]\tloss: 2.{90 - n}" for n in range(1, 9)]
     _code, doc, _ = run([*WAIT, *WAIT, *steps])
     assert doc["incidents"] == [], doc["incidents"]
+
+
+def test_numactl_refusing_a_binding_is_why_its_rank_never_joined(run: Run) -> None:
+    """numactl (libnuma.c numa_warn, numactl.c) refuses a CPU range the node does not have and
+    exits before the program starts: that task's rank never joins, the others wait until the
+    time limit, and the binding is the cause."""
+    lines = [
+        *(f"{t}: STARTING TIMING RUN AT 2025-03-01 09:00:0{t}" for t in range(4)),
+        "2: libnuma: Warning: cpu argument 96-103 is out of range",
+        "2: ",
+        "2: usage: numactl [--all | -a] [--balancing | -b]",
+        "2:                [--interleave= | -i <nodes>] [--weighted-interleave= | -w <nodes>]",
+        "2: <48-55,96-103> is invalid",
+        "srun: error: node-a3: task 2: Exited with exit code 1",
+        *(f"{t}: init_start rank {t}" for t in (0, 1, 3)),
+        "slurmstepd: error: *** STEP 88.0 ON node-a3 CANCELLED AT 2025-03-01T09:30:00 DUE TO TIME LIMIT ***",
+    ]
+    _code, doc, _path = run(lines)
+    (inc,) = doc["incidents"]
+    assert inc["root_cause"]["line"] == 5, inc["root_cause"]
+    assert inc["category"] == "launcher_error", inc["title"]
+    assert inc["culprit"]["rank"] == 2, inc["culprit"]
+    assert doc["job"]["outcome"] == "timelimit", doc["job"]
