@@ -891,3 +891,26 @@ def test_the_rank_that_echoes_the_bare_error_next_to_it_owns_it(tmp_path: Path) 
     other = [*_olmo_oom(2, "10:00:31.500")[:4], start[1]]
     _, doc, _ = analyze_doc(str(write(tmp_path, "other.log", [*start, *other])))
     assert doc["incidents"][0]["culprit"]["rank"] is None, doc["incidents"][0]["culprit"]
+
+
+def test_a_job_that_states_a_world_of_one_process_failed_on_rank_0(tmp_path: Path) -> None:
+    # YOLOX's trainer logs tools/train.py's arguments: devices=N on num_machines=1 is the world
+    header = "2025-01-09 10:00:00.100 | INFO     | yolox.core.trainer:before_train:130 - "
+    args = (
+        header + "args: Namespace(experiment_name='yolox_s', name=None, dist_backend='nccl',"
+        " dist_url=None, batch_size=16, devices={n}, exp_file='exps/yolox_s.py', resume=False,"
+        " ckpt=None, start_epoch=None, num_machines=1, machine_rank=0, fp16=True, opts=[])"
+    )
+    error = [
+        "Traceback (most recent call last):",
+        '  File "tools/train.py", line 131, in <module>',
+        "FileNotFoundError: [Errno 2] No such file or directory: 'datasets/coco/annotations/train.json'",
+    ]
+    for n, rank in ((1, 0), (2, None)):
+        log = write(tmp_path, f"yolox_{n}.log", [args.format(n=n), *error])
+        _, doc, _ = analyze_doc(str(log))
+        assert doc["incidents"][0]["culprit"]["rank"] == rank, (n, doc["incidents"][0]["culprit"])
+    # a world counted from the one rank seen is no statement of its size
+    log = write(tmp_path, "seen.log", ["[rank0]: step 1 loss 2.1", *error])
+    _, doc, _ = analyze_doc(str(log))
+    assert doc["incidents"][0]["culprit"]["rank"] is None, doc["incidents"][0]["culprit"]

@@ -44,6 +44,7 @@ def build_world(
         tasks_are_ranks,
         task_ranks,
         frozenset(hosts),
+        declared_size=declared_size,
     )
     ranks = {r for w in streams if (r := world.rank_of_stream(w)) is not None}
     if tasks_are_ranks:

@@ -252,3 +252,13 @@ def sole_worker_culprit(culprit: Culprit, events: Sequence[Event], world: World)
     if found is None:
         return culprit
     return with_rank(culprit, 0, 0, found.reason, found.confidence)
+
+
+def one_process_culprit(culprit: Culprit, world: World) -> Culprit:
+    """A culprit with no rank yet, in a job whose launcher or trainer stated a world of one
+    process: the only process there is, rank 0."""
+    if world.declared_size != 1 or world.ranks - {0}:
+        return culprit
+    return with_rank(
+        culprit, 0, 0, "the job states a world of one process: the failure is rank 0's", 0.6
+    )

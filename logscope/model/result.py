@@ -38,6 +38,8 @@ class World:
     nccl_ranks: tuple[tuple[str, str, int], ...] = ()
     """(host, pid, rank) of the processes whose NCCL INFO lines give them one rank in their
     largest communicator (the job's world group): a line with that `host:pid` head is theirs."""
+    declared_size: int | None = None
+    """The world size a launcher or the trainer stated (not one counted from the ranks seen)."""
 
     @property
     def srun_started_ranks(self) -> bool:
