@@ -247,7 +247,9 @@ def stamped(text: str, pos: int) -> bool:
         return True
     if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos) or _TF_LOG.match(text, pos):
         return True
-    if _OLMO.match(text, pos) or _OLMO_RICH.match(text, pos):
+    if text.find("\t", pos + _OLMO_TAB, pos + _OLMO_TAB + 1) >= 0 and _OLMO.match(text, pos):
+        return True
+    if ", rank=" in text[pos : pos + 160] and _OLMO_RICH.match(text, pos):
         return True
     m = _ISO_START.match(text, pos)
     return m is not None and (m["lvl"] or m["pylvl"] or m["clvl"] or m["glvl"]) is not None
