@@ -675,16 +675,16 @@ def test_paddlenlps_trainer_says_training_completed(run: Run) -> None:
 
 def test_a_scripts_report_of_its_last_epoch_ends_the_run(run: Run) -> None:
     # a script's one report an epoch, and the PyTorch tutorials' `Epoch [e/E], Step [s/S], Loss`
-    for report, steps in (
-        ("Epoch {e}/5 - Loss: 0.{e}1, Acc: 0.9{e}, Time: 3.1s", ("",)),
-        ("Epoch [{e}/5], Step [{s}/600], Loss: 0.{e}1", ("300", "600")),
+    for report, steps, mid_steps in (
+        ("Epoch {e}/5 - Loss: 0.{e}1, Acc: 0.9{e}, Time: 3.1s", ("",), ()),
+        ("Epoch [{e}/5], Step [{s}/600], Loss: 0.{e}1", ("300", "600"), ("500",)),
     ):
         lines = [report.format(e=e, s=s) for e in range(1, 6) for s in steps]
         _code, doc, _path = run(lines)
         assert doc["job"]["outcome"] == "completed", (report, doc["job"])
-        # cut before the last epoch's end: the log ends while it trains
-        mid_epoch = [*lines[:-1], report.format(e=5, s="500")] if "{s}" in report else []
-        for cut in (lines[:-1], *([mid_epoch] if mid_epoch else [])):
+        # cut before the last epoch's end (or inside it): the log ends while it trains
+        cuts = [lines[:-1], *([*lines[:-1], report.format(e=5, s=s)] for s in mid_steps)]
+        for cut in cuts:
             _code, doc, _path = run(cut)
             assert doc["job"]["outcome"] == "truncated", (cut[-1], doc["job"])
     # a failure after the last epoch's report is still how the run ended

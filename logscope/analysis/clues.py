@@ -277,24 +277,24 @@ def echoed_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world
     error, the echo next to the line tells whose it is."""
     if _prefixed(root.line):
         return culprit
-    _type, colon, message = root.line.text.partition(": ")
+    _, colon, message = root.line.text.partition(": ")
     message = message.strip()
     if not colon or len(message) < ECHO_MIN:
         return culprit
-    echo = next(
+    found = next(
         (
-            e
+            (e, rank)
             for e in events
             if e.line.path == root.line.path
             and 0 < e.line.lineno - root.line.lineno <= RAISED_WITHIN
             and message[:120] in e.line.text
-            and world.rank_of(e.line) is not None
+            and (rank := world.rank_of(e.line)) is not None
         ),
         None,
     )
-    if echo is None:
+    if found is None:
         return culprit
-    rank = world.rank_of(echo.line)
+    echo, rank = found
     why = (
         f"line {echo.line.lineno}, right after it, repeats its message under rank {rank}'s"
         " prefix: that process's logger reporting the error it died of"

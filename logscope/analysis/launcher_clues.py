@@ -228,12 +228,16 @@ def launcher_culprit(culprit: Culprit, events: Sequence[Event], world: World) ->
 
 
 def sole_worker(events: Sequence[Event], world: World) -> Culprit | None:
-    """The launcher's kill list names one worker in all (`Killing subprocess <pid>` once, one
-    host, the log showing no other host and no larger world): the job ran one process, local
-    rank 0, rank 0."""
+    """The job ran one process, local rank 0, rank 0: its launcher or trainer states a world of
+    one and no line names another rank, or the launcher's kill list names one worker in all
+    (`Killing subprocess <pid>` once, one host, the log showing no other host and no larger
+    world)."""
+    hosts = {h for e in events if (h := e.line.host or e.fields.get("host"))} | world.hosts
+    if world.declared_size == 1 and not world.ranks - {0}:
+        why = "the job states a world of one process: rank 0"
+        return Culprit(0, 0, hosts.pop() if len(hosts) == 1 else None, 0.6, why)
     lists = {(e.line.path, e.line.host) for e in events if e.signature == KILL_LIST}
     pids = {field_int(e, "pid") for e in events if e.signature == KILL_LIST}
-    hosts = {h for e in events if (h := e.line.host or e.fields.get("host"))} | world.hosts
     if len(lists) != 1 or len(pids) != 1 or None in pids or len(hosts) > 1 or (world.size or 1) > 1:
         return None
     return Culprit(
@@ -252,13 +256,3 @@ def sole_worker_culprit(culprit: Culprit, events: Sequence[Event], world: World)
     if found is None:
         return culprit
     return with_rank(culprit, 0, 0, found.reason, found.confidence)
-
-
-def one_process_culprit(culprit: Culprit, world: World) -> Culprit:
-    """A culprit with no rank yet, in a job whose launcher or trainer stated a world of one
-    process: the only process there is, rank 0."""
-    if world.declared_size != 1 or world.ranks - {0}:
-        return culprit
-    return with_rank(
-        culprit, 0, 0, "the job states a world of one process: the failure is rank 0's", 0.6
-    )

@@ -54,7 +54,6 @@ from .culprits import (
 from .launcher_clues import (
     first_exit,
     launcher_culprit,
-    one_process_culprit,
     oom_culprit,
     pid_culprit,
     sole_worker,
@@ -290,7 +289,6 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             lambda c: raised_nccl_culprit(c, root, events, world),
             lambda c: task_culprit(c, root, world),
             lambda c: sole_worker_culprit(c, events, world),
-            lambda c: one_process_culprit(c, world),
             lambda c: silent_rank_culprit(c, events, world),
         )
         for clue in clues:

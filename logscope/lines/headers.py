@@ -237,6 +237,18 @@ def _time(g: dict[str, str | None], year: int | None) -> datetime | None:
         return None
 
 
+def _olmo(text: str, pos: int = 0) -> re.Match[str] | None:
+    """OLMo's header at `pos`, either handler's; each regex is tried only where the header's
+    tab (after the time) or its `[` and `, rank=` stand."""
+    if text.find("\t", pos + _OLMO_TAB, pos + _OLMO_TAB + 1) >= 0:
+        m = _OLMO.match(text, pos)
+        if m:
+            return m
+    if text.startswith("[", pos) and ", rank=" in text[pos : pos + 160]:
+        return _OLMO_RICH.match(text, pos)
+    return None
+
+
 def stamped(text: str, pos: int) -> bool:
     """A logger header at `pos` that this module reads whole, its time with its level (a time
     layer is not peeled off it: see layers.Stop). A syslog record's time, host and program are
@@ -247,9 +259,7 @@ def stamped(text: str, pos: int) -> bool:
         return True
     if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos) or _TF_LOG.match(text, pos):
         return True
-    if text.find("\t", pos + _OLMO_TAB, pos + _OLMO_TAB + 1) >= 0 and _OLMO.match(text, pos):
-        return True
-    if ", rank=" in text[pos : pos + 160] and _OLMO_RICH.match(text, pos):
+    if _olmo(text, pos):
         return True
     m = _ISO_START.match(text, pos)
     return m is not None and (m["lvl"] or m["pylvl"] or m["clvl"] or m["glvl"]) is not None
@@ -377,9 +387,7 @@ def strip_prefixes(text: str, p: Prefix, year: int | None, layers: Layers | None
             p.time = _time(m.groupdict(), year) or p.time
             text = text[m.end() :]
             continue
-        m = _OLMO.match(text) if text.find("\t", _OLMO_TAB, _OLMO_TAB + 1) >= 0 else None
-        if m is None and text.startswith("[") and ", rank=" in text[:160]:
-            m = _OLMO_RICH.match(text)
+        m = _olmo(text)
         if m:
             p.host = p.host or m.groupdict().get("host")
             if p.local_rank is None:
