@@ -443,6 +443,37 @@ def test_the_subprocess_tee_keeps_the_indent_of_the_line_it_labels() -> None:
     ]
 
 
+def test_torchx_replicas_keep_their_indent_and_the_empty_roles_local_rank() -> None:
+    # torchx's tee (`{role}/{replica_id} `) of a dist.ddp job, which runs torchrun with
+    # `--role ""`: its tee header is `[N]:`; the worker's traceback frames keep their indent,
+    # and the launcher's failure block keeps its `[N]:` entry line
+    lines = [
+        "trainer/0 [0]:epoch 0 step 12 loss 2.31",
+        "trainer/0 [1]:epoch 0 step 12 loss 2.30",
+        "trainer/0 [1]:Traceback (most recent call last):",
+        """trainer/0 [1]:  File "train.py", line 88, in <module>""",
+        "trainer/0 [1]:ValueError: bad shard",
+        "trainer/0 Traceback (most recent call last):",
+        "trainer/0     raise ChildFailedError(",
+        "trainer/0 Root Cause (first observed failure):",
+        "trainer/0 [0]:",
+        "trainer/0   rank      : 1 (local_rank: 1)",
+    ]
+    got = [(line.local_rank, line.text) for line in _decoded(lines)]
+    assert got == [
+        (0, "epoch 0 step 12 loss 2.31"),
+        (1, "epoch 0 step 12 loss 2.30"),
+        (1, "Traceback (most recent call last):"),
+        (1, """  File "train.py", line 88, in <module>"""),
+        (1, "ValueError: bad shard"),
+        (None, "Traceback (most recent call last):"),
+        (None, "    raise ChildFailedError("),
+        (None, "Root Cause (first observed failure):"),
+        (None, "[0]:"),
+        (None, "  rank      : 1 (local_rank: 1)"),
+    ]
+
+
 @pytest.mark.parametrize("count", [4, 12])
 def test_padding_behind_a_time_column_on_every_line_is_peeled(count: int) -> None:
     # a console export's rows copied with the message column padded out from the time

@@ -23,7 +23,10 @@ _PDSH = re.compile(
     r"(?![\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault|Expired): )"
     r"(?P<host>" + HOST_NAME + r"|localhost): (?=\S)"
 )
-_TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)(?P<n>\d+)\]:")
+# torchrun's tee header `[{role}{local_rank}]:` (FORMATS.md §1.1); the role may be empty, as
+# torchx's dist.ddp launches it (`--role ""`, pytorch/torchx torchx/components/dist.py): `[3]:`,
+# taken only with text after it (alone on a line it is a ChildFailedError block's entry)
+_TEE = re.compile(r"\[(?:(?P<role>[A-Za-z_][\w.-]*?)(?P<colon>:?)|(?=\d+\]:.))(?P<n>\d+)\]:")
 _C10 = re.compile(
     r"\[(?P<lvl>[FEWIV])(?P<md>\d{3,4})? ?"
     r"(?:(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? )?"
@@ -337,7 +340,7 @@ def strip_prefixes(text: str, p: Prefix, year: int | None, layers: Layers | None
                     p.local_rank = n  # torchtitan tee header `[rank0]:text`
             else:
                 p.local_rank = n
-                p.role = m["role"]
+                p.role = m["role"] or ""
                 if m["colon"]:
                     p.host = m["role"]  # `--role $(hostname -s):` style
             text = rest

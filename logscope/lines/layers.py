@@ -119,8 +119,9 @@ PATTERNS: Mapping[str, re.Pattern[str]] = MappingProxyType(
         "compose": re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*) +\| " + _NEXT),
         "kubectl": re.compile(r"\[pod/(?P<host>[\w.-]+)/[\w.-]+\] " + _NEXT),
         # torchx (and NeMo-Run through it) `{role}/{replica_id} `: one role's replica (a node
-        # running its own launcher); peeled, the names say nothing of rank or host
-        "torchx": re.compile(r"[A-Za-z_][\w.-]*/\d+ " + _NEXT),
+        # running its own launcher); peeled, the names say nothing of rank or host. The line
+        # after it is the replica's as printed, a traceback's frame indented.
+        "torchx": re.compile(r"[A-Za-z_][\w.-]*/\d+ (?=.)"),
         # milabench's terminal formatter (milabench/log.py TagConsole): `{tag} [stdout] ` or
         # `{tag} [stderr] ` before each line a benchmark's process printed; peeled, the tag
         # names the benchmark run, not a rank
