@@ -154,6 +154,19 @@ def test_with_no_world_size_the_one_silent_rank_below_the_reporters_is_the_culpr
         assert silent_culprit(engine.failures, engine.world()) is None
 
 
+def test_in_a_known_world_the_bare_watchdogs_default_group_ranks_leave_one_silent() -> None:
+    # no prefix on any line, the world's size known: the default group's `[Rank r]` of each
+    # report is its global rank
+    world = build_world([(None, None, None, 7)])
+    events = events_of([BARE.format(r=r) for r in (0, 1, 2, 4, 5, 6, 7)])
+    culprit = silent_culprit(events, world)
+    assert culprit is not None and (culprit.rank, culprit.confidence) == (3, 0.8), culprit
+    assert "rank 3 reported nothing" in culprit.reason
+    # counter-case: ranks in another process group say nothing of global ranks
+    events = events_of([IN_GROUP.format(r=r) for r in (0, 1, 2, 4, 5, 6, 7)])
+    assert silent_culprit(events, world) is None
+
+
 # NCCL's own failure on one rank under OpenMPI's --tag-output (graph/xml.cc's WARN when sysfs has
 # no real path for the GPU's PCI bus, then its return trace up to init), the other rank's init lines only
 OWN_WARN = "[1,{r}]<stdout>:node7:687:748 [{r}] graph/xml.cc:332 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:03/../../0000:03:00.0"

@@ -258,6 +258,10 @@ def silent_culprit(events: Sequence[Event], world: World) -> Culprit | None:
     if all(_own_failure(e) for e, _ in reports):
         reports = []
     reporters = {r for _, r in reports}
+    if world.size and not reporters:
+        # no prefix names a reporter: the rank of the default process group its own message
+        # gives (`[Rank 1] Watchdog caught collective operation timeout`) is its global rank
+        reporters = _default_pg_reporters(events)
     # a waiting rank may name the world it waits for (`world_size=8, worker_count=7`)
     declared = max((n for e in events if (n := field_int(e, "world_size")) is not None), default=0)
     if declared > (world.size or 0):
