@@ -1,7 +1,9 @@
 # ruff: noqa: E501  (log lines are kept whole)
-"""Whole-log behaviour of torch's warning that it could not start CUDA (patterns/cuda.toml
-`cuda.init_warning`, from c10/cuda/CUDAFunctions.cpp's texts): the failure of a job that then
-finds no GPU, no failure of a run that trains on after it."""
+"""Whole-log behaviour of torch failing to start CUDA (patterns/cuda.toml): its warning that it
+could not count the GPUs (`cuda.init_warning`, from c10/cuda/CUDAFunctions.cpp's texts), the failure
+of a job that then finds no GPU, no failure of a run that trains on after it; and a call queued
+before CUDA started that failed when it started (`cuda.deferred_call_failed`, torch/cuda/__init__.py
+`_lazy_init`)."""
 
 from __future__ import annotations
 
@@ -34,3 +36,19 @@ def test_a_run_that_trains_on_after_the_warning_outlived_it(run: Run) -> None:
     assert code == 0 and doc["incidents"] == [], doc["incidents"]
     [note] = doc["survived"]
     assert note["first"]["line"] == 1, note
+
+
+def test_a_queued_call_that_failed_as_cuda_started_is_a_cuda_error_of_its_rank(run: Run) -> None:
+    # torchrun's excepthook prefix; _lazy_init's message, then the queued call's stack
+    lines = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 478, in set_device',
+        "[rank1]:     torch._C._cuda_setDevice(device)",
+        '[rank1]:   File "/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 340, in _lazy_init',
+        "[rank1]:     raise DeferredCudaCallError(msg) from e",
+        '[rank1]: torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "/pytorch/aten/src/ATen/cuda/CUDAContext.cpp":50, please report a bug to PyTorch. device=1, num_gpus=1',
+        "[rank1]: CUDA call was originally invoked at:",
+        '[rank1]:   File "train.py", line 3, in <module>',
+        "[rank1]:     import torch",
+    ]
+    assert told(run, lines, 5) == ("cuda_error", 1)
