@@ -1844,3 +1844,25 @@ def test_olmos_excepthook_names_the_process_of_an_unprefixed_exception(run: Run)
     other = lines[2].replace("429 Client Error", "503 Server Error")
     _doc, inc, path = failed_verdict(run, [*lines[:2], other])
     assert inc["culprit"]["rank"] is None, inc["culprit"]
+
+
+# CPython's threading.excepthook: a thread's uncaught exception under its name, then its traceback
+_THREAD_DIED = [
+    "Exception in thread Thread-3 (_write_shards):",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.11/threading.py", line 1045, in _bootstrap_inner',
+    "    self.run()",
+    '  File "/workspace/ckpt/async_writer.py", line 58, in _write_shards',
+    "    raise ValueError(f'cannot serialize shard {idx}')",
+    "ValueError: cannot serialize shard 4",
+]
+
+
+def test_a_threads_exception_is_its_tracebacks_last_line_or_its_header_where_the_log_ends(
+    run: Run,
+) -> None:
+    steps = [f"epoch 3 step {i} loss 0.41" for i in range(5)]
+    _doc, inc, _path = failed_verdict(run, [*steps, *_THREAD_DIED])
+    assert inc["root_cause"]["text"] == _THREAD_DIED[-1], inc["root_cause"]
+    # the log cut inside the traceback: the thread's header stands for it
+    assert told(run, [*steps, *_THREAD_DIED[:-1]], 5) == ("python_exception", None)
