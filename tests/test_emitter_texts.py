@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (log lines are kept whole)
 """Whole-log behaviour of the signatures read from the emitters' own texts (patterns/glibc.toml,
-openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, hydra.toml, dgl.toml, sample_factory.toml, olmo.toml, exceptions.toml, the teardown warning of
+openmpi.toml, horovod.toml, paddle.toml, make.toml, slurm.toml, cloud.toml, lightning.toml, torchx.toml, openpcdet.toml, hydra.toml, dgl.toml, sample_factory.toml, olmo.toml, exceptions.toml, nvflare.toml, python.toml's thread exception, the teardown warning of
 nccl.toml): which line is the root cause, which rank the culprit, how the job ended. Lines are
 constructed from the emitters' format strings (see each pattern file's header)."""
 
@@ -1866,3 +1866,16 @@ def test_a_threads_exception_is_its_tracebacks_last_line_or_its_header_where_the
     assert inc["root_cause"]["text"] == _THREAD_DIED[-1], inc["root_cause"]
     # the log cut inside the traceback: the thread's header stands for it
     assert told(run, [*steps, *_THREAD_DIED[:-1]], 5) == ("python_exception", None)
+
+
+def test_an_nvflare_clients_worker_killed_by_a_signal_ends_the_log_as_its_failure(run: Run) -> None:
+    # NVFlare's client log (`%(asctime)s - %(name)s - %(levelname)s - %(message)s`), 2.2-era wording
+    lines = [
+        "2023-02-01 10:00:00,101 - ClientRunner - INFO - [identity=site-2, run=3]: client runner started",
+        "2023-02-01 10:00:05,200 - FederatedClient - INFO - Starting to fetch execute task.",
+        "2023-02-01 10:00:09,913 - ClientExecutor - INFO - run (3): child worker process finished with execution code: -9",
+    ]
+    assert told(run, lines, 2) == ("process_killed", None)
+    # its clean end is no failure
+    code, doc, _path = run([*lines[:2], lines[2].replace("-9", "0")])
+    assert code == 0 and doc["verdict"] is None, doc["verdict"]
