@@ -109,6 +109,20 @@ def test_a_death_torchrun_reports_after_a_collective_timeout_did_not_cause_it() 
     assert (inc.category, inc.root_cause.line.lineno) == ("process_killed", 1), inc.root_cause
 
 
+def test_a_death_srun_reports_after_a_collective_timeout_did_not_cause_it() -> None:
+    # srun reports each task as it exits: a task aborted after the ranks' watchdogs ran their
+    # whole timeout is their takedown (each rank's own prefix, no srun label to tie task to rank)
+    aborted = "srun: error: gpu-n02: task 8: Aborted (core dumped)"
+    lines = [f"[rank{r}]:" + WATCHDOG.format(line=629, rank=r % 8, seq=2) for r in (13, 6, 0)] + [
+        aborted
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert (inc.category, inc.root_cause.line.lineno) == ("collective_timeout", 1), inc.root_cause
+    # counter-case: reported first, the abort is what the others then waited for
+    (inc,) = incidents_of(fed([aborted, *lines[:3]]))
+    assert inc.root_cause.line.lineno == 1, inc.root_cause
+
+
 def test_the_timeout_that_names_the_work_is_the_root_over_a_takedown_notice() -> None:
     # another process's `taking the entire process down` comes first in the interleaved output;
     # the watchdog line that names the collective (SeqNum, OpType) says what failed

@@ -124,11 +124,17 @@ def _takes_down(e: Event) -> bool:
     return e.signature == TAKING_DOWN or "takes_down" in e.fields
 
 
+_AS_IT_HAPPENS = ("slurm.srun_task_signaled", "slurm.srun_task_segfault")
+"""srun's reports of tasks a signal ended, which it prints as each task exits (besides
+torchrun's)."""
+
+
 def _after_timeout(death: Event, serious: Sequence[Event]) -> bool:
-    """torchrun's agent reports a worker's death within seconds (it polls its workers): one it
-    reports after a collective timeout in the same log came after that wait ran out, so it did
-    not cause it (the takedown that followed, or a rank killed while stuck)."""
-    if not death.signature.startswith("torchrun."):
+    """A launcher that reports a worker's death as it happens: torchrun's agent within seconds
+    (it polls its workers), srun as the task exits. A death it reports after a collective timeout
+    in the same log came after that wait ran out, so it did not cause it (the takedown that
+    followed, or a rank killed while stuck)."""
+    if not death.signature.startswith("torchrun.") and death.signature not in _AS_IT_HAPPENS:
         return False
     inp = input_of(death.seq)
     return any(
