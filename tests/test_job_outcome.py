@@ -138,6 +138,23 @@ def test_wandb_s_exit_status_says_whether_the_script_ended_well() -> None:
     assert ending.outcome is Outcome.crashed, ending
 
 
+def test_wandb_s_footer_says_the_process_ended_not_how() -> None:
+    # wandb_run.py _footer, printed from its exit hook whatever the exit code (0.16+ says none)
+    for footer in (
+        "wandb: 🚀 View run glad-fire-12 at: https://wandb.ai/team/proj/runs/3k2j1h0g",
+        "wandb: Synced glad-fire-12: https://wandb.ai/team/proj/runs/3k2j1h0g",
+        "wandb: Find logs at: ./wandb/run-20250225_183028-3k2j1h0g/logs",
+    ):
+        ending = ending_of(fed([*iterations(1, 5), "wandb:", footer]))
+        assert ending.outcome is Outcome.completed, (footer, ending)
+        # a failure before it is still how the process ended
+        ending = ending_of(fed([*iterations(1, 5), CUDA, "wandb:", footer]))
+        assert ending.outcome is Outcome.crashed, (footer, ending)
+    # the start of a run prints its link with no name: the log still ends mid-run
+    start = "wandb: 🚀 View run at https://wandb.ai/team/proj/runs/3k2j1h0g"
+    assert ending_of(fed([start, *iterations(1, 5)])).outcome is Outcome.truncated
+
+
 def test_the_job_script_s_exit_status_0_after_training_is_completion() -> None:
     # the batch script's `echo "EXIT_CODE=$?"` after the command it waited for
     for said in ("EXIT_CODE=0", "exit code: 0"):
