@@ -1879,3 +1879,27 @@ def test_an_nvflare_clients_worker_killed_by_a_signal_ends_the_log_as_its_failur
     # its clean end is no failure
     code, doc, _path = run([*lines[:2], lines[2].replace("-9", "0")])
     assert code == 0 and doc["verdict"] is None, doc["verdict"]
+
+
+# SageMaker's training toolkit on each host of a two-host MPI job (trainer.py), then the SDK's
+# status line (session.py logs_for_job): the worker host reports SUCCESS once MPI is over
+_SM_FAILED = (
+    "2022-04-21 09:13:09,721 sagemaker-training-toolkit ERROR    Reporting training FAILURE"
+)
+_SM_WORKER_DONE = [
+    "2022-04-21 09:13:39,767 sagemaker-training-toolkit INFO     MPI process finished.",
+    "2022-04-21 09:13:39,767 sagemaker-training-toolkit INFO     Reporting training SUCCESS",
+]
+
+
+def test_a_sagemaker_hosts_success_after_a_reported_failure_is_not_the_runs_completion(
+    run: Run,
+) -> None:
+    oom = "[1,mpirank:14,algo-2]<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 6; 15.78 GiB total capacity; 14.05 GiB already allocated; 55.75 MiB free; 14.10 GiB reserved in total by PyTorch)"
+    steps = [f"[1,mpirank:0,algo-1]<stdout>:step {i} loss 2.{i}" for i in range(5)]
+    for report in (_SM_FAILED, "2022-04-21 09:13:45 Failed - Training job failed"):
+        lines = [*steps, oom, report, *_SM_WORKER_DONE]
+        assert told(run, lines, 5) == ("oom_gpu", 14), report
+    # with no failure before it, the host's success ends the run
+    code, doc, _path = run([*steps, *_SM_WORKER_DONE])
+    assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]

@@ -32,6 +32,12 @@ from .ledger import attempt_of, owner
 from .startup_wait import DONE_FIELD
 
 _SERIOUS = ("fatal", "error")
+HOST_REPORT = "host_report"
+"""A field of the reports each host of a job makes of its own part (SageMaker's training toolkit
+runs on every host): a host's success after a host's failure is not the run's completion."""
+JOB_REPORT = "job_report"
+"""A field of a service's report of the whole job's status (SageMaker's SDK: `Failed - Training
+job failed`)."""
 LOOP_EXIT_FIELD = "loop_exit"
 """A completion marker's field where the line is printed however its loop ended (YOLOX's
 `after_train` in a `finally`): a failure after it is how the loop ended, not teardown."""
@@ -71,7 +77,7 @@ def outlived(
     signature calls it fatal and a failure the run did not outlive follows it. An incident
     after the completion marker is teardown, except the scheduler's end: the job had not exited."""
 
-    completions = _completions(markers, attempts)
+    completions = _completions(markers, attempts, failures)
     first_done: dict[int | None, Event] = {}
     for e in completions:  # in log order: the first of each attempt
         first_done.setdefault(_attempt(e, attempts), e)
@@ -111,7 +117,7 @@ def exit_after_completion(
     """The exit code a launcher or the scheduler last reported after the run's first completion
     marker, when it is not 0: the job's own word on how it ended, whatever its teardown was."""
 
-    done = _completions(markers, attempts)
+    done = _completions(markers, attempts, failures)
     if not done:
         return None
     first = done[0]
@@ -140,11 +146,20 @@ def _attempt(e: Event, attempts: Sequence[Attempt]) -> int | None:
     return attempt_of(e, attempts, e.time) if attempts else None
 
 
-def _completions(markers: Sequence[Event], attempts: Sequence[Attempt]) -> list[Event]:
+def _completions(
+    markers: Sequence[Event], attempts: Sequence[Attempt], failures: Sequence[Event]
+) -> list[Event]:
     """The lines that say the run completed, in log order: its own completion markers, and per
-    attempt the last worker's success when every worker a launcher started succeeded."""
+    attempt the last worker's success when every worker a launcher started succeeded. One host's
+    report of its success (`host_report`) after a host reported its failure, or after the job's
+    failed status (`job_report`), is that host's."""
+    failed = [f.seq for f in failures if f.fields.keys() & {HOST_REPORT, JOB_REPORT}]
     done = [
-        *(e for e in markers if completes(e)),
+        *(
+            e
+            for e in markers
+            if completes(e) and not (HOST_REPORT in e.fields and any(s < e.seq for s in failed))
+        ),
         *_workers_done(markers, attempts),
         *_agents_done(markers, attempts),
     ]
