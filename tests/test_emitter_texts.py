@@ -1903,3 +1903,34 @@ def test_a_sagemaker_hosts_success_after_a_reported_failure_is_not_the_runs_comp
     # with no failure before it, the host's success ends the run
     code, doc, _path = run([*steps, *_SM_WORKER_DONE])
     assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
+
+
+def test_paddledets_evaluation_after_its_last_step_is_a_sign_of_life(run: Run) -> None:
+    # ppdet's LogPrinter every 200 steps, then after each epoch its save (checkpoint.py), its
+    # evaluation and Checkpointer's `Best test bbox ap is ...`: a log that ends in the evaluation
+    # after its last step was alive until then, not silent since its last step
+    t = 0
+    lines: list[str] = []
+
+    def at(text: str) -> str:
+        return f"[08/02 {2 + t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}] {text}"
+
+    for epoch in range(3):
+        for step in (0, 200, 400):
+            lines.append(
+                at(
+                    f"ppdet.engine INFO: Epoch: [{epoch}] [{step:3d}/464] learning_rate: 0.000100 "
+                    "loss: 9.14 eta: 0:10:28 batch_cost: 0.5412 data_cost: 0.0009 ips: 3.6953 images/s"
+                )
+            )
+            t += 108
+        lines.append(
+            at("ppdet.utils.checkpoint INFO: Save checkpoint: output/rtdetr_r50vd_6x_coco")
+        )
+        for k in (0, 100, 200):
+            t += 11
+            lines.append(at(f"ppdet.engine INFO: Eval iter: {k}"))
+        t += 9
+        lines.append(at("ppdet.engine INFO: Best test bbox ap is 0.756."))
+    code, doc, _path = run(lines)
+    assert code == 0 and doc["job"]["outcome"] == "truncated", doc["job"]
