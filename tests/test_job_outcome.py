@@ -52,7 +52,7 @@ def ending_of(
         [m for m in engine.markers if m.kind == "exit"],
         progress.last_time(),
         end_time or engine.last_time,
-        progress.median_interval_s(),
+        progress.logged_interval_s(),
         allowed_s,
     )
 
@@ -610,3 +610,22 @@ def test_the_schedulers_last_word_decides_how_it_ended(tmp_path) -> None:
     )
     _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", [*iterations(1, 5), limit, signal])))
     assert doc["job"]["outcome"] == "timelimit", doc["job"]
+
+
+def test_silence_is_measured_in_logged_intervals_not_in_the_step_time_a_line_states() -> None:
+    # a line every 200 steps of 0.54 s (PaddleDetection's LogPrinter states the step's time):
+    # lines come 108 s apart, and a log that ends 80 s after the last one was not silent for
+    # five of its intervals
+    def line(t: int, epoch: int, step: int) -> str:
+        stamp = f"[08/02 {2 + t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}]"
+        return (
+            f"{stamp} ppdet.engine INFO: Epoch: [{epoch}] [{step:3d}/464] learning_rate: 0.000100"
+            " loss: 9.14 eta: 0:10:28 batch_cost: 0.5412 data_cost: 0.0009 ips: 3.6953 images/s"
+        )
+
+    steps = [line(108 * i, i // 3, 200 * (i % 3)) for i in range(9)]
+    quiet = "[08/02 02:15:44] ppdet.engine INFO: Eval iter: 0"
+    engine = fed([*steps, quiet])
+    assert engine.progress.logged_interval_s() == 108.0
+    assert engine.progress.median_interval_s() == 0.5412
+    assert ending_of(engine).outcome is Outcome.truncated

@@ -30,7 +30,7 @@ def attempt_endings(
 ) -> tuple[list[Incident], dict[int, tuple[str, Incident | None]], Ending]:
     """Each attempt's ending (crash, hang, end) and the job's outcome from the last one; the
     incidents renumbered in attempt order."""
-    cadence = progress.median_interval_s()
+    cadence = progress.logged_interval_s()
     base = hang_threshold(cadence)
     save_max = max((s.duration_s for at in attempts for s in at.saves), default=0.0) or None
     by_attempt: dict[int | None, list[Incident]] = {}

@@ -85,7 +85,7 @@ def conclude(
         closed = closed_after_exit(failures, progress, world, exits)
     if closed is not None:
         incidents = [replace(closed, id="I1")]
-    cadence = progress.median_interval_s()
+    cadence = progress.logged_interval_s()
     endings: dict[int, tuple[str, Incident | None]] = {}
     if attempts:
         incidents, endings, ending = attempt_endings(

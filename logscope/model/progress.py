@@ -213,21 +213,35 @@ class Progress:
         values = self.iter_s.numpy()
         values = values[~np.isnan(values)]
         if not len(values):
-            t, its = self.time.numpy(), self.iteration.numpy()
-            known = ~np.isnan(t)
-            numbered = known & (its >= 0)
-            if numbered.any():
-                # where the lines number their steps, a step is logged when its first line comes:
-                # every rank of a run that does not filter its logs prints the same step within
-                # milliseconds, and those gaps are no interval of the run's
-                _, first = np.unique(its[numbered], return_index=True)
-                stamps = t[numbered][np.sort(first)]
-            else:
-                stamps = t[known]
-            gaps = np.diff(stamps)
-            values = gaps[gaps > 0]
+            values = self._time_gaps()
         # the middle value, or the mean of the two middle ones (statistics.median's floats)
         return float(np.median(values)) if len(values) else None
+
+    def logged_interval_s(self) -> float | None:
+        """Typical seconds between logged progress lines: their own times where they have them (a
+        line every N steps comes N step times apart), never less than the step time they state."""
+        gaps = self._time_gaps()
+        between = float(np.median(gaps)) if len(gaps) else None
+        per_line = self.median_interval_s()
+        known = [v for v in (per_line, between) if v is not None]
+        return max(known) if known else None
+
+    def _time_gaps(self) -> np.ndarray:
+        """The positive gaps between the progress lines' times."""
+        t, its = self.time.numpy(), self.iteration.numpy()
+        known = ~np.isnan(t)
+        numbered = known & (its >= 0)
+        if numbered.any():
+            # where the lines number their steps, a step is logged when its first line comes:
+            # every rank of a run that does not filter its logs prints the same step within
+            # milliseconds, and those gaps are no interval of the run's
+            _, first = np.unique(its[numbered], return_index=True)
+            stamps = t[numbered][np.sort(first)]
+        else:
+            stamps = t[known]
+        gaps: np.ndarray = np.diff(stamps)
+        positive: np.ndarray = gaps[gaps > 0]
+        return positive
 
     def last_time(self) -> datetime | None:
         known = np.flatnonzero(~np.isnan(self.time.numpy()))
