@@ -220,10 +220,10 @@ class Progress:
     def logged_interval_s(self) -> float | None:
         """Typical seconds between logged progress lines: their own times where they have them (a
         line every N steps comes N step times apart), never less than the step time they state."""
+        stated = self.iter_s.numpy()
+        stated = stated[~np.isnan(stated)]
         gaps = self._time_gaps()
-        between = float(np.median(gaps)) if len(gaps) else None
-        per_line = self.median_interval_s()
-        known = [v for v in (per_line, between) if v is not None]
+        known = [float(np.median(v)) for v in (stated, gaps) if len(v)]
         return max(known) if known else None
 
     def _time_gaps(self) -> np.ndarray:
