@@ -153,12 +153,15 @@ def _completions(
     attempt the last worker's success when every worker a launcher started succeeded. One host's
     report of its success (`host_report`) after a host reported its failure, or after the job's
     failed status (`job_report`), is that host's."""
-    failed = [f.seq for f in failures if f.fields.keys() & {HOST_REPORT, JOB_REPORT}]
+    failed = min(
+        (f.seq for f in failures if f.fields.keys() & {HOST_REPORT, JOB_REPORT}), default=None
+    )
     done = [
         *(
             e
             for e in markers
-            if completes(e) and not (HOST_REPORT in e.fields and any(s < e.seq for s in failed))
+            if completes(e)
+            and not (HOST_REPORT in e.fields and failed is not None and failed < e.seq)
         ),
         *_workers_done(markers, attempts),
         *_agents_done(markers, attempts),

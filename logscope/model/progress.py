@@ -210,8 +210,7 @@ class Progress:
 
     def median_interval_s(self) -> float | None:
         """Typical seconds per logged progress line: from the lines' own durations, else times."""
-        values = self.iter_s.numpy()
-        values = values[~np.isnan(values)]
+        values = self._stated_step_s()
         if not len(values):
             values = self._time_gaps()
         # the middle value, or the mean of the two middle ones (statistics.median's floats)
@@ -220,11 +219,14 @@ class Progress:
     def logged_interval_s(self) -> float | None:
         """Typical seconds between logged progress lines: their own times where they have them (a
         line every N steps comes N step times apart), never less than the step time they state."""
-        stated = self.iter_s.numpy()
-        stated = stated[~np.isnan(stated)]
-        gaps = self._time_gaps()
-        known = [float(np.median(v)) for v in (stated, gaps) if len(v)]
+        known = [float(np.median(v)) for v in (self._stated_step_s(), self._time_gaps()) if len(v)]
         return max(known) if known else None
+
+    def _stated_step_s(self) -> np.ndarray:
+        """The step times the progress lines state (`batch_cost`, `elapsed time per iteration`)."""
+        values = self.iter_s.numpy()
+        stated: np.ndarray = values[~np.isnan(values)]
+        return stated
 
     def _time_gaps(self) -> np.ndarray:
         """The positive gaps between the progress lines' times."""
