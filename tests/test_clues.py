@@ -10,12 +10,12 @@ from logscope.analysis.clues import (
     barrier_culprit,
     quoted_culprit,
     raised_after_culprit,
-    raised_nccl_culprit,
     same_error_culprit,
     store_barrier_culprit,
 )
 from logscope.analysis.culprits import build_world
 from logscope.analysis.launcher_clues import first_exit, launcher_culprit, oom_culprit, pid_culprit
+from logscope.analysis.nccl_clues import raised_nccl_culprit
 from logscope.model import Culprit, Event, Stream, World
 
 from .helpers import analyze_doc, cli, fed, incidents_of, write
@@ -919,3 +919,4 @@ def test_a_job_that_states_a_world_of_one_process_failed_on_rank_0(tmp_path: Pat
     log = write(tmp_path, "seen.log", ["[rank0]: step 1 loss 2.1", *error])
     _, doc, _ = analyze_doc(str(log))
     assert doc["incidents"][0]["culprit"]["rank"] is None, doc["incidents"][0]["culprit"]
+

@@ -21,17 +21,12 @@ from .aborts import aborted_together, consequent_death, symptom_terminates
 from .clues import (
     barrier_culprit,
     echoed_culprit,
-    nccl_pid_culprit,
-    nccl_process,
-    nccl_process_culprit,
-    nccl_process_rank,
     own_file_culprit,
     own_rank_culprit,
     primary_rank,
     primary_rank_culprit,
     quoted_culprit,
     raised_after_culprit,
-    raised_nccl_culprit,
     report_culprit,
     same_error_culprit,
     shared_failure_culprit,
@@ -66,6 +61,13 @@ from .launcher_reports import (
     past_wrappers,
     reported_task,
     reported_worker,
+)
+from .nccl_clues import (
+    nccl_pid_culprit,
+    nccl_process,
+    nccl_process_culprit,
+    nccl_process_rank,
+    raised_nccl_culprit,
 )
 from .quoted_logs import past_carrier
 from .reasons import stated_reason, states_a_reason
