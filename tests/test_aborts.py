@@ -236,3 +236,32 @@ def test_terminate_with_no_exception_after_a_ranks_own_timeout_is_how_it_exited(
     (inc,) = incidents_of(fed(lines))
     assert inc.category == "collective_timeout", inc.root_cause
     assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit
+
+
+def test_a_crash_signal_after_the_process_raised_is_how_it_died_not_the_cause() -> None:
+    # a data reader's exception ends the Python traceback; the interpreter then crashes while
+    # its CUDA state is torn down: Paddle's signal handler (paddle/fluid/platform/init.cc
+    # `SignalHandle`), and the shell's report of the same death
+    raised = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 188, in train',
+        "    for data in loader:",
+        "SystemError: (Fatal) Blocking queue is killed because the data reader raises an exception.",
+        "  [Hint: Expected killed_ != true, but received killed_:1 == true:1.] (at /paddle/paddle/fluid/operators/reader/blocking_queue.h:158)",
+        "--------------------------------------",
+        "C++ Traceback (most recent call last):",
+        "--------------------------------------",
+        "0   paddle::platform::CUDADeviceContext::~CUDADeviceContext()",
+        "1   cublasDestroy_v2",
+        "----------------------",
+        "Error Message Summary:",
+        "----------------------",
+        "FatalError: `Segmentation fault` is detected by the operating system.",
+        "  [SignalInfo: *** SIGSEGV (@0x65) received by PID 2313 (TID 0x7fb347f27740) from PID 101 ***]",
+    ]
+    (inc,) = incidents_of(fed(raised))
+    assert inc.root_cause.line.lineno == 4, inc.root_cause
+    assert inc.category == "python_exception", inc.category
+    # the crash with no exception before it is the process's own failure
+    (inc,) = incidents_of(fed(raised[5:]))
+    assert inc.category == "segfault" and inc.root_cause.line.lineno == 9, inc.root_cause

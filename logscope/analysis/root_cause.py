@@ -474,6 +474,11 @@ def _refine(first: Event, causes: Sequence[Event], world: World, library: Librar
             # libstdc++'s abort after the process's own error (a destructor that threw while
             # the exception unwound): how the process died of it, not a better account of it
             break
+        if same and e.seq > first.seq and e.category == "segfault" and _raised(best):
+            # a crash signal after the process raised an exception: the interpreter dying in
+            # its teardown (the destructors of CUDA, NCCL or a reader's queue), not a better
+            # account of what failed
+            break
         if same and _strength(e, library) > _strength(best, library):
             apart = e.line.lineno - best.line.lineno > _SAME_REPORT_LINES
             if apart and e.category != best.category and _own_report(best, library):
@@ -483,6 +488,11 @@ def _refine(first: Event, causes: Sequence[Event], world: World, library: Librar
                 break
             best = e
     return best
+
+
+def _raised(e: Event) -> bool:
+    """The exception line that ends a Python traceback (its `exception` field)."""
+    return e.signature != TRACEBACK_START and bool(e.fields.get("exception")) and e.role == "cause"
 
 
 _SAME_REPORT_LINES = 3
