@@ -920,3 +920,34 @@ def test_a_job_that_states_a_world_of_one_process_failed_on_rank_0(tmp_path: Pat
     _, doc, _ = analyze_doc(str(log))
     assert doc["incidents"][0]["culprit"]["rank"] is None, doc["incidents"][0]["culprit"]
 
+
+# torch c10/cuda/CUDACachingAllocator.cpp before 2.1: "Tried to allocate %s (GPU %d; %s total
+# capacity; ...)"; Paddle memory/allocation: "Out of memory error on GPU %d. Cannot allocate ..."
+OOM_ON = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU {gpu}; 23.69 GiB total capacity; 22.81 GiB already allocated; 5.06 MiB free; 23.01 GiB reserved in total by PyTorch)"
+PADDLE_OOM_ON = "Out of memory error on GPU {gpu}. Cannot allocate 75.031250MB memory on GPU {gpu}, 23.575562GB memory has been allocated and available memory is only 68.937500MB."
+
+
+def test_an_oom_on_device_n_of_a_job_of_several_processes_is_local_rank_n() -> None:
+    # the launcher's kill list says there were several workers; GPU 3 is local rank 3's
+    kills = [KILLING.format(pid=p) for p in (4712, 4713, 4714, 4715)]
+    (inc,) = incidents_of(fed([OOM_ON.format(gpu=3), *kills]))
+    assert inc.culprit is not None and (inc.culprit.rank, inc.culprit.local_rank) == (3, 3)
+    assert "names GPU 3" in inc.culprit.reason, inc.culprit
+    # two processes' OOMs name two devices: the first printed is the first observed failure
+    (inc,) = incidents_of(fed([OOM_ON.format(gpu=5), OOM_ON.format(gpu=2)]))
+    assert inc.culprit is not None and inc.culprit.rank == 5, inc.culprit
+    (inc,) = incidents_of(fed([PADDLE_OOM_ON.format(gpu=1), PADDLE_OOM_ON.format(gpu=0)]))
+    assert inc.culprit is not None and inc.culprit.rank == 1, inc.culprit
+
+
+def test_an_oom_device_names_no_rank_of_one_process_nor_device_0() -> None:
+    # one process (DataParallel, a model spread over devices): GPU 3 is not a rank
+    (inc,) = incidents_of(fed([OOM_ON.format(gpu=3)]))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+    # device 0 is every process's own GPU where each sees only its own
+    kills = [KILLING.format(pid=p) for p in (4712, 4713)]
+    (inc,) = incidents_of(fed([OOM_ON.format(gpu=0), OOM_ON.format(gpu=0), *kills]))
+    assert inc.culprit is None or inc.culprit.rank is None, inc.culprit
+    # a prefix names the process: it wins over the device
+    (inc,) = incidents_of(fed(["[rank2]: " + OOM_ON.format(gpu=3), *kills]))
+    assert inc.culprit is not None and inc.culprit.rank == 2, inc.culprit

@@ -1043,8 +1043,12 @@ def test_detectron2_s_own_log_file_of_a_rank_names_the_rank_of_its_unprefixed_er
     ]
     assert told(run, lines, 5) == ("oom_gpu", 3)
     # rank 0's file is also its console, where other ranks' errors can land: no rank from it
-    rank0 = [lines[0].replace("process: 3", "process: 0"), *lines[1:]]
+    own = "ValueError: Target 9 is out of bounds for 8 classes"
+    rank0 = [lines[0].replace("process: 3", "process: 0"), *lines[1:-1], own]
     assert told(run, rank0, 5)[1] is None
+    # but an OOM there names its device, which is its process's local rank (device_clues)
+    rank0 = [lines[0].replace("process: 3", "process: 0"), *lines[1:]]
+    assert told(run, rank0, 5)[1] == 3
 
 
 def test_a_paddle_trainer_s_own_workerlog_names_the_rank_of_its_unprefixed_error(run: Run) -> None:

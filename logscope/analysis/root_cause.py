@@ -46,6 +46,7 @@ from .culprits import (
     silent_culprit,
     silent_rank_culprit,
 )
+from .device_clues import device_culprit
 from .launcher_clues import (
     first_exit,
     launcher_culprit,
@@ -291,6 +292,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             lambda c: raised_nccl_culprit(c, root, events, world),
             lambda c: task_culprit(c, root, world),
             lambda c: sole_worker_culprit(c, events, world),
+            lambda c: device_culprit(c, root, events, world),
             lambda c: silent_rank_culprit(c, events, world),
         )
         for clue in clues:
