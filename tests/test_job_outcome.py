@@ -702,3 +702,31 @@ def test_silence_is_measured_in_logged_intervals_not_in_the_step_time_a_line_sta
     assert engine.progress.logged_interval_s() == 108.0
     assert engine.progress.median_interval_s() == 0.5412
     assert ending_of(engine).outcome is Outcome.truncated
+
+
+def test_a_script_saying_its_training_loop_ended_completed_the_run(tmp_path) -> None:
+    """The tutorial's `print('Finished Training')` and its paraphrases, alone on the log's last
+    line with no failure and no step after: the loop returned. A step after it (a script that says
+    so per epoch), or a failure after it, is not an ending."""
+    steps = [
+        f"Train Epoch: 2 [{n}/60000 ({n // 600}%)]\tLoss: {2.3 - n / 100000:.6f}"
+        for n in (10000, 20000, 30000, 40000, 50000)
+    ]
+    for said in ("Finished Training", "Training is finished", "worker 1: Training complete!"):
+        _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*steps, said])))
+        assert doc["job"]["outcome"] == "completed", (said, doc["job"])
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps, "Training done", steps[0]])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", steps)))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    failed = [
+        *steps,
+        "Finished Training",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 88, in <module>',
+        "    torch.save(net.state_dict(), PATH)",
+        "OSError: [Errno 28] No space left on device",
+    ]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "d.log", failed)))
+    assert doc["job"]["outcome"] == "crashed", doc["job"]
+
