@@ -730,3 +730,31 @@ def test_a_script_saying_its_training_loop_ended_completed_the_run(tmp_path) -> 
     _, doc, _ = analyze_doc(str(write(tmp_path, "d.log", failed)))
     assert doc["job"]["outcome"] == "crashed", doc["job"]
 
+
+def test_sevennet_ending_its_last_planned_epoch_completed_the_run(tmp_path) -> None:
+    """SevenNet's epoch header states the epochs planned (`Epoch n/N  lr: x`), its timer closes
+    each epoch (`Epoch n elapsed: H:MM:SS.ss`): the close of epoch N is the end of training, with
+    or without the script's `Total wall time` after it. A log cut before it was cut."""
+
+    def epochs(first: int, last: int, total: int) -> list[str]:
+        out = []
+        for n in range(first, last + 1):
+            out += [
+                f"Epoch {n}/{total}  lr: 0.000{total - n + 1:03d}",
+                "Train               0.002594            0.032524",
+                f"Epoch {n} elapsed: 0:08:{n % 60:02d}.22",
+            ]
+        return out
+
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", epochs(47, 50, 50))))
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    assert "last epoch its plan states ended" in doc["job"]["outcome_reason"], doc["job"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", epochs(47, 49, 50))))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # the last epoch began but did not end
+    _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", epochs(47, 50, 50)[:-1])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    wall = [*epochs(49, 50, 50), "Total wall time: 6:47:55.03"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "d.log", wall)))
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+

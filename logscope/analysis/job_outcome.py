@@ -25,7 +25,12 @@ from ..model import (
 )
 from .incidents import SPLIT_AFTER_PROGRESS
 from .root_cause import last_reason
-from .run_plan import FINAL_EPOCH_FIELD, FINAL_ITERATION_FIELD, last_step_by_eta
+from .run_plan import (
+    FINAL_EPOCH_FIELD,
+    FINAL_ITERATION_FIELD,
+    LAST_EPOCH_ENDED_FIELD,
+    last_step_by_eta,
+)
 from .silence import hang_threshold
 
 _END_OUTCOME = MappingProxyType(
@@ -44,12 +49,13 @@ _WOUND = MappingProxyType(
         "last_epoch": "its last epoch ran to its last step",
         FINAL_EPOCH_FIELD: "it saved after the last epoch its configuration set",
         FINAL_ITERATION_FIELD: "it saved at the last iteration its steps count to",
+        LAST_EPOCH_ENDED_FIELD: "the last epoch its plan states ended",
     }
 )
 """Fields of a status line that says the run wound down without an exit line of its own, and
 how the outcome says it: processes tearing their communicators down, the training loop's final
 checkpoint, the training loop's return (Megatron's `[after training is done]`), Keras's last
-epoch, the save at the end of its plan (RunPlan)."""
+epoch, the save at the end of its plan, the end of its last planned epoch (RunPlan)."""
 WOUND_DOWN_FIELDS = frozenset(_WOUND)
 JOB_STATE = "job_state"
 """The field of an exit line that states the whole job's end wherever it stands in the log."""

@@ -17,12 +17,16 @@ FINAL_EPOCH_FIELD = "final_epoch"
 """The field `RunPlan.saved` adds to the save after the last planned epoch."""
 FINAL_ITERATION_FIELD = "final_iteration"
 """The field `RunPlan.saved` adds to the save at the last iteration."""
+EPOCH_ENDED_FIELD = "epoch_ended"
+"""The field of a line that says an epoch ended (SevenNet's `Epoch N elapsed: ...`)."""
+LAST_EPOCH_ENDED_FIELD = "last_epoch_ended"
+"""The field `RunPlan.ended` adds to the end of the last planned epoch."""
 
 
 @dataclass(slots=True)
 class RunPlan:
-    """Fed the configuration lines that state `max_epochs` and the checkpoint saves that state
-    the epoch or iteration they follow, in log order."""
+    """Fed the configuration lines that state `max_epochs`, the checkpoint saves that state the
+    epoch or iteration they follow and the lines that say an epoch ended, in log order."""
 
     planned: int | None = None
     """The epochs the last configuration dump set."""
@@ -32,6 +36,15 @@ class RunPlan:
         planned = field_int(e, "max_epochs")
         if planned is not None and planned > 0:
             self.planned = planned
+
+    def ended(self, e: Event) -> Event | None:
+        """A line that says an epoch ended (`epoch_ended`); the end of the planned last epoch
+        comes back with its `last_epoch_ended` field added: a line that says the run wound down
+        (WOUND_DOWN_FIELDS)."""
+        epoch = field_int(e, EPOCH_ENDED_FIELD)
+        if epoch is not None and self.planned is not None and epoch >= self.planned:
+            return replace(e, fields={**e.fields, LAST_EPOCH_ENDED_FIELD: str(epoch)})
+        return None
 
     def saved(self, e: Event, train_iters: int | None) -> Event | None:
         """A checkpoint notice; the one at (or past) the planned last epoch, or at (or past) the

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..analysis.clock import from_timestamp
-from ..analysis.run_plan import RunPlan
+from ..analysis.run_plan import EPOCH_ENDED_FIELD, RunPlan
 from ..analysis.timeline import Timeline
 from ..lines.decode import learn_layers
 from ..lines.discovery import DISCOVERY_BYTES, prefix_lines
@@ -393,6 +393,8 @@ class Engine:
                 self.configs.append(e)
             return
         if e.kind in ("exit", "launch", "status"):
+            if EPOCH_ENDED_FIELD in e.fields:
+                e = self.plan.ended(e) or e  # the last planned epoch's end: the run wound down
             if e.kind == "launch" and "world_size" in e.fields:
                 self.notes.declared_world = int(e.fields["world_size"])
             sig = self.library.by_id(e.signature) if e.kind == "launch" else None
