@@ -758,3 +758,16 @@ def test_sevennet_ending_its_last_planned_epoch_completed_the_run(tmp_path) -> N
     _, doc, _ = analyze_doc(str(write(tmp_path, "d.log", wall)))
     assert doc["job"]["outcome"] == "completed", doc["job"]
 
+
+def test_early_stopping_ends_a_time_series_library_training_loop(tmp_path) -> None:
+    """Time-Series-Library's train(): `EarlyStopping counter: n out of n`, `Early stopping`, then
+    the loop breaks and the test runs: the run ended there. Steps after it are the next run."""
+    steps = [f"\titers: {n}00, epoch: 11 | loss: 0.2{n}60688" for n in range(1, 6)]
+    stop = ["Epoch: 11 cost time: 914.84", "EarlyStopping counter: 10 out of 10", "Early stopping"]
+    test = ["loading model", "test shape: (2785, 96, 7) (2785, 96, 7)", "mse:0.41, mae:0.39"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "a.log", [*steps, *stop, *test])))
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "b.log", [*steps, *stop[:2]])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    _, doc, _ = analyze_doc(str(write(tmp_path, "c.log", [*steps, *stop, *test, *steps])))
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
