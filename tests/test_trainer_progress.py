@@ -456,6 +456,22 @@ def test_a_keras_fit_whose_last_epoch_ran_to_its_last_step_completed(run: Run) -
     assert doc["job"]["outcome"] == "completed", doc["job"]
 
 
+def test_keras_early_stopping_ends_fit_before_its_last_epoch(run: Run) -> None:
+    # EarlyStopping.on_train_end: `Epoch {n}: early stopping` (2.x `Epoch %05d: ...`) once fit's
+    # loop stopped, 3 of 50 epochs in
+    lines = ["Starting training."]
+    for e in range(1, 4):
+        lines += _keras_epoch(e, 50)
+    for said in ("Epoch 3: early stopping", "Epoch 00003: early stopping"):
+        restored = "Restoring model weights from the end of the best epoch: 1."
+        code, doc, _path = run([*lines, said, restored])
+        job = doc["job"]
+        assert (code, job["outcome"], doc["incidents"]) == (0, "completed", []), job
+    # the same epochs without it: cut while fit went on
+    code, doc, _path = run(lines)
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
 def test_colbert_s_launcher_joins_its_workers_only_after_each_returned(run: Run) -> None:
     # colbert/infra/launcher.py: `#> Starting...` per process, then (every return value in)
     # `#> Joined...` per process
