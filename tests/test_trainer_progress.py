@@ -472,6 +472,27 @@ def test_keras_early_stopping_ends_fit_before_its_last_epoch(run: Run) -> None:
     assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
+def test_lightning_early_stopping_ends_fit(run: Run) -> None:
+    # EarlyStopping._evaluate_stopping_criteria with verbose=True, behind rank_prefixed_message;
+    # the steps are a LightningModule's own prints (pytorch/examples' format)
+    steps = [
+        f"Train Epoch: {e} [{n}/60000 ({n // 600}%)]\tLoss: 0.{e}{n}"
+        for e in (1, 2)
+        for n in (30000, 60000)
+    ]
+    stop = "[rank: 0] Monitored metric val_loss did not improve in the last 3 records. Best score: 0.412. Signaling Trainer to stop."
+    code, doc, _path = run([*steps, stop])
+    job = doc["job"]
+    assert (code, job["outcome"], doc["incidents"]) == (0, "completed", []), job
+    # steps after it (min_epochs kept the loop going): it went on, and the log was cut
+    code, doc, _path = run([*steps, stop, "Train Epoch: 3 [30000/60000 (50%)]\tLoss: 0.3"])
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
+    # a non-finite metric stops it too, but that is no ending of a healthy run
+    nan = "Monitored metric val_loss = nan is not finite. Previous best value was 0.412. Signaling Trainer to stop."
+    code, doc, _path = run([*steps, nan])
+    assert doc["job"]["outcome"] != "completed", doc["job"]
+
+
 def test_colbert_s_launcher_joins_its_workers_only_after_each_returned(run: Run) -> None:
     # colbert/infra/launcher.py: `#> Starting...` per process, then (every return value in)
     # `#> Joined...` per process
