@@ -53,7 +53,7 @@ QUOTED_TRACEBACK_LINES = 400
 """How far a quoted traceback under its header may run (deep stacks, chained exceptions)."""
 
 
-def _prefixed(line: Line) -> bool:
+def prefixed(line: Line) -> bool:
     """A prefix of the line (a rank, a launcher's local rank, an srun task) says which process
     printed it."""
     return line.rank is not None or line.local_rank is not None or line.task is not None
@@ -90,7 +90,7 @@ def own_file_culprit(culprit: Culprit, root: Event, world: World) -> Culprit:
     """An unprefixed root in a file that is one rank's own output from a line on (World.file_ranks:
     detectron2's `Rank of current process: N` in `log.txt.rankN`, Paddle's TCPStore master in rank
     0's workerlog), at or after that line: an earlier line says nothing of whose it is."""
-    if _prefixed(root.line):
+    if prefixed(root.line):
         return culprit
     found = next(
         (
@@ -111,7 +111,7 @@ def primary_rank(root: Event, library: Library) -> Culprit | None:
     """Rank 0, for an error whose emitter prints from the primary rank only (a signature's
     `primary_rank_only`: detectron2's console logger), where no prefix names the rank."""
     sig = library.by_id(root.signature)
-    if sig is None or not sig.primary_rank_only or _prefixed(root.line):
+    if sig is None or not sig.primary_rank_only or prefixed(root.line):
         return None
     why = f"{root.signature} is printed by rank 0 only"
     return Culprit(rank=0, local_rank=None, host=root.line.host, confidence=0.7, reason=why)
@@ -274,7 +274,7 @@ def echoed_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world
     of (OLMo's excepthook logs `Uncaught OutOfMemoryError: <message>` under its `host:rank`
     prefix as Python's handler prints the traceback bare). Where every rank dies of the same
     error, the echo next to the line tells whose it is."""
-    if _prefixed(root.line):
+    if prefixed(root.line):
         return culprit
     _, colon, message = root.line.text.partition(": ")
     message = message.strip()

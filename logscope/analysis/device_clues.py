@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import Culprit, Event, Stream, World, field_int
-from .clues import with_rank
+from .clues import prefixed, with_rank
 from .launcher_clues import kill_list_ranks
 
 DEVICE_FIELDS = ("gpu", "device")
@@ -50,13 +50,12 @@ def device_culprit(culprit: Culprit, root: Event, events: Sequence[Event], world
     device = oom_device(root)
     if device is None or device == 0:
         return culprit
-    line = root.line
-    if line.rank is not None or line.local_rank is not None or line.task is not None:
+    if prefixed(root.line):
         return culprit
     several = _several_processes(events, world)
     if several is None:
         return culprit
-    rank = world.rank_of_stream(Stream(None, line.host, device, None))
+    rank = world.rank_of_stream(Stream(None, root.line.host, device, None))
     why = (
         f"the OOM names GPU {device} and {several}: a launcher's process binds the device of its"
         f" local rank, so it is local rank {device}"

@@ -42,16 +42,20 @@ class RunPlan:
         comes back with its `last_epoch_ended` field added: a line that says the run wound down
         (WOUND_DOWN_FIELDS)."""
         epoch = field_int(e, EPOCH_ENDED_FIELD)
-        if epoch is not None and self.planned is not None and epoch >= self.planned:
+        if self._past_plan(epoch):
             return replace(e, fields={**e.fields, LAST_EPOCH_ENDED_FIELD: str(epoch)})
         return None
+
+    def _past_plan(self, epoch: int | None) -> bool:
+        """`epoch` is the planned last one, or past it."""
+        return epoch is not None and self.planned is not None and epoch >= self.planned
 
     def saved(self, e: Event, train_iters: int | None) -> Event | None:
         """A checkpoint notice; the one at (or past) the planned last epoch, or at (or past) the
         iterations the step lines count to (`train_iters`), comes back with its `final_epoch` or
         `final_iteration` field added: a line that says the run wound down (WOUND_DOWN_FIELDS)."""
         epoch = field_int(e, "epoch")
-        if epoch is not None and self.planned is not None and epoch >= self.planned:
+        if self._past_plan(epoch):
             return replace(e, fields={**e.fields, FINAL_EPOCH_FIELD: str(epoch)})
         iteration = field_int(e, "iteration")
         if iteration is not None and train_iters and iteration >= train_iters:
