@@ -42,11 +42,13 @@ def _chatter(rng: random.Random, nodes: int, it: int) -> str:
     return f"[default{lr}]:time (ms) | forward-compute: {rng.uniform(1000, 9000):.2f} | backward-compute: {rng.uniform(1000, 9000):.2f}"
 
 
-PROFILES = ("sparse", "dense", "hf")
+PROFILES = ("sparse", "dense", "hf", "mmengine")
 """sparse: 200 chatter lines per Megatron iteration line (0.5% of lines are candidates); dense:
 30 per iteration line (log interval 1, ~3% of lines); hf: an HF Trainer run logging every step
-(`logging_steps=1`): a tqdm bar and a loss dict per step among 20 chatter lines."""
-_CHATTER = {"sparse": 200, "dense": 30, "hf": 20}
+(`logging_steps=1`): a tqdm bar and a loss dict per step among 20 chatter lines; mmengine: an
+OpenMMLab runner logging every step (`LoggerHook(interval=1)`) among 4 chatter lines (~20% of lines
+are candidates), its step line holding words other signatures trigger on (`eta: `, `  time: `)."""
+_CHATTER = {"sparse": 200, "dense": 30, "hf": 20, "mmengine": 4}
 
 
 def _hf_step(rng: random.Random, it: int, total: int = 200_000) -> str:
@@ -63,6 +65,18 @@ def _hf_step(rng: random.Random, it: int, total: int = 200_000) -> str:
         f"\r{state}\r{' ' * len(state)}\r{{'loss': {rng.uniform(1, 3):.4f}, "
         f"'grad_norm': {rng.uniform(0.5, 2):.6f}, 'learning_rate': 4.9e-05, "
         f"'epoch': {it / 10_000:.2f}}}"
+    )
+
+
+def _mmengine_step(rng: random.Random, it: int, per_epoch: int = 5000) -> str:
+    """One step line of mmengine's LoggerHook (mmengine/runner/log_processor.py): the local time,
+    the logger's name and level, then `Epoch(train) [epoch][iter/iters]` and its tags."""
+    epoch, step = it // per_epoch + 1, it % per_epoch + 1
+    stamp = f"2023/06/{12 + it // 86_400 % 18:02d} {it // 3600 % 24:02d}:{it // 60 % 60:02d}:{it % 60:02d}"
+    return (
+        f"{stamp} - mmengine - INFO - Epoch(train) [{epoch}][{step:4d}/{per_epoch}]  "
+        f"lr: 4.0000e-04  eta: 1 day, 2:13:{it % 60:02d}  time: {rng.uniform(0.3, 0.5):.4f}  "
+        f"data_time: 0.0034  memory: 9870  loss: {rng.uniform(0.5, 2):.4f}"
     )
 
 
@@ -85,6 +99,8 @@ def generate(
             lines.extend(_chatter(rng, nodes, it) for _ in range(chatter))
             if profile == "hf":
                 lines.append(_hf_step(rng, it))
+            elif profile == "mmengine":
+                lines.append(_mmengine_step(rng, it))
             else:
                 lines.append(
                     f"[default7]: iteration {it:8d}/  115311 | consumed samples: {it * 2048:12d} | "

@@ -20,6 +20,7 @@ from logscope.match.loader import load_library
 from logscope.model import Event, Line, Progress
 from logscope.render.document import document
 from logscope.scan import bulk_progress as columns_module
+from logscope.scan.bulk_progress import MIN_SHAPE_LINES as MIN_SHAPE
 from logscope.scan.bulk_progress import Collector
 
 from .helpers import FIXTURES, corpus_logs
@@ -33,7 +34,8 @@ def _per_line_only(monkeypatch: pytest.MonkeyPatch) -> None:
     plan = columns_module.bulk_plan
 
     def none(library: object) -> columns_module.BulkPlan:
-        return columns_module.BulkPlan(frozenset(), plan(library).index)  # type: ignore[arg-type]
+        whole = plan(library)  # type: ignore[arg-type]
+        return columns_module.BulkPlan(frozenset(), whole.index, whole.block)
 
     monkeypatch.setattr(columns_module, "bulk_plan", none)
 
@@ -79,7 +81,7 @@ def _bench_generator() -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("profile", ["sparse", "dense", "hf"])
+@pytest.mark.parametrize("profile", ["sparse", "dense", "hf", "mmengine"])
 def test_bench_profiles_read_the_same_in_bulk_and_with_workers(
     tmp_path: Path, profile: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,6 +145,37 @@ def test_hf_dicts_with_and_without_grad_norm() -> None:
     got = _values(lines)
     for k in got["bulk"]:
         assert _same(got["bulk"][k], got["line"][k]), k
+
+
+def test_a_field_an_earlier_column_lacks_is_read_from_a_later_one() -> None:
+    # constructed maskrcnn-benchmark MetricLogger lines: detectron2's signature reads the loss
+    # from `total_loss: ` first, `loss: x (avg)` second; a line with only the second has a loss
+    lines = [
+        f"2024-02-11 09:12:{s:02d},031 maskrcnn_benchmark.trainer INFO: eta: 5:41:02  iter: "
+        f"{s * 20}  loss: 0.{9123 + s} (1.0467)  time: 0.2351 (0.2410)  lr: 0.020000  max mem: 3721"
+        for s in (1, 3, 12, 140, 800)  # fewer than MIN_SHAPE a shape: read by the regex
+    ]
+    got = _values(lines)
+    assert got["bulk"]["loss"] == got["line"]["loss"] == [0.9124, 0.9126, 0.9135, 0.9263, 0.9923]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # mmengine's LoggerHook and torchvision's MetricLogger: `  time: ` between the fields,
+        # the old torchrun failure block's `  time: ` field word (prefilter.BLOCK_TRIGGERS)
+        "2023/06/12 10:00:01 - mmengine - INFO - Epoch(train) [1][ 100/1250]  lr: 4.0000e-04"
+        "  eta: 1 day, 2:13:05  time: 0.3803  data_time: 0.0034  memory: 9870  loss: 0.1001",
+        "Epoch: [0]  [ 100/5000]  eta: 0:49:01  lr: 0.100000  img/s: 512.3  loss: 1.0010 (1.2345)"
+        "  acc1: 31.2500 (30.1)  time: 0.2500  data: 0.0010  max mem: 10427",
+    ],
+)
+def test_a_step_line_with_a_failure_block_word_among_its_fields_is_read_in_bulk(
+    line: str,
+) -> None:
+    many = [line.replace(" 100/", f" {100 + i}/") for i in range(MIN_SHAPE)]
+    got = _values(many)
+    assert got["bulk"]["loss"] == got["line"]["loss"] and not math.isnan(got["bulk"]["loss"][0])
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,17 @@ class BulkPlan:
     index: TriggerIndex
     """The library's triggers and, last, torchrun's failure-block words (prefilter.BLOCK_TRIGGERS):
     a line of that block is read with the block (events.Extractor)."""
+    block: int
+    """The failure-block words' index in `index`. A block field starts its message (`  time:
+    ...`, failure_block._BLOCK_FIELD), so a line a progress regex matches before the word is not
+    one: the old template's `  time: ` also stands between the fields of step lines (mmengine,
+    torchvision's MetricLogger), parsed in bulk all the same (`Collector.finish` checks where)."""
+
+    def signatures(self, found: tuple[int, ...]) -> tuple[int, ...]:
+        """A candidate line's signatures (`found`, the block's index among them if the line has
+        its words) if it may be parsed in bulk, else ()."""
+        bulk = [i for i in found if i != self.block]
+        return found if bulk and self.bulk.issuperset(bulk) else ()
 
 
 def bulk_plan(library: Library) -> BulkPlan:
@@ -65,7 +76,7 @@ def _make_bulk_plan(library: Library) -> BulkPlan:
         if s.kind == "iteration" and all(_re2_ok(p) for p in patterns):
             out.add(i)
     index = TriggerIndex.build([*(s.trigger for s in library.signatures), BLOCK_TRIGGERS])
-    return BulkPlan(frozenset(out), index)
+    return BulkPlan(frozenset(out), index, len(library.signatures))
 
 
 @dataclass(slots=True)
@@ -78,8 +89,7 @@ class Collector:
     year: int | None
     layers: Layers | None = None
     """The input's prefix layers (lines.layers), for the prefixes of the lines taken."""
-    _bulk: frozenset[int] = field(init=False)
-    _index: TriggerIndex = field(init=False)
+    _plan: BulkPlan = field(init=False)
     _lineno: list[int] = field(default_factory=list)
     _text: list[str] = field(default_factory=list)
     _raw: list[bytes] = field(default_factory=list)
@@ -90,28 +100,28 @@ class Collector:
     _head_fields: list[Stream] = field(default_factory=list)
     _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
     _inert: dict[bytes, bool] = field(default_factory=dict)
+    """`_inert_states` by shape, where it holds of the shape."""
 
     def __post_init__(self) -> None:
-        plan = bulk_plan(self.library)
-        self._bulk, self._index = plan.bulk, plan.index
+        self._plan = bulk_plan(self.library)
 
     def take(self, lineno: int, raw: bytes) -> bool:
         """Keep a plain progress line for the bulk parse; False: the caller decodes it."""
-        if not self._bulk:
+        if not self._plan.bulk:
             return False
         raw = raw.rstrip(b"\r")
         shape = raw.translate(_SHAPE)  # digits NUL, control characters but `\r` \x01
         if b"\x01" in shape:
             return False
-        sigs = self._index.candidates_in(raw, shape)
-        if not sigs or not self._bulk.issuperset(sigs):
+        sigs = self._plan.signatures(self._plan.index.candidates_in(raw, shape))
+        if not sigs:
             return False
         cut = raw.rfind(b"\r")
         if cut < 0:
             last = raw
         else:
             # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
-            if not self._inert_states(raw[:cut], shape[:cut]):
+            if self._inert_states(raw[:cut], shape[:cut]) is False:
                 return False
             last, shape = raw[cut + 1 :], shape[cut + 1 :]
         if not last.isascii():
@@ -129,7 +139,7 @@ class Collector:
         """`take` each line `data[starts[i]:ends[i]]` (numbered `linenos`, ascending), deciding
         once per shape (line_grids.py) what `take` decides line by line; returns the indexes of the
         lines not taken, ascending."""
-        if not self._bulk or not len(starts):
+        if not self._plan.bulk or not len(starts):
             return np.arange(len(starts))
         found = sort_lines(data, starts, ends, linenos, _SHAPE, self._judge, MAX_GRID_WIDTH)
         self._grids += found.grids
@@ -148,31 +158,41 @@ class Collector:
             return refused
         if shape.endswith(b"\r"):
             return Verdict.EACH, ((), 0)  # more than one `\r` at its end: `take` strips all
-        sigs = self._index.of_shape(shape)
-        if sigs is None:
+        found = self._plan.index.of_shape(shape)
+        if found is None:
             return Verdict.EACH, ((), 0)
-        if not sigs or not self._bulk.issuperset(sigs):
+        sigs = self._plan.signatures(found)
+        if not sigs:
             return refused
         cut = shape.rfind(b"\r")
-        if cut >= 0 and not self._inert_states(line[:cut], shape[:cut]):
-            return refused
+        if cut >= 0:
+            states = self._inert_states(line[:cut], shape[:cut])
+            if states is None:
+                return Verdict.EACH, ((), 0)
+            if not states:
+                return refused
         if not shape[cut + 1 :].isascii():
             return refused
         return Verdict.TAKE, (sigs, cut + 1)
 
-    def _inert_states(self, states: bytes, key: bytes) -> bool:
+    def _inert_states(self, states: bytes, key: bytes) -> bool | None:
         """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
-        time, no error words (as the per-line path would decode them). Decided once per shape:
-        a redrawn bar differs only in its digits."""
+        time, no error words, no signature's match (as the per-line path would decode and match
+        them). True or False for every line of their shape (`key`: a redrawn bar differs only in
+        its digits); None when true of these states only: a signature may match them, and a
+        regex may read digits that the shape blanks (decided line by line)."""
         known = self._inert.get(key)
-        if known is None:
-            text = states.decode("utf-8", "replace")
-            lines = parse_line(text, self.path, 1, self.year, self.layers)
-            known = all(inert(line) for line in lines)
-            if len(self._inert) >= _MAX_CACHED:
-                self._inert.clear()
-            self._inert[key] = known
-        return known
+        if known is not None:
+            return known
+        text = states.decode("utf-8", "replace")
+        lines = parse_line(text, self.path, 1, self.year, self.layers)
+        said = any(not inert(line) or self.library.match(line.raw, line.text) for line in lines)
+        if not said and self._plan.index.candidates_in(states, key):
+            return None
+        if len(self._inert) >= _MAX_CACHED:
+            self._inert.clear()
+        self._inert[key] = not said
+        return not said
 
     def finish(
         self, others: Array | None = None
@@ -191,19 +211,24 @@ class Collector:
         nonfinite = np.zeros(n, np.int8)
         out = _Out(chosen, head, times, values, nonfinite)
         # each line's signatures in the order Library.match prefers them, tried in turn
+        block = self._plan.block
         order = {
-            g.sigs: sorted(g.sigs, key=lambda i: (-self.library.signatures[i].priority, i))
+            g.sigs: sorted(
+                (i for i in g.sigs if i != block),
+                key=lambda i: (-self.library.signatures[i].priority, i),
+            )
             for g in groups
         }
         # lines of one shape are read from one match (line_shapes.py); the others by RE2, in bulk
         texts: dict[int, str] = {}
         ranks: dict[int, list[int]] = {}
+        worded: set[int] = set()  # rows with a failure block's word
         pending: list[int] = []
         base = 0
         for g in groups:
             rows = np.arange(base, base + len(g.linenos))
             if len(rows) >= MIN_SHAPE_LINES and self._blind(order[g.sigs]):
-                self._by_shape(g.rows, rows, order[g.sigs], out)
+                self._by_shape(g.rows, rows, order[g.sigs], out, block in g.sigs)
             else:
                 width = g.rows.shape[1]
                 whole = g.rows.tobytes().decode("ascii")
@@ -211,6 +236,8 @@ class Collector:
                     texts[r] = whole[i * width : (i + 1) * width]
                     ranks[r] = order[g.sigs]
                 pending += rows.tolist()
+                if block in g.sigs:
+                    worded.update(rows.tolist())
             base += len(rows)
         depth = 0
         while pending:
@@ -220,7 +247,7 @@ class Collector:
                     by_sig.setdefault(ranks[r][depth], []).append(r)
             pending = []
             for sig, members in by_sig.items():
-                pending += self._parse(sig, members, texts, out)
+                pending += self._parse(sig, members, texts, worded, out)
             depth += 1
         rejected = self._rejected(groups, chosen)
         if others is not None and rejected:
@@ -295,9 +322,11 @@ class Collector:
         patterns = [p for s in sigs for p in (s.regex.pattern, *(c.pattern for c in s.columns))]
         return _GLUED_HEADER_BLIND and all(digit_blind(p) for p in patterns)
 
-    def _by_shape(self, grid: Array, index: Array, ranked: list[int], out: _Out) -> None:
+    def _by_shape(
+        self, grid: Array, index: Array, ranked: list[int], out: _Out, worded: bool
+    ) -> None:
         """Lines of one shape (a row of `grid` each, rows `index` of `out`): the first one's
-        match places every field of each of them."""
+        match places every field of each of them. `worded`: they have a failure block's word."""
         text = grid[0].tobytes().decode("ascii")
         for sig in ranked:
             found = self.library.signatures[sig].spans(text)
@@ -308,6 +337,8 @@ class Collector:
         start, where = found
         if GLUED_HEADER.search(text, start):
             return  # another stream's output glued in: decoded line by line
+        if worded and _first_block_word(text) <= start:
+            return  # may be a failure block's field: decoded line by line
         # each distinct prefix (and the message's first two characters) decoded once, in the
         # order the lines show them
         keys, first, which = np.unique(
@@ -326,9 +357,11 @@ class Collector:
                 _store(out, index, name, np.ones(len(index), bool), numbers)
         out.chosen[index] = sig
 
-    def _parse(self, sig: int, members: list[int], texts: dict[int, str], out: _Out) -> list[int]:
-        """Parse the lines `members` (their `texts`) with one signature; returns those it does
-        not match."""
+    def _parse(
+        self, sig: int, members: list[int], texts: dict[int, str], worded: set[int], out: _Out
+    ) -> list[int]:
+        """Parse the lines `members` (their `texts`; `worded`: rows with a failure block's word)
+        with one signature; returns those it does not match."""
         s = self.library.signatures[sig]
         taken = strings([texts[r] for r in members])
         found = pc.extract_regex(taken, f"^(?P<{_HEAD}>.*?)(?:{s.regex.pattern})")
@@ -340,24 +373,30 @@ class Collector:
         rows = np.asarray(members)[valid]
         found = found.filter(matched)
         taken = taken.filter(matched)
-        glued = np.zeros(len(rows), bool)
+        left = np.zeros(len(rows), bool)  # decoded line by line
         for k, (r, prefix) in enumerate(zip(rows, found.field(_HEAD).to_pylist(), strict=True)):
             text = texts[r]
             if GLUED_HEADER.search(text, len(prefix)):
-                glued[k] = True  # another stream's output glued in: decoded line by line
+                left[k] = True  # another stream's output glued in
+                continue
+            if r in worded and _first_block_word(text) <= len(prefix):
+                left[k] = True  # may be a failure block's field
                 continue
             out.head[r], out.times[r] = self._head(prefix, text)
         columns = {name: found.field(name) for name in found.type.names if name != _HEAD}
         for column in s.columns:
             extra = pc.extract_regex(taken, column.pattern)
             for name in extra.type.names:
-                columns.setdefault(name, extra.field(name))
+                # a field the regex or an earlier column gave is kept (Signature.spans)
+                had = columns.get(name)
+                more = extra.field(name)
+                columns[name] = more if had is None else pc.if_else(_given(had), had, more)
         for name, col in columns.items():
             if name == "time":
                 _stated(out, rows, col.to_pylist())
             elif name in out.values:
                 _store(out, rows, name, *numbers(col))
-        out.chosen[rows[~glued]] = sig
+        out.chosen[rows[~left]] = sig
         return missed
 
     def _head(self, prefix: str, text: str) -> tuple[int, float]:
@@ -419,6 +458,16 @@ MIN_SHAPE_LINES = 8
 """Lines of one shape read from one match; fewer go to RE2 with the others."""
 MAX_GRID_WIDTH = 4096
 """Longer candidate lines are decided line by line (Collector.take_lines)."""
+
+
+def _given(col: pa.Array) -> pa.Array:
+    """Where a column of captures holds one: RE2 gives a group that took no part as ''."""
+    return pc.greater(pc.binary_length(col), 0)
+
+
+def _first_block_word(text: str) -> int:
+    """Where the first of a failure block's words (prefilter.BLOCK_TRIGGERS) stands in `text`."""
+    return min((i for i in map(text.find, BLOCK_TRIGGERS) if i >= 0), default=len(text))
 
 
 def _line(data: bytes | bytearray, start: Any, end: Any) -> bytes:
