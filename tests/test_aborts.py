@@ -265,3 +265,26 @@ def test_a_crash_signal_after_the_process_raised_is_how_it_died_not_the_cause() 
     # the crash with no exception before it is the process's own failure
     (inc,) = incidents_of(fed(raised[5:]))
     assert inc.category == "segfault" and inc.root_cause.line.lineno == 9, inc.root_cause
+
+
+def test_a_terminate_entered_again_is_how_a_process_died_of_the_first_terminate() -> None:
+    # two threads of one process terminate: libstdc++'s handler, entered again while the first
+    # report is under way, writes `terminate called recursively` between the first's lines
+    # (stdio interleaves them: the first report's line is cut by the second's)
+    # and glog's failure-signal handler (google/glog src/signalhandler.cc) reports the abort
+    lines = [
+        "epoch 3 step 1200 loss 0.412",
+        TERMINATE.format(cls="terminate called recursively").rstrip("'"),
+        "terminate called recursively",
+        "c10::Error'",
+        '*** Aborted at 1700000000 (unix time) try "date -d @1700000000" if you are using GNU date ***',
+        "terminate called recursively",
+        WHAT.format(message="CUDA error: an illegal memory access was encountered"),
+        "PC: @     0x7f4de4d401f7 __GI_raise",
+    ]
+    (inc,) = incidents_of(fed(lines))
+    assert inc.category == "cuda_error"
+    assert inc.root_cause.line.lineno == 7
+    # alone, it is still how the process died
+    (inc,) = incidents_of(fed([lines[0], "terminate called recursively"]))
+    assert (inc.category, inc.root_cause.line.lineno) == ("segfault", 2)

@@ -288,3 +288,53 @@ def test_kueue_preempting_the_workload_is_its_preemption(run: Run) -> None:
     doc, inc, _path = failed_verdict(run, lines)
     assert inc["category"] == "preemption", inc
     assert doc["job"]["outcome"] == "preempted", doc["job"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "/bin/bash: line 1: ./pretrain.sh: Permission denied",
+        "/var/spool/slurmd/job4411/slurm_script: line 9: ./launch.sh: /bin/bash^M: bad interpreter: No such file or directory",
+    ],
+)
+def test_a_job_command_the_shell_could_not_execute_is_a_launch_error(run: Run, line: str) -> None:
+    # bash's shell_execve report, then LSF's job summary (lsf.toml): bash's status 126
+    lines = [
+        line,
+        "",
+        "------------------------------------------------------------",
+        "Sender: LSF System <lsfadmin@cluster.example.org>",
+        "Subject: Job 7120: <pretrain> in cluster <hpc> Exited",
+        "Exited with exit code 126.",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 1, line)
+
+
+def test_a_redirect_the_shell_could_not_open_before_a_run_that_trained_on_is_no_failure(
+    run: Run,
+) -> None:
+    lines = [
+        "bash: line 4: /shared/logs/gpu_usage.csv: Permission denied",
+        *(f"step {s} | loss {2.0 - s / 100:.3f}" for s in range(1, 41)),
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+    ]
+    code, doc, _path = run(lines)
+    assert (code, doc["incidents"]) == (0, []), doc["incidents"]
+
+
+@pytest.mark.parametrize("verb", ["build", "built"])
+def test_a_store_asked_for_libuv_in_a_build_without_it_is_a_launch_error(
+    run: Run, verb: str
+) -> None:
+    # rendezvous.py's TCPStore(...) in a Windows wheel; torch 2.4's TCPStore.cpp said "build"
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "C:\\venv\\lib\\site-packages\\torch\\distributed\\rendezvous.py", line 195, in _create_c10d_store',
+        "    return TCPStore(",
+        f"RuntimeError: use_libuv was requested but PyTorch was {verb} without libuv support",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 4, lines[3])
