@@ -218,6 +218,20 @@ def test_trigger_index_cache_matches_a_scan_of_every_trigger(lines: list[str]) -
         assert index.candidates(raw) == naive_signatures(raw), raw
 
 
+@pytest.mark.hypothesis
+@settings(max_examples=30, deadline=None)
+@given(st.lists(text_line([t for s in SIGNATURES for t in s.trigger]), min_size=1, max_size=6))
+@example(["exitcode  : -11", "x" * 3000, "[Errno 116] x"])
+def test_a_long_line_of_redrawn_states_has_the_triggers_of_a_scan_of_it_whole(
+    states: list[str],
+) -> None:
+    # a progress bar redrawn with `\r`: its states are looked up shape by shape (_states)
+    raw = "\r".join(states * 200)
+    index = default_library()._index
+    assert index is not None
+    assert index.candidates(raw) == naive_signatures(raw)
+
+
 def test_a_line_of_many_progress_states_is_scanned_for_triggers_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

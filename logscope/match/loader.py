@@ -124,6 +124,9 @@ def _signature(entry: dict[str, Any], path: str, index: int, builtin: bool) -> S
     triggers = _as_list(entry["trigger"], path, where, "trigger")
     if not triggers or not all(triggers):
         raise PatternError(path, "trigger: needs at least one non-empty string", where)
+    if any("\r" in t or "\n" in t for t in triggers):
+        # a line's `\r` states are scanned for triggers one by one (TriggerIndex._states)
+        raise PatternError(path, "trigger: a line break (\\r, \\n) never stands in a line", where)
     samples = _as_list(entry["samples"], path, where, "samples")
     if not samples:
         raise PatternError(path, "samples: needs at least one sample line", where)

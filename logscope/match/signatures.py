@@ -178,7 +178,7 @@ class TriggerIndex:
         """`candidates` of a line's UTF-8 bytes (`shape`: the bytes with their digits made
         NUL, when the caller has them)."""
         if len(data) > _SHAPE_MAX_LEN:
-            found, numeric = self._scan(data, self.triggers), self.numeric
+            found, numeric = self._states(data.translate(_BLANK_DIGITS) if shape is None else shape)
         else:
             # blanking digits keeps every digit-free trigger's occurrences, and makes none; a
             # trigger with digits can be in the line only if its blanked form is in the shape
@@ -207,6 +207,21 @@ class TriggerIndex:
             maybe = tuple(t for t in self.numeric if t.translate(_BLANK_DIGITS) in shape)
             cached = self._by_shape[shape] = (self._scan(shape, self.triggers), maybe)
         return cached
+
+    def _states(self, shape: bytes) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
+        """`_shaped` of a long line's shape, state by state: a progress bar redrawn with `\\r`
+        thousands of times repeats a few shapes, each looked up once (no trigger holds `\\r`)."""
+        found: set[int] = set()
+        numeric: set[bytes] = set()
+        for part in set(shape.split(b"\r")):
+            if len(part) > _SHAPE_MAX_LEN:
+                found.update(self._scan(part, self.triggers))
+                numeric.update(t for t in self.numeric if t.translate(_BLANK_DIGITS) in part)
+            else:
+                some, maybe = self._shaped(part)
+                found.update(some)
+                numeric.update(maybe)
+        return tuple(sorted(found)), tuple(numeric)
 
     def _scan(self, data: bytes, triggers: tuple[bytes, ...]) -> tuple[int, ...]:
         # one C-level substring search per distinct trigger beats a regex alternation here:
