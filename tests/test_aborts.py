@@ -288,3 +288,19 @@ def test_a_terminate_entered_again_is_how_a_process_died_of_the_first_terminate(
     # alone, it is still how the process died
     (inc,) = incidents_of(fed([lines[0], "terminate called recursively"]))
     assert (inc.category, inc.root_cause.line.lineno) == ("segfault", 2)
+
+
+def test_libcxxabi_s_terminate_line_is_the_exception_and_its_message() -> None:
+    # LLVM libc++abi's handler (cxa_default_handlers.cpp) says type and what() on one line, then
+    # OpenMPI's signal handler reports the abort (opal/util/stacktrace.c)
+    abort = [
+        "[Mac:46703] *** Process received signal ***",
+        "[Mac:46703] Signal: Abort trap: 6 (6)",
+        "[Mac:46703] Signal code:  (0)",
+    ]
+    metal = "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)."
+    (inc,) = incidents_of(fed([metal, *abort]))
+    assert (inc.category, inc.root_cause.line.lineno) == ("cuda_error", 1)
+    alloc = "libc++abi: terminating due to uncaught exception of type std::runtime_error: [metal::malloc] Attempting to allocate 68719476736 bytes which is greater than the maximum allowed buffer size of 28991029248 bytes."
+    (inc,) = incidents_of(fed([alloc, *abort]))
+    assert (inc.category, inc.root_cause.line.lineno) == ("oom_gpu", 1)

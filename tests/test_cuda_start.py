@@ -52,3 +52,27 @@ def test_a_queued_call_that_failed_as_cuda_started_is_a_cuda_error_of_its_rank(r
         "[rank1]:     import torch",
     ]
     assert told(run, lines, 5) == ("cuda_error", 1)
+
+
+def test_a_gpu_the_torch_build_has_no_kernels_for_is_the_cause_of_the_kernel_error(
+    run: Run,
+) -> None:
+    # torch/cuda/__init__.py _check_cubins's warning (its message starts on the next line), then
+    # the first kernel's failure
+    lines = [
+        "/opt/venv/lib/python3.10/site-packages/torch/cuda/__init__.py:235: UserWarning: ",
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
+        "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ]
+    assert told(run, lines, 1) == ("cuda_error", None)
+    # a run that trained on after it (a PTX its driver could compile) outlived it
+    steps = [
+        f" iteration {i:8d}/{100:8d} | consumed samples: {i * 64:12d} | elapsed time per "
+        f"iteration (ms): 812.4 | learning rate: 1.000E-04 | lm loss: {7.0 - i * 0.01:.6E} |"
+        for i in range(1, 8)
+    ]
+    code, doc, _path = run([*lines[:3], *steps])
+    assert (code, doc["incidents"]) == (0, []), doc["incidents"]

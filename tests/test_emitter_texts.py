@@ -157,6 +157,8 @@ def test_skypilot_s_controller_tells_a_preemption_a_success_and_a_failure(run: R
         ("*** stack smashing detected ***: terminated", "segfault"),
         # tvm-ffi's SIGSEGV handler (src/ffi/backtrace.cc), its frames after it
         ("!!!!!!! Segfault encountered !!!!!!!", "segfault"),
+        # ATen's cuDNN convolution (Conv_v7.cpp), as the RuntimeError it raises
+        ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", "cuda_error"),
     ],
 )
 def test_the_emitters_word_decides_the_category(run: Run, line: str, category: str) -> None:

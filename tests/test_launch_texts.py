@@ -338,3 +338,18 @@ def test_a_store_asked_for_libuv_in_a_build_without_it_is_a_launch_error(
     _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "launcher_error", inc
     assert_root(inc, path, 4, lines[3])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # boost::program_options templates (value_semantic.cpp, cmdline.cpp, errors.hpp)
+        "the argument ('{2,4}') for option '--replicas' is invalid",
+        "Error: the required argument for option '--ipus-per-replica' is missing",
+    ],
+)
+def test_a_tool_that_refused_its_command_line_is_a_launch_error(run: Run, line: str) -> None:
+    lines = ["+ poprun --num-instances $N --replicas {2,4} python train.py", line]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert_root(inc, path, 2, line)

@@ -27,11 +27,15 @@ from ..model import (
 from .clock import timestamp
 from .incident_text import fill_title
 from .incidents import SPLIT_AFTER_PROGRESS, error_of
-from .job_outcome import retries_only
+from .job_outcome import WOUND_DOWN_FIELDS, retries_only
 from .ledger import attempt_of, owner
 from .startup_wait import DONE_FIELD
 
 _SERIOUS = ("fatal", "error")
+_RETURNED = WOUND_DOWN_FIELDS - {"comm_teardown"}
+"""Fields of a status line that says the training loop itself came to its end (returned, saved
+its final checkpoint, ran its last epoch): an error before it in its attempt did not stop the
+training. Not communicators torn down, which a failure's teardown does too."""
 HOST_REPORT = "host_report"
 """A field of the reports each host of a job makes of its own part (SageMaker's training toolkit
 runs on every host): a host's success after a host's failure is not the run's completion."""
@@ -82,6 +86,7 @@ def outlived(
     for e in completions:  # in log order: the first of each attempt
         first_done.setdefault(_attempt(e, attempts), e)
     ends = {a.index: a.last_seq for a in attempts}
+    returned = [m for m in markers if m.kind == "status" and m.fields.keys() & _RETURNED]
     passed = _barriers_passed(markers)
     connected = [m for m in markers if m.fields.keys() & _ANSWERS.keys()]
     joined = [m for m in markers if m.fields.keys() & _JOINED_FIELDS]
@@ -99,6 +104,7 @@ def outlived(
             or _connected(inc, connected)
             or _went_on(inc, joined)
             or _outlived(inc, scope, progress, library)
+            or _loop_returned(inc, scope, returned, library)
         )
         if verdict is not None and verdict[0] == "survived" and _harmful(inc, index, harmed):
             verdict = None
@@ -252,6 +258,28 @@ def _outlived(
             # a step line after it says the run ran its last iteration: its own completion
             return "survived", (
                 f"the run reached its last iteration after it ({now}/{progress.train_iters})"
+            )
+    return None
+
+
+def _loop_returned(
+    inc: Incident, scope: _Scope, returned: Sequence[Event], library: Library
+) -> tuple[SurvivedKind, str] | None:
+    """The training loop said it came to its end after the incident's last line, in its attempt
+    and input: the error did not stop training. Not when a launcher reported a process's end in
+    it, nor the scheduler ended the job: those say a process did end."""
+    lines = list(_lines(inc))
+    if any(e.role in ("summary", "end") for e in lines):
+        return None
+    last = max(e.seq for e in lines)
+    until = scope.last_seq if scope.last_seq is not None else last + 2**62
+    for m in returned:
+        if last < m.seq <= until and input_of(m.seq) == input_of(last):
+            sig = library.by_id(m.signature)
+            what = fill_title(sig.title, m.fields) if sig is not None else m.signature
+            return (
+                "survived",
+                f"its training loop came to its end after it: {what} (line {m.line.lineno})",
             )
     return None
 
