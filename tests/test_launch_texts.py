@@ -10,18 +10,29 @@ import pytest
 
 from .helpers import Run, assert_root, failed_verdict, verdict_incident
 
+_SBATCH = "+ sbatch --time=72:00:00 --gres=gpu:8 train.sbatch"
+_POPRUN = "+ poprun --num-instances $N --replicas {2,4} python train.py"
+
 
 @pytest.mark.parametrize(
-    "line",
+    ("command", "line"),
     [
-        "sbatch: error: Batch job submission failed: Invalid qos specification",
-        "salloc: error: Job submit/allocate failed: Requested node configuration is not available",
-        "srun: error: Unable to allocate resources: Invalid partition name specified",
+        (_SBATCH, "sbatch: error: Batch job submission failed: Invalid qos specification"),
+        (
+            _SBATCH,
+            "salloc: error: Job submit/allocate failed: Requested node configuration is not available",
+        ),
+        (_SBATCH, "srun: error: Unable to allocate resources: Invalid partition name specified"),
+        # a tool's command line refused by boost::program_options (value_semantic.cpp,
+        # cmdline.cpp templates)
+        (_POPRUN, "the argument ('{2,4}') for option '--replicas' is invalid"),
+        (_POPRUN, "Error: the required argument for option '--ipus-per-replica' is missing"),
     ],
 )
-def test_slurm_refusing_the_job_is_a_launch_error(run: Run, line: str) -> None:
-    lines = ["+ sbatch --time=72:00:00 --gres=gpu:8 train.sbatch", line]
-    _doc, inc, path = failed_verdict(run, lines)
+def test_a_job_the_scheduler_or_a_tools_command_line_refused_is_a_launch_error(
+    run: Run, command: str, line: str
+) -> None:
+    _doc, inc, path = failed_verdict(run, [command, line])
     assert inc["category"] == "launcher_error", inc
     assert_root(inc, path, 2, line)
 
@@ -338,18 +349,3 @@ def test_a_store_asked_for_libuv_in_a_build_without_it_is_a_launch_error(
     _doc, inc, path = failed_verdict(run, lines)
     assert inc["category"] == "launcher_error", inc
     assert_root(inc, path, 4, lines[3])
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        # boost::program_options templates (value_semantic.cpp, cmdline.cpp, errors.hpp)
-        "the argument ('{2,4}') for option '--replicas' is invalid",
-        "Error: the required argument for option '--ipus-per-replica' is missing",
-    ],
-)
-def test_a_tool_that_refused_its_command_line_is_a_launch_error(run: Run, line: str) -> None:
-    lines = ["+ poprun --num-instances $N --replicas {2,4} python train.py", line]
-    _doc, inc, path = failed_verdict(run, lines)
-    assert inc["category"] == "launcher_error", inc
-    assert_root(inc, path, 2, line)
