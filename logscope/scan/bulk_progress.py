@@ -26,6 +26,7 @@ from .arrow_buffers import numbers, numpy_view, strings
 from .line_grids import Grid, Group, Verdict, cell_floats, cells, merged, raw_lines, sort_lines
 from .line_shapes import digit_blind
 from .parsed_progress import ProgressColumns, edge_lines
+from .quiet_states import QuietStates
 
 _HEAD = "_head"
 _CONTROL = bytes(c for c in range(32) if c != 13) + b"\x7f"
@@ -90,6 +91,7 @@ class Collector:
     layers: Layers | None = None
     """The input's prefix layers (lines.layers), for the prefixes of the lines taken."""
     _plan: BulkPlan = field(init=False)
+    _quiet: QuietStates = field(init=False)
     _lineno: list[int] = field(default_factory=list)
     _text: list[str] = field(default_factory=list)
     _raw: list[bytes] = field(default_factory=list)
@@ -104,18 +106,21 @@ class Collector:
 
     def __post_init__(self) -> None:
         self._plan = bulk_plan(self.library)
+        self._quiet = QuietStates(self.library, self.path, self.year, self.layers)
 
     def take(self, lineno: int, raw: bytes) -> bool:
-        """Keep a plain progress line for the bulk parse; False: the caller decodes it."""
+        """Keep a plain progress line for the bulk parse, or drop a redrawn line that says
+        nothing (quiet_states); False: the caller decodes it."""
         if not self._plan.bulk:
             return False
         raw = raw.rstrip(b"\r")
         shape = raw.translate(_SHAPE)  # digits NUL, control characters but `\r` \x01
         if b"\x01" in shape:
             return False
-        sigs = self._plan.signatures(self._plan.index.candidates_in(raw, shape))
+        found = self._plan.index.candidates_in(raw, shape)
+        sigs = self._plan.signatures(found)
         if not sigs:
-            return False
+            return b"\r" in raw and self._quiet.all_quiet(raw, shape, found)
         cut = raw.rfind(b"\r")
         if cut < 0:
             last = raw
@@ -125,7 +130,7 @@ class Collector:
                 return False
             last, shape = raw[cut + 1 :], shape[cut + 1 :]
         if not last.isascii():
-            return False
+            return cut >= 0 and self._quiet.all_quiet(raw, raw.translate(_SHAPE), found)
         self._lineno.append(lineno)
         self._shapes.append(shape)
         self._text.append(last.decode("ascii"))
@@ -163,7 +168,8 @@ class Collector:
             return Verdict.EACH, ((), 0)
         sigs = self._plan.signatures(found)
         if not sigs:
-            return refused
+            # a redrawn line may say nothing: `take` looks at each (quiet_states)
+            return (Verdict.EACH, ((), 0)) if b"\r" in shape else refused
         cut = shape.rfind(b"\r")
         if cut >= 0:
             states = self._inert_states(line[:cut], shape[:cut])
@@ -172,7 +178,7 @@ class Collector:
             if not states:
                 return refused
         if not shape[cut + 1 :].isascii():
-            return refused
+            return (Verdict.EACH, ((), 0)) if cut >= 0 else refused
         return Verdict.TAKE, (sigs, cut + 1)
 
     def _inert_states(self, states: bytes, key: bytes) -> bool | None:
