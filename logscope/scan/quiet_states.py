@@ -36,14 +36,11 @@ class QuietStates:
         that says something is sent the per-line way whatever its digits."""
         if self.layers is not None and self.layers.edge is not None:
             return False  # a multiplexer's panes: a state is no record of its own
-        whole: str | None = None
         for i, (part, key) in enumerate(zip(raw.split(b"\r"), shape.split(b"\r"), strict=True)):
             k = (i == 0, key, found)
             quiet = self._known.get(k)
             if quiet is None:
-                if whole is None:
-                    whole = raw.decode("utf-8", "replace")
-                texts = self._texts(part, i == 0, whole)
+                texts = self._texts(part, i == 0, found)
                 quiet = texts is not None
                 if not quiet or self._shape_wide(texts or [], found):
                     if len(self._known) >= _MAX_CACHED:
@@ -53,13 +50,18 @@ class QuietStates:
                 return False
         return True
 
-    def _texts(self, state: bytes, first: bool, whole: str) -> list[str] | None:
-        """The messages of a quiet state, None if it says something."""
+    def _texts(self, state: bytes, first: bool, found: tuple[int, ...]) -> list[str] | None:
+        """The messages of a quiet state, None if it says something. A signature matches a
+        record when its trigger is in the record's physical line (`found`) and its regex in the
+        record's message (Library.match)."""
         text = state.decode("utf-8", "replace")
         layers = self.layers if first else None
+        sigs = self.library.signatures
         out: list[str] = []
         for line in parse_line(text, self.path, 1, self.year, layers):
-            if not inert(line) or self.library.match(whole, line.text) is not None:
+            if not inert(line) or any(
+                sigs[i].regex.search(line.text) for i in found if i < len(sigs)
+            ):
                 return None
             out.append(line.text)
         return out
