@@ -204,9 +204,12 @@ class TriggerIndex:
         if cached is None:
             if len(self._by_shape) >= _SHAPE_CACHE_SIZE:
                 self._by_shape.clear()
-            maybe = tuple(t for t in self.numeric if t.translate(_BLANK_DIGITS) in shape)
-            cached = self._by_shape[shape] = (self._scan(shape, self.triggers), maybe)
+            cached = self._by_shape[shape] = (self._scan(shape, self.triggers), self._maybe(shape))
         return cached
+
+    def _maybe(self, shape: bytes) -> tuple[bytes, ...]:
+        """The triggers with digits whose shape a shape holds (each may be in the line)."""
+        return tuple(t for t in self.numeric if t.translate(_BLANK_DIGITS) in shape)
 
     def _states(self, shape: bytes) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
         """`_shaped` of a long line's shape, state by state: a progress bar redrawn with `\\r`
@@ -214,13 +217,13 @@ class TriggerIndex:
         found: set[int] = set()
         numeric: set[bytes] = set()
         for part in set(shape.split(b"\r")):
-            if len(part) > _SHAPE_MAX_LEN:
-                found.update(self._scan(part, self.triggers))
-                numeric.update(t for t in self.numeric if t.translate(_BLANK_DIGITS) in part)
-            else:
-                some, maybe = self._shaped(part)
-                found.update(some)
-                numeric.update(maybe)
+            some, maybe = (
+                (self._scan(part, self.triggers), self._maybe(part))
+                if len(part) > _SHAPE_MAX_LEN
+                else self._shaped(part)
+            )
+            found.update(some)
+            numeric.update(maybe)
         return tuple(sorted(found)), tuple(numeric)
 
     def _scan(self, data: bytes, triggers: tuple[bytes, ...]) -> tuple[int, ...]:

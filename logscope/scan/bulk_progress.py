@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 from ..compact_column import NUMPY_TYPES
 from ..lines.decode import GLUED_HEADER, parse_line
 from ..lines.layers import Layers
-from ..match.events import inert
 from ..match.field_times import parse_time
 from ..match.prefilter import BLOCK_TRIGGERS
 from ..match.signatures import Library, TriggerIndex
@@ -101,8 +100,6 @@ class Collector:
     _heads: dict[Stream, int] = field(default_factory=dict)
     _head_fields: list[Stream] = field(default_factory=list)
     _parsed: dict[str, tuple[int, float]] = field(default_factory=dict)
-    _inert: dict[bytes, bool] = field(default_factory=dict)
-    """`_inert_states` by shape, where it holds of the shape."""
 
     def __post_init__(self) -> None:
         self._plan = bulk_plan(self.library)
@@ -122,17 +119,14 @@ class Collector:
         if not sigs:
             return b"\r" in raw and self._quiet.all_quiet(raw, shape, found)
         cut = raw.rfind(b"\r")
-        if cut < 0:
-            last = raw
-        else:
-            # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
-            if self._inert_states(raw[:cut], shape[:cut]) is False:
-                return False
-            last, shape = raw[cut + 1 :], shape[cut + 1 :]
+        # the `\r` states before the last (a progress bar tqdm redraws) must say nothing
+        if cut >= 0 and self._quiet.judge(raw[:cut], shape[:cut], found) is False:
+            return False
+        last = raw[cut + 1 :]
         if not last.isascii():
-            return cut >= 0 and self._quiet.all_quiet(raw, raw.translate(_SHAPE), found)
+            return cut >= 0 and self._quiet.all_quiet(raw, shape, found)
         self._lineno.append(lineno)
-        self._shapes.append(shape)
+        self._shapes.append(shape[cut + 1 :])
         self._text.append(last.decode("ascii"))
         self._raw.append(raw)
         self._sigs.append(sigs)
@@ -172,7 +166,7 @@ class Collector:
             return (Verdict.EACH, ((), 0)) if b"\r" in shape else refused
         cut = shape.rfind(b"\r")
         if cut >= 0:
-            states = self._inert_states(line[:cut], shape[:cut])
+            states = self._quiet.judge(line[:cut], shape[:cut], found)
             if states is None:
                 return Verdict.EACH, ((), 0)
             if not states:
@@ -180,25 +174,6 @@ class Collector:
         if not shape[cut + 1 :].isascii():
             return (Verdict.EACH, ((), 0)) if cut >= 0 else refused
         return Verdict.TAKE, (sigs, cut + 1)
-
-    def _inert_states(self, states: bytes, key: bytes) -> bool | None:
-        """The `\\r` states before a line's last say nothing the engine keeps: no prefix, no
-        time, no error words, no signature's match (as the per-line path would decode and match
-        them). True or False for every line of their shape (`key`: a redrawn bar differs only in
-        its digits); None when true of these states only: a signature may match them, and a
-        regex may read digits that the shape blanks (decided line by line)."""
-        known = self._inert.get(key)
-        if known is not None:
-            return known
-        text = states.decode("utf-8", "replace")
-        lines = parse_line(text, self.path, 1, self.year, self.layers)
-        said = any(not inert(line) or self.library.match(line.raw, line.text) for line in lines)
-        if not said and self._plan.index.candidates_in(states, key):
-            return None
-        if len(self._inert) >= _MAX_CACHED:
-            self._inert.clear()
-        self._inert[key] = not said
-        return not said
 
     def finish(
         self, others: Array | None = None

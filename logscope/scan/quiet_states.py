@@ -25,30 +25,41 @@ class QuietStates:
     layers: Layers | None = None
     """The input's prefix layers: they are read at a physical line's start, its first state."""
     _known: dict[tuple[bool, bytes, tuple[int, ...]], bool] = field(default_factory=dict)
-    """Per (first state, state shape, the line's candidates): whether such a state is quiet."""
+    """Per (first state, state shape, the line's candidates): whether every such state is quiet
+    (kept where that holds whatever the digits)."""
     _blind: dict[int, regex.Pattern[str] | None] = field(default_factory=dict)
 
     def all_quiet(self, raw: bytes, shape: bytes, found: tuple[int, ...]) -> bool:
         """Every `\\r` state of the line `raw` (`shape`: its digits NUL; `found`: the indexes of
         the signatures whose triggers it holds) says nothing the engine keeps, as the per-line
-        path would decode and match it (prefilter.matched). A quiet verdict is kept for the
-        state's shape only where it holds of every state of that shape (`_shape_wide`); a state
-        that says something is sent the per-line way whatever its digits."""
+        path would decode and match it (prefilter.matched)."""
+        return self.judge(raw, shape, found) is not False
+
+    def judge(self, raw: bytes, shape: bytes, found: tuple[int, ...]) -> bool | None:
+        """`all_quiet`, as True when it holds of every line of this shape (each state's verdict
+        holds of its shape: `_shape_wide`), None when of this line only, False when a state
+        says something, whatever its digits."""
         if self.layers is not None and self.layers.edge is not None:
             return False  # a multiplexer's panes: a state is no record of its own
+        wide = True
         for i, (part, key) in enumerate(zip(raw.split(b"\r"), shape.split(b"\r"), strict=True)):
             k = (i == 0, key, found)
             quiet = self._known.get(k)
             if quiet is None:
                 texts = self._texts(part, i == 0, found)
-                quiet = texts is not None
-                if not quiet or self._shape_wide(texts or [], found):
-                    if len(self._known) >= _MAX_CACHED:
-                        self._known.clear()
-                    self._known[k] = quiet
+                if texts is None:
+                    quiet = False
+                elif self._shape_wide(texts, found):
+                    quiet = True
+                else:
+                    wide = False  # quiet, for these digits only: not kept
+                    continue
+                if len(self._known) >= _MAX_CACHED:
+                    self._known.clear()
+                self._known[k] = quiet
             if not quiet:
                 return False
-        return True
+        return True if wide else None
 
     def _texts(self, state: bytes, first: bool, found: tuple[int, ...]) -> list[str] | None:
         """The messages of a quiet state, None if it says something. A signature matches a
