@@ -335,3 +335,67 @@ def test_a_coordination_agent_in_error_status_ends_the_process(run: Run) -> None
     # at shutdown, the agent that cannot say goodbye: the leader left first
     bye = "2023-02-17 06:08:24.084633: E external/org_tensorflow/tensorflow/tsl/distributed_runtime/coordination/coordination_service_agent.cc:481] Failed to disconnect from coordination service with status: DEADLINE_EXCEEDED: Deadline Exceeded"
     assert told(run, [bye, *GRPC_DETAIL], 0)[0] == "comm_error"
+
+
+def test_the_cann_runtimes_task_timeout_is_the_wait_the_exception_after_it_reports(
+    run: Run,
+) -> None:
+    # device_error_proc.cc's report of an HCCL task past its timeout, filed under the inner error
+    # `EI9999`, then the framework's log of the dying worker and torch_npu's exception: no rank
+    # prefix anywhere, one process's report
+    wait = "EI9999: 2025-05-14-03:10:41.002.731  The error from device(chipId:{d}, dieId:0), serial number is 4, hccl fftsplus task timeout occurred during task execution, stream_id:6, sq_id:6, task_id:2210, stuck notify num:1, timeout=30min(default).[FUNC:ProcessStarsHcclFftsPlusTimeoutErrorInfo][FILE:device_error_proc.cc][LINE:1402]"
+    lines = [STEP.format(s=n, n=n) for n in range(1, 4)] + [
+        "EI9999: Inner Error!",
+        wait.format(d=1),
+        "        TraceBack (most recent call last):",
+        "        rtStreamSynchronizeWithTimeout execute failed, reason=[task timeout][FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]",
+        "",
+        "2025-05-14 03:10:41,120 - serve - ERROR - worker.py:212 - worker 1 failed.",
+        "Traceback (most recent call last):",
+        '  File "/srv/engine/worker.py", line 208, in _loop',
+        "    dist.broadcast_object_list(inputs)",
+        "RuntimeError: ACL stream synchronize failed.",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "collective_timeout", inc
+    assert_root(inc, path, 5, lines[4])
+    # a fault of the task itself is the cause, and the runtime's call that found it says no more
+    lines[4] = (
+        "EZ9999: 2025-05-14-03:10:41.002.731  The error from device(1), serial number is 4, there is an error of aicore, core id is 3, error code = 0x800000, dump info: pc start: 0x12c0c0016000, current: 0x12c0c0016a44, errorStr: The DDR address of the MTE instruction is out of range."
+    )
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "cuda_error", inc
+    assert_root(inc, path, 5, lines[4])
+
+
+def test_an_exception_long_after_an_unranked_timeout_is_its_own(run: Run) -> None:
+    # the wait's consequence is the burst right after it; an error printed well after the wait
+    # (past a burst of other output) is not taken for it
+    wait = "EI9999: 2025-05-14-03:10:41.002.731  The error from device(chipId:1, dieId:0), serial number is 4, notify wait timeout occurred during task execution, stream_id:6, sq_id:6, task_id:2210, notify_id=3, timeout=1800s."
+    lines = [STEP.format(s=n, n=n) for n in range(1, 4)] + [wait]
+    lines += [STEP.format(s=n % 60, n=n) for n in range(4, 60)]
+    lines += [
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 3, in <module>',
+        "KeyError: 'labels'",
+    ]
+    _doc, inc, path = failed_verdict(run, lines)
+    assert inc["category"] == "python_exception", inc
+    assert_root(inc, path, len(lines), lines[-1])
+
+
+def test_the_rank_in_the_trailer_of_an_unprefixed_report_names_its_culprit(run: Run) -> None:
+    # torch_npu raises the HCCL check, its trailer names the process's rank, and the CANN
+    # message the runtime appended says why: the cause is the CANN line, the rank the trailer's
+    lines = [STEP.format(s=n, n=n) for n in range(1, 4)] + [
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 40, in <module>',
+        "    dist.barrier()",
+        "RuntimeError: [ERROR] HCCL error in: torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:64",
+        "[ERROR] 2025-01-09-10:11:12 (PID:4411, Device:2, RankID:6) ERR02200 DIST call hccl api failed.",
+        "EJ0001: 2025-01-09-10:11:12.131.415 Failed to initialize the HCCP process. Reason: Maybe the last training process is running.",
+    ]
+    _doc, inc, _path = failed_verdict(run, lines)
+    assert inc["category"] == "launcher_error", inc
+    assert inc["culprit"]["rank"] == 6, inc["culprit"]
+    assert "same error report" in inc["culprit"]["reason"], inc["culprit"]

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from ..lines.decode import nccl_head
 from ..match.events import TRACEBACK_START
 from ..match.signatures import Library
 from ..model import Culprit, Event, Line, Stream, World, field_int
@@ -83,6 +84,40 @@ def own_rank_culprit(culprit: Culprit, root: Event) -> Culprit:
     if rank is not None:
         why = f"the report names the process that failed (rank {rank})"
         return with_rank(culprit, rank, None, why, 0.85)
+    return culprit
+
+
+REPORT_LINES = 5
+"""How far apart two lines of one multi-line error report may be (an exception's message, the
+trailer a runtime appends to it, the runtime's own message after that)."""
+
+
+def report_rank_culprit(culprit: Culprit, root: Event, events: Sequence[Event]) -> Culprit:
+    """An unprefixed root, and a line of the same report right beside it, also unprefixed, that
+    names the rank of its process (`own_rank`: torch_npu's error trailer `(PID:p, Device:d,
+    RankID:r)` between the exception and the CANN runtime's message): that rank's. NCCL's lines
+    name their process by `host:pid` (`nccl_clues` reads them)."""
+    if (
+        prefixed(root.line)
+        or field_int(root, "own_rank") is not None
+        or nccl_head(root.line.raw) is not None
+    ):
+        return culprit
+    for e in events:
+        rank = field_int(e, "own_rank")
+        if (
+            rank is not None
+            and e is not root
+            and e.line.path == root.line.path
+            and abs(e.line.lineno - root.line.lineno) <= REPORT_LINES
+            and not prefixed(e.line)
+            and nccl_head(e.line.raw) is None
+            and e.line.stream.agrees(root.line.stream)
+        ):
+            why = (
+                f"line {e.line.lineno}, of the same error report, names its process's rank ({rank})"
+            )
+            return with_rank(culprit, rank, None, why, 0.8)
     return culprit
 
 

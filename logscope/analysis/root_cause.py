@@ -28,6 +28,7 @@ from .clues import (
     quoted_culprit,
     raised_after_culprit,
     report_culprit,
+    report_rank_culprit,
     same_error_culprit,
     shared_failure_culprit,
     store_barrier_culprit,
@@ -70,6 +71,7 @@ from .nccl_clues import (
     nccl_process_rank,
     raised_nccl_culprit,
 )
+from .own_failures import BURST_LINES, after_own_failure, catch_all
 from .quoted_logs import past_carrier
 from .reasons import stated_reason, states_a_reason
 from .worker_names import dead_worker, dead_worker_culprit
@@ -77,8 +79,6 @@ from .worker_names import dead_worker, dead_worker_culprit
 _ROLE_RANK = MappingProxyType({"cause": 3, "summary": 2, "symptom": 1, "end": 0})
 _SEVERITY_RANK = MappingProxyType({"fatal": 3, "error": 2, "warning": 1, "info": 0})
 SERIOUS = ("fatal", "error")
-# A burst: the lines of one failure of one rank (terminate + what() + frames, a traceback).
-_BURST_LINES = 40
 LEAD_LINES = 5
 """A warning this many lines or fewer before an error of the same stream may be its cause (NCCL
 prints `NCCL WARN <what failed>`, then the error code unwinding its stack)."""
@@ -126,7 +126,7 @@ def _stated_before(root: Event, events: Sequence[Event]) -> Event:
             e.signature not in (UNRECOGNIZED, NCCL_RETURN_FRAME)
             and e.severity in ("warning", *SERIOUS)
             and e.line.path == root.line.path
-            and 0 < root.line.lineno - e.line.lineno <= _BURST_LINES
+            and 0 < root.line.lineno - e.line.lineno <= BURST_LINES
             and e.line.stream.agrees(root.line.stream)
             and (process is None or nccl_process(e) == process)
         ):
@@ -140,16 +140,8 @@ def _strength(e: Event, library: Library) -> tuple[int, int, int]:
     return (
         _ROLE_RANK.get(e.role or "", 0),
         _SEVERITY_RANK.get(e.severity or "", 0),
-        0 if _catch_all(e, library) else 1,
+        0 if catch_all(e, library) else 1,
     )
-
-
-def _catch_all(e: Event, library: Library) -> bool:
-    """An event of a catch-all: an unrecognized line, or a signature that classifies."""
-    if e.signature == UNRECOGNIZED:
-        return True
-    sig = library.by_id(e.signature)
-    return sig is not None and sig.classify
 
 
 def signal_death(e: Event) -> bool:
@@ -221,13 +213,9 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         why = last_reason(ends) if first == "cancelled" else None
         return RootPick(ends[0], None, (why.category if why else None) or first)
     serious = [e for e in events if e.severity in SERIOUS]
-    failed = _failed_collectives(serious, world)
     aborts = symptom_terminates(serious)
-    causes = [
-        e
-        for e in serious
-        if e.role == "cause" and e.seq not in aborts and not _after_own(e, failed, world, library)
-    ]
+    after = after_own_failure(serious, world, library)
+    causes = [e for e in serious if e.role == "cause" and e.seq not in aborts | after]
     # a connect attempt its client says it retries (`retrying`) is a wait still under way: a
     # failure that came after it is what went wrong (the wait's own timeout among them)
     causes = [e for e in causes if not e.fields.get("retrying")] or causes
@@ -247,7 +235,7 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
             # So does a catch-all's: a Python exception whose message goes on to the next line
             # (`RuntimeError: work = pg.broadcast(...): ` then `NCCL error in: ...`) is the
             # same report, its head naming no kind
-            said = root if states_a_reason(root) and not _catch_all(root, library) else said
+            said = root if states_a_reason(root) and not catch_all(root, library) else said
         rank = world.rank_of(root.line)
         culprit = Culprit(
             rank=rank,
@@ -274,12 +262,13 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         # what other lines say of the process that failed (analysis.clues)
         clues: tuple[Callable[[Culprit], Culprit], ...] = (
             lambda c: own_rank_culprit(c, root),
+            lambda c: report_rank_culprit(c, root, events),
             lambda c: own_file_culprit(c, root, world),
             lambda c: primary_rank_culprit(c, root, library),
             lambda c: attribute(c, root, events, world),
             # no prefix at all: a process-group rank is the only name the log gives the rank
             # (with a tee header, `[Rank N]` is a rank of some group of that local rank)
-            lambda c: pg_culprit(c, root, events, _BURST_LINES),
+            lambda c: pg_culprit(c, root, events, BURST_LINES),
             lambda c: oom_culprit(c, root, events, world),
             lambda c: pid_culprit(c, root, events, world),
             lambda c: same_error_culprit(c, root, events, world),
@@ -433,29 +422,6 @@ def _names_work(e: Event) -> bool:
     return bool(e.fields.get("op_type") or e.fields.get("seq"))
 
 
-def _failed_collectives(serious: Sequence[Event], world: World) -> dict[int, int]:
-    """The order key of each rank's first failed or timed-out collective it reported."""
-    first: dict[int, int] = {}
-    for e in serious:
-        if e.role == "symptom" and e.category in ("collective_timeout", "comm_error"):
-            r = world.rank_of(e.line)
-            if r is not None and e.seq < first.get(r, e.seq + 1):
-                first[r] = e.seq
-    return first
-
-
-def _after_own(cause: Event, failed: dict[int, int], world: World, library: Library) -> bool:
-    """A catch-all error (an exception line, an unrecognized line), or a signature's
-    `after_own_failure` (the heartbeat monitor's stuck watchdog), of a rank that already
-    reported a failed or timed-out collective: the consequence of that failure (the watchdog's
-    abort, `DDP expects same model` after an aborted allgather), not a new cause."""
-    sig = library.by_id(cause.signature)
-    if not _catch_all(cause, library) and not (sig is not None and sig.after_own_failure):
-        return False
-    rank = world.rank_of(cause.line)
-    return rank is not None and failed.get(rank, cause.seq) < cause.seq
-
-
 _ABORT = "terminate called"
 """libstdc++'s verbose terminate handler: a C++ abort starts here."""
 
@@ -465,7 +431,7 @@ def _refine(first: Event, causes: Sequence[Event], world: World, library: Librar
     rank = world.rank_of(first.line)
     best = first
     for e in causes:
-        if e.line.path != first.line.path or e.line.lineno - first.line.lineno > _BURST_LINES:
+        if e.line.path != first.line.path or e.line.lineno - first.line.lineno > BURST_LINES:
             break
         same = (
             world.rank_of(e.line) == rank
@@ -503,7 +469,7 @@ _SAME_REPORT_LINES = 3
 
 def _own_report(e: Event, library: Library) -> bool:
     """A cause a signature of its own knows, not the start of a traceback or a catch-all."""
-    return e.role == "cause" and e.signature != TRACEBACK_START and not _catch_all(e, library)
+    return e.role == "cause" and e.signature != TRACEBACK_START and not catch_all(e, library)
 
 
 def _burst_category(root: Event, causes: Sequence[Event], library: Library) -> Category | None:
@@ -514,8 +480,8 @@ def _burst_category(root: Event, causes: Sequence[Event], library: Library) -> C
         gap = e.line.lineno - root.line.lineno
         if e.line.path != root.line.path or gap < 0:
             continue
-        if gap > _BURST_LINES:
+        if gap > BURST_LINES:
             break
-        if e.category not in (None, "unknown") and not _catch_all(e, library):
+        if e.category not in (None, "unknown") and not catch_all(e, library):
             return e.category
     return None
