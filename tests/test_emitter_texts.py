@@ -388,6 +388,27 @@ def test_aws_ofi_nccls_memory_registration_failure_names_the_provider_error(run:
     assert inc["title"].endswith(": Invalid argument"), inc["title"]
 
 
+def test_an_older_aws_ofi_nccl_finding_no_provider_is_the_cause(run: Run) -> None:
+    # src/nccl_ofi_net.c find_ofi_provider (the releases before the protocols), through NCCL's
+    # logger and through the plugin's own (`WARN: Function: f Line: n: `, where no NCCL loaded
+    # it: its tests), then the mpirun step's end
+    for warn in (
+        "ip-10-1-2-3:901:955 [3] NCCL WARN NET/OFI Could not find any optimal provider",
+        "WARN: Function: find_ofi_provider Line: 512: NET/OFI Couldn't find any optimal provider",
+    ):
+        lines = [
+            "ip-10-1-2-3:901:955 [3] NCCL INFO NET/OFI Forcing AWS OFI ndev 4",
+            warn,
+            "ip-10-1-2-3:901:955 [3] NCCL INFO bootstrap.cc:105 -> 2",
+            "-------------------------------------------------------",
+            "Primary job  terminated normally, but 1 process returned",
+            "a non-zero exit code. Per user-direction, the job has been aborted.",
+        ]
+        _doc, inc, path = failed_verdict(run, lines)
+        assert inc["category"] == "comm_error", inc
+        assert_root(inc, path, 2, warn)
+
+
 @pytest.mark.parametrize(
     "terminating",
     [

@@ -295,6 +295,15 @@ def test_lightgbms_connect_retries_answered_are_no_failure_and_unanswered_a_wait
     _code, doc, _path = run(retries)
     (inc,) = doc["incidents"]
     assert inc["category"] == "comm_error" and doc["job"]["outcome"] == "truncated", doc["job"]
+    # unprefixed machines interleaved: one's links came up (its `Connected to rank 1`, well
+    # after the other's retries of rank 3, which it does not answer); that info line ends no
+    # process: still a wait
+    binds = ["[LightGBM] [Info] Trying to bind port 4515{n}...", "[LightGBM] [Info] Listening..."]
+    lines = [*retries, *(b.format(n=n) for n in range(8) for b in binds)]
+    lines.append("[LightGBM] [Info] Connected to rank 1")
+    _code, doc, _path = run(lines)
+    (inc,) = doc["incidents"]
+    assert doc["job"]["outcome"] == "truncated", doc["job"]
 
 
 def test_a_dask_worker_out_of_memory_pauses_then_its_nanny_restarts_it(run: Run) -> None:
