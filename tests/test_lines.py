@@ -481,6 +481,26 @@ ROWS = [
         level="S",
         time=datetime(2025, 1, 24, 15, 34, 50, 240000),
     ),
+    # the Hugging Face example scripts' basicConfig (`%m/%d/%Y %H:%M:%S - LEVEL - name - `), and
+    # scripts that copied it without the logger's name
+    row(
+        "03/07/2025 14:02:11 - ERROR - __main__ - x",
+        "x",
+        level="E",
+        time=datetime(2025, 3, 7, 14, 2, 11),
+    ),
+    row(
+        "11/30/2023 08:15:59 - INFO - accelerate.utils.other -   x",
+        "x",
+        level="I",
+        time=datetime(2023, 11, 30, 8, 15, 59),
+    ),
+    row(
+        "02/14/2022 23:59:31 - WARNING - x y",
+        "x y",
+        level="W",
+        time=datetime(2022, 2, 14, 23, 59, 31),
+    ),
     # a rank word in a message, no column after it
     row("rank: 3 of 8 joined", "rank: 3 of 8 joined"),
     # a month-day time with no source position after it is the message's

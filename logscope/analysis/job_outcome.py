@@ -91,10 +91,14 @@ def retries_only(incident: Incident) -> bool:
 def _ends_retrying(incident: Incident) -> bool:
     """The incident's last line says its emitter tries again (`retrying`): a connect attempt, the
     etcd rendezvous's next try after an error it handled. An incident made only of retries
-    (retries_only) is one such. Its info lines after it end nothing (one machine's report that
-    its own links are up, while another still retries)."""
+    (retries_only) is one such. Its other info lines after it end nothing (one machine's report
+    that its own links are up, while another still retries)."""
     last = max(
-        (e for e in (incident.root_cause, *incident.cascade) if e.severity != "info"),
+        (
+            e
+            for e in (incident.root_cause, *incident.cascade)
+            if e.severity != "info" or e.fields.get("retrying")
+        ),
         key=lambda e: e.seq,
         default=incident.root_cause,
     )

@@ -120,6 +120,14 @@ _MMLOG = re.compile(
     r"(?:(?P<y>\d{4})/)?(?P<mo>\d\d)/(?P<dd>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r" - [\w.]+ - (?P<lvl>[A-Z]+) - "
 )
+# The Hugging Face example scripts' logging (diffusers and accelerate examples at 58eb52c0 /
+# 16cb6eb8, and transformers' run_*.py: `logging.basicConfig(format="%(asctime)s -
+# %(levelname)s - %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S")`), and the scripts that
+# copied it without the logger's name: `MM/DD/YYYY HH:MM:SS - LEVEL - [name - ]`
+_MDY_LOG = re.compile(
+    r"(?P<mo>\d\d)/(?P<dd>\d\d)/(?P<y>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    r" - (?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.]+ - +)?"
+)
 # `[%(asctime)s] [%(name)s ]%(levelname)s: ` with datefmt `%m/%d %H:%M:%S` or `%Y/%m/%d ...`:
 # detectron2's file logger (detectron2/utils/logger.py `setup_logger`) and the PaddlePaddle
 # suites' loggers copied from it (ppdet, ppcls; PaddleSeg's has no name); detectron2's console
@@ -259,6 +267,8 @@ def stamped(text: str, pos: int) -> bool:
     if _PYLOG_NAMED.match(text, pos) or _DEEPSPEED.match(text, pos) or _HF.match(text, pos):
         return True
     if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _MMLOG.match(text, pos):
+        return True
+    if _MDY_LOG.match(text, pos):
         return True
     if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos) or _TF_LOG.match(text, pos):
         return True
@@ -403,6 +413,7 @@ def strip_prefixes(text: str, p: Prefix, year: int | None, layers: Layers | None
             _BRACKET_TIME.match(text)
             or _ISO_START.match(text)
             or _MMLOG.match(text)
+            or _MDY_LOG.match(text)
             or _SLASH_LOG.match(text)
             or _NANOTRON.match(text)
         )
