@@ -754,3 +754,33 @@ def test_pyslowfasts_training_done_line_ends_its_run(run: Run) -> None:
     assert code == 0 and doc["job"]["outcome"] == "completed", doc["job"]
     _code, doc, _path = run(lines)
     assert doc["job"]["outcome"] == "truncated", doc["job"]
+
+
+def test_an_algoperf_run_whose_runner_scored_it_completed(run: Run) -> None:
+    """AlgoPerf's submission runner: CLU's LoggingWriter step lines (clu.toml), git refusing a
+    checkout another user owns while the runner records its hash (git.toml: it goes on), and
+    `Final <workload> score` once every trial trained (algoperf.toml)."""
+    head = "I0611 10:{m:02d}:03.123456 140211 "
+    lines = [
+        head.format(m=0) + "submission_runner.py:287] Initializing checkpoint and logger.",
+        "fatal: detected dubious ownership in repository at '/opt/algoperf'",
+        "To add an exception for this directory, call:",
+        "",
+        "\tgit config --global --add safe.directory /opt/algoperf",
+        head.format(m=0)
+        + "logger_utils.py:220] Unable to record git information. Continuing without it.",
+    ]
+    lines += [
+        head.format(m=i)
+        + f"logging_writer.py:48] [{i * 100}] global_step={i * 100}, grad_norm=0.41, loss=0.{90 - i}"
+        for i in range(1, 9)
+    ]
+    code, doc, _path = run(lines)
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
+    assert (doc["job"]["outcome"], doc["job"]["last_iteration"]) == ("truncated", 800), doc["job"]
+    lines.append(head.format(m=9) + "submission_runner.py:853] Final ogbg score: 1976.387057542801")
+    code, doc, _path = run(lines)
+    assert doc["job"]["outcome"] == "completed", doc["job"]
+    # the git block alone, before any step: nothing failed
+    code, doc, _path = run(lines[:6])
+    assert code == 0 and doc["incidents"] == [], doc["incidents"]
