@@ -120,10 +120,10 @@ _MMLOG = re.compile(
     r"(?:(?P<y>\d{4})/)?(?P<mo>\d\d)/(?P<dd>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r" - [\w.]+ - (?P<lvl>[A-Z]+) - "
 )
-# The Hugging Face example scripts' logging (diffusers and accelerate examples at 58eb52c0 /
-# 16cb6eb8, and transformers' run_*.py: `logging.basicConfig(format="%(asctime)s -
-# %(levelname)s - %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S")`), and the scripts that
-# copied it without the logger's name: `MM/DD/YYYY HH:MM:SS - LEVEL - [name - ]`
+# The Hugging Face example scripts' logging (diffusers 58eb52c0, 90 example scripts, and
+# accelerate 16cb6eb8 examples: `logging.basicConfig(format="%(asctime)s - %(levelname)s -
+# %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S")`), and the scripts that copied it
+# without the logger's name: `MM/DD/YYYY HH:MM:SS - LEVEL - [name - ]`
 _MDY_LOG = re.compile(
     r"(?P<mo>\d\d)/(?P<dd>\d\d)/(?P<y>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     r" - (?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.]+ - +)?"
