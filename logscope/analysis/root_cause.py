@@ -213,9 +213,9 @@ def pick_root(events: Sequence[Event], world: World, library: Library) -> RootPi
         why = last_reason(ends) if first == "cancelled" else None
         return RootPick(ends[0], None, (why.category if why else None) or first)
     serious = [e for e in events if e.severity in SERIOUS]
-    aborts = symptom_terminates(serious)
-    after = after_own_failure(serious, world, library)
-    causes = [e for e in serious if e.role == "cause" and e.seq not in aborts | after]
+    # a process's abort over a failure it stated, an error after its own failed collective
+    consequences = symptom_terminates(serious) | after_own_failure(serious, world, library)
+    causes = [e for e in serious if e.role == "cause" and e.seq not in consequences]
     # a connect attempt its client says it retries (`retrying`) is a wait still under way: a
     # failure that came after it is what went wrong (the wait's own timeout among them)
     causes = [e for e in causes if not e.fields.get("retrying")] or causes
