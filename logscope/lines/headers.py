@@ -268,11 +268,9 @@ def stamped(text: str, pos: int) -> bool:
         return True
     if _RAY_CPP.match(text, pos) or _NCCL.match(text, pos) or _MMLOG.match(text, pos):
         return True
-    if _MDY_LOG.match(text, pos):
-        return True
     if _SLASH_LOG.match(text, pos) or _NANOTRON.match(text, pos) or _TF_LOG.match(text, pos):
         return True
-    if _olmo(text, pos):
+    if _MDY_LOG.match(text, pos) or _olmo(text, pos):
         return True
     m = _ISO_START.match(text, pos)
     return m is not None and (m["lvl"] or m["pylvl"] or m["clvl"] or m["glvl"]) is not None
